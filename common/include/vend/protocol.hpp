@@ -1,0 +1,214 @@
+// Protocol v1: every message between the cloud agent and a device, with a
+// strict JSON codec. docs/protocol.md is the prose; tests/common/
+// protocol_test.cpp holds golden examples.
+//
+// Wire form: one JSON object per MQTT message, `"v":1`, a `type`, the fields
+// below (units in names), and `mac`: lowercase hex HMAC-SHA256, under the
+// device's key, of the message's canonical form — the same object without
+// `mac`, keys sorted, no whitespace (what encode_canonical returns).
+//
+// Decoding is strict: oversize payload, bad JSON, unknown `type`, unknown or
+// missing field, wrong JSON type, out-of-range value all give an Error whose
+// code is one of kErr* and whose message names the field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "vend/result.hpp"
+
+namespace vend::proto {
+
+inline constexpr int kVersion = 1;
+// Largest payload accepted. A full snapshot of a big machine
+// (64 slots x 64 tokens x 35 bytes) fits in well under this.
+inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
+inline constexpr int kMaxSlot = 255;             // slots are numbered 1..kMaxSlot
+inline constexpr int kMaxRestockCount = 1000;    // items in one restock
+inline constexpr size_t kMaxTokensPerMessage = 4096;
+inline constexpr size_t kMaxIdLength = 64;       // device, order, restock, request ids
+inline constexpr size_t kMaxTextLength = 512;    // fault messages, reasons
+
+// Error codes of decoding.
+inline constexpr const char* kErrOversize = "oversize";
+inline constexpr const char* kErrBadJson = "bad_json";
+inline constexpr const char* kErrBadVersion = "bad_version";
+inline constexpr const char* kErrUnknownType = "unknown_type";
+inline constexpr const char* kErrMissingField = "missing_field";
+inline constexpr const char* kErrUnknownField = "unknown_field";
+inline constexpr const char* kErrWrongType = "wrong_type";
+inline constexpr const char* kErrOutOfRange = "out_of_range";
+
+// ---- Commands: cloud -> device, on vend/v1/dev/{device}/cmd -------------
+
+// Dispense one item from `slot` for `order_id`, spending `token`.
+struct DispenseCommand {
+  std::string device;
+  std::string order_id;
+  int slot = 0;
+  std::string token;          // 32 lowercase hex chars (128 bits)
+  int64_t expires_at_ms = 0;  // wall clock, Unix ms
+  bool operator==(const DispenseCommand&) const = default;
+};
+
+// A restock order: an operator is to load `count` items into `slot`. The
+// device mints tokens only when the load is confirmed at the machine.
+struct RestockCommand {
+  std::string device;
+  std::string restock_id;
+  int slot = 0;
+  int count = 0;
+  bool operator==(const RestockCommand&) const = default;
+};
+
+// Ask for a snapshot; `full` adds every available token id.
+struct SnapshotRequest {
+  std::string device;
+  std::string request_id;
+  bool full = false;
+  bool operator==(const SnapshotRequest&) const = default;
+};
+
+// The cloud has processed every event of this device with seq <= upto_seq.
+struct Ack {
+  std::string device;
+  uint64_t upto_seq = 0;
+  bool operator==(const Ack&) const = default;
+};
+
+using Command = std::variant<DispenseCommand, RestockCommand, SnapshotRequest, Ack>;
+
+// ---- Events: device -> cloud, on vend/v1/dev/{device}/evt ---------------
+
+enum class DispenseStatus { kDispensed, kFailed, kRejected, kUncertain };
+const char* to_string(DispenseStatus status);
+std::optional<DispenseStatus> parse_dispense_status(std::string_view text);
+
+// Rejection and failure reasons (the `reason` of a DispenseResult).
+namespace reason {
+inline constexpr const char* kBadMac = "bad_mac";
+inline constexpr const char* kWrongDevice = "wrong_device";
+inline constexpr const char* kUnknownSlot = "unknown_slot";
+inline constexpr const char* kUnknownToken = "unknown_token";
+inline constexpr const char* kTokenConsumed = "token_consumed";
+inline constexpr const char* kExpired = "expired";
+inline constexpr const char* kMalformed = "malformed";
+inline constexpr const char* kBusy = "busy";
+inline constexpr const char* kJam = "jam";                    // FAILED: motor stalled
+inline constexpr const char* kEmpty = "empty";                // FAILED: nothing dropped
+inline constexpr const char* kPowerLoss = "power_loss";       // UNCERTAIN: reboot mid-motor
+}  // namespace reason
+
+// The outcome of one dispense command. `token_consumed` says whether the
+// token is spent: false only for REJECTED (the cloud may put it back in the
+// pool); a FAILED or UNCERTAIN dispense has consumed it.
+struct DispenseResult {
+  std::string order_id;
+  int slot = 0;
+  std::string token;
+  DispenseStatus status = DispenseStatus::kRejected;
+  std::string reason;  // empty for DISPENSED
+  bool token_consumed = false;
+  bool operator==(const DispenseResult&) const = default;
+};
+
+// New sale tokens minted by a confirmed restock, one per item loaded.
+struct TokensMinted {
+  std::string restock_id;
+  int slot = 0;
+  std::vector<std::string> tokens;
+  int physical_count = 0;  // items in the slot after the load
+  bool operator==(const TokensMinted&) const = default;
+};
+
+struct SlotSnapshot {
+  int slot = 0;
+  int physical_count = 0;
+  int available_tokens = 0;
+  std::string digest;  // token_digest() of the available token ids
+  std::optional<std::vector<std::string>> tokens;  // only when asked for `full`
+  bool operator==(const SlotSnapshot&) const = default;
+};
+
+struct Snapshot {
+  std::string request_id;  // empty for a periodic snapshot
+  std::vector<SlotSnapshot> slots;
+  uint64_t outbox_depth = 0;
+  bool operator==(const Snapshot&) const = default;
+};
+
+struct Fault {
+  std::string code;     // e.g. "outbox_near_full", "jam", "uncertain_dispense"
+  std::string message;
+  int slot = 0;         // 0 when not about a slot
+  bool operator==(const Fault&) const = default;
+};
+
+using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault>;
+
+// Every device event carries the device's persisted, strictly increasing
+// `seq` (the dedup key with `device`) and the `boot_id` of the session that
+// sent it. `ts_ms` is informational only.
+struct DeviceEvent {
+  std::string device;
+  uint64_t seq = 0;
+  std::string boot_id;
+  int64_t ts_ms = 0;
+  EventBody body;
+  bool operator==(const DeviceEvent&) const = default;
+};
+
+// ---- Presence: device -> cloud, retained, on vend/v1/dev/{device}/status -
+
+// `online` on connect; the last will is the same with online=false. The
+// cloud ignores an `offline` whose boot_id is not the current session's.
+struct PresenceStatus {
+  std::string device;
+  std::string boot_id;
+  bool online = false;
+  int64_t ts_ms = 0;
+  bool operator==(const PresenceStatus&) const = default;
+};
+
+// ---- Codec --------------------------------------------------------------
+
+// A decoded message with its claimed MAC and the canonical bytes the MAC
+// must cover (recomputed from the decoded fields, so whitespace and key order
+// on the wire do not matter).
+template <typename T>
+struct Decoded {
+  T message;
+  std::string mac;
+  std::string canonical;
+};
+
+std::string encode_canonical(const Command& command);
+std::string encode_canonical(const DeviceEvent& event);
+std::string encode_canonical(const PresenceStatus& status);
+
+// The wire form: canonical object plus "mac".
+std::string encode(const Command& command, std::string_view mac_hex);
+std::string encode(const DeviceEvent& event, std::string_view mac_hex);
+std::string encode(const PresenceStatus& status, std::string_view mac_hex);
+
+Result<Decoded<Command>> decode_command(std::string_view payload);
+Result<Decoded<DeviceEvent>> decode_event(std::string_view payload);
+Result<Decoded<PresenceStatus>> decode_status(std::string_view payload);
+
+// The device a command is addressed to.
+const std::string& command_device(const Command& command);
+// "dispense", "restock", "snapshot_request", "ack" / "dispense_result", ...
+const char* type_name(const Command& command);
+const char* type_name(const EventBody& body);
+
+// Validators shared by the codec, topics and config loaders.
+// Ids: 1..kMaxIdLength chars of [A-Za-z0-9._-].
+bool is_valid_id(std::string_view id);
+// Tokens and boot ids: exactly 32 lowercase hex chars.
+bool is_valid_token(std::string_view token);
+
+}  // namespace vend::proto

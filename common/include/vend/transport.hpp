@@ -1,0 +1,57 @@
+// Transport: the small MQTT-shaped interface the cores talk through.
+// Implementations: PahoTransport (vend_mqtt, real broker) and InMemoryBus
+// clients (deterministic simulation and unit tests).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "vend/result.hpp"
+
+namespace vend {
+
+struct Message {
+  std::string topic;
+  std::string payload;
+  int qos = 1;
+  bool retained = false;
+};
+
+// The last will a broker publishes when the client vanishes without a clean
+// disconnect.
+struct Will {
+  std::string topic;
+  std::string payload;
+  int qos = 1;
+  bool retained = true;
+};
+
+// Callbacks may run on a transport thread (Paho) or on the caller's thread
+// (InMemoryBus). A core that is single-threaded hands them over through one
+// bounded queue in its shell (CONVENTIONS.md #4).
+class Transport {
+ public:
+  using MessageHandler = std::function<void(const Message&)>;
+  // Called with true when a session is up (first connect and every
+  // reconnect), false when it is lost.
+  using ConnectionHandler = std::function<void(bool connected)>;
+
+  virtual ~Transport() = default;
+
+  // Set handlers before connect().
+  virtual void on_message(MessageHandler handler) = 0;
+  virtual void on_connection(ConnectionHandler handler) = 0;
+
+  // Starts the session. Returns an error if the first connection attempt
+  // fails; after that, reconnects happen on their own.
+  virtual Status connect() = 0;
+  virtual void disconnect() = 0;
+  virtual bool connected() const = 0;
+
+  // Fails fast with "not_connected" or "queue_full" instead of blocking.
+  virtual Status publish(const Message& message) = 0;
+  // Subscriptions are remembered and restored after a reconnect.
+  virtual Status subscribe(const std::string& topic_filter, int qos = 1) = 0;
+};
+
+}  // namespace vend

@@ -1,0 +1,204 @@
+#include "test_support.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace vend::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string base = fs::temp_directory_path().string() + "/vend-test-XXXXXX";
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + base);
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    throw std::runtime_error("bind() to a free port failed");
+  }
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+bool wait_for_port(int port, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string find_executable(const std::string& name) {
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  path += ":/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/bin:/usr/local/sbin";
+  std::stringstream ss(path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw std::runtime_error("required executable '" + name +
+                           "' not found (run scripts/setup-deps)");
+}
+
+std::string binary_path(const std::string& relative) {
+  const char* dir = std::getenv("VEND_BINARY_DIR");
+  if (dir == nullptr) throw std::runtime_error("VEND_BINARY_DIR not set (run through ctest)");
+  return std::string(dir) + "/" + relative;
+}
+
+Child::Child(std::vector<std::string> argv, const std::string& log_path) {
+  if (argv.empty()) throw std::runtime_error("Child: empty argv");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    if (!log_path.empty()) {
+      int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Child::~Child() {
+  if (!reaped_) kill_now();
+}
+
+bool Child::running() {
+  if (reaped_) return false;
+  int status = 0;
+  pid_t r = waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    reaped_ = true;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return false;
+  }
+  return true;
+}
+
+void Child::signal(int sig) {
+  if (!reaped_) ::kill(pid_, sig);
+}
+
+int Child::wait(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (running()) {
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status_;
+}
+
+void Child::kill_now() {
+  if (reaped_) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  reaped_ = true;
+  status_ = 128 + SIGKILL;
+}
+
+MosquittoServer::MosquittoServer(const std::string& extra_config)
+    : port_(free_port()), extra_(extra_config) {
+  start();
+}
+
+void MosquittoServer::start() {
+  std::string conf = dir_.file("mosquitto.conf");
+  std::ofstream out(conf);
+  out << "listener " << port_ << " 127.0.0.1\n"
+      << "allow_anonymous true\n"
+      << "set_tcp_nodelay true\n"
+      << "persistence false\n"
+      << "max_queued_messages 100000\n"
+      << "log_dest stderr\n"
+      << extra_ << "\n";
+  out.close();
+  child_ = std::make_unique<Child>(
+      std::vector<std::string>{find_executable("mosquitto"), "-c", conf}, dir_.file("broker.log"));
+  if (!wait_for_port(port_, std::chrono::seconds(10))) {
+    throw std::runtime_error("mosquitto did not start on port " + std::to_string(port_) +
+                             ": " + read_file(dir_.file("broker.log")));
+  }
+}
+
+void MosquittoServer::stop() { child_.reset(); }
+
+RedisServer::RedisServer() : port_(free_port()) { start(); }
+
+void RedisServer::start() {
+  child_ = std::make_unique<Child>(
+      std::vector<std::string>{find_executable("redis-server"), "--port", std::to_string(port_),
+                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                               "--dir", dir_.path()},
+      dir_.file("redis.log"));
+  if (!wait_for_port(port_, std::chrono::seconds(10))) {
+    throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
+                             ": " + read_file(dir_.file("redis.log")));
+  }
+}
+
+void RedisServer::stop() { child_.reset(); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << content;
+}
+
+}  // namespace vend::test

@@ -1,0 +1,99 @@
+// Helpers for tests: temp dirs, free ports, child processes, and real
+// mosquitto / redis-server instances on loopback. A server that cannot be
+// found or started throws, which fails the test: it never silently passes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace vend::test {
+
+// A fresh directory under $TMPDIR, removed recursively on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
+// True once something accepts TCP connections on 127.0.0.1:port.
+bool wait_for_port(int port, std::chrono::milliseconds timeout);
+// Absolute path of an executable found on PATH or in /usr/sbin, /usr/bin;
+// throws std::runtime_error naming it when missing.
+std::string find_executable(const std::string& name);
+// $VEND_BINARY_DIR/<relative> (set by ctest), for the project's executables.
+std::string binary_path(const std::string& relative);
+
+// A child process. Killed (SIGKILL) and reaped on destruction if still running.
+class Child {
+ public:
+  // Starts argv[0] with the given args; stdout/stderr go to `log_path` when
+  // not empty (appended).
+  Child(std::vector<std::string> argv, const std::string& log_path = "");
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running();
+  void signal(int sig);
+  // Waits for exit; returns the exit status (128+signal when killed), or -1 on timeout.
+  int wait(std::chrono::milliseconds timeout);
+  void kill_now();
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+  bool reaped_ = false;
+};
+
+// mosquitto on 127.0.0.1:<free port>, with TCP_NODELAY on, no persistence,
+// and optional extra config lines. Stopped on destruction.
+class MosquittoServer {
+ public:
+  explicit MosquittoServer(const std::string& extra_config = "");
+  int port() const { return port_; }
+  std::string url() const { return "tcp://127.0.0.1:" + std::to_string(port_); }
+  // Stop and start again on the same port (broker outage).
+  void stop();
+  void start();
+
+ private:
+  TempDir dir_;
+  int port_;
+  std::string extra_;
+  std::unique_ptr<Child> child_;
+};
+
+// redis-server on 127.0.0.1:<free port>, no persistence. Stopped on destruction.
+class RedisServer {
+ public:
+  RedisServer();
+  int port() const { return port_; }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  void stop();
+  void start();
+
+ private:
+  TempDir dir_;
+  int port_;
+  std::unique_ptr<Child> child_;
+};
+
+// Reads a whole file ("" if missing).
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& content);
+
+}  // namespace vend::test

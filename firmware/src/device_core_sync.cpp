@@ -1,0 +1,126 @@
+// DeviceCore: the outbox drain, acknowledgements, snapshots and the tick.
+#include "vend/fw/device_core.hpp"
+
+#include <algorithm>
+
+#include "vend/topics.hpp"
+
+namespace vend::fw {
+
+namespace {
+constexpr const char* kLog = "core";
+constexpr int64_t kOutboxScanMs = 250;        // notice rows written by other processes
+constexpr int64_t kPressureCheckMs = 1000;
+constexpr int64_t kRefusalReportMs = 60000;   // at most one refused_commands fault a minute
+}  // namespace
+
+void DeviceCore::tick() {
+  poll_motor();
+  start_next_dispense();
+  maybe_periodic_snapshot();
+  check_outbox_pressure();
+  report_refusals();
+  drain_outbox();
+}
+
+CommandOutcome DeviceCore::handle_ack(const proto::Ack& ack) {
+  auto dropped = ledger_.acknowledge(ack.upto_seq);
+  if (!dropped.ok()) return refuse("ack", "bad_ack", dropped.error().message);
+  sent_upto_ = std::max(sent_upto_, ack.upto_seq);
+  return CommandOutcome{"ack", "done", std::to_string(*dropped)};
+}
+
+CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request) {
+  if (outbox_full()) return refuse("snapshot_request", "outbox_full", request.request_id);
+  auto snap = ledger_.snapshot(request.request_id, request.full, hal_.inventory);
+  if (!snap.ok()) return refuse("snapshot_request", "storage", snap.error().to_string());
+  if (auto seq = ledger_.append_event(*snap, clock_.wall_ms()); !seq.ok()) {
+    return refuse("snapshot_request", "storage", seq.error().to_string());
+  }
+  outbox_dirty_ = true;
+  return CommandOutcome{"snapshot_request", "done", request.request_id};
+}
+
+void DeviceCore::maybe_periodic_snapshot() {
+  if (options_.snapshot_interval_ms <= 0) return;
+  int64_t now = clock_.monotonic_ms();
+  if (now - last_snapshot_ms_ < options_.snapshot_interval_ms) return;
+  last_snapshot_ms_ = now;
+  if (outbox_alarm_) return;  // snapshots are the first thing to give way
+  auto snap = ledger_.snapshot("", false, hal_.inventory);
+  if (snap.ok() && ledger_.append_event(*snap, clock_.wall_ms()).ok()) outbox_dirty_ = true;
+}
+
+void DeviceCore::check_outbox_pressure() {
+  int64_t now = clock_.monotonic_ms();
+  if (now - last_pressure_check_ms_ < kPressureCheckMs) return;
+  last_pressure_check_ms_ = now;
+  auto depth = ledger_.outbox_depth();
+  if (!depth.ok()) return;
+  int64_t high = options_.outbox_max * 8 / 10;
+  int64_t low = options_.outbox_max * 6 / 10;
+  if (!outbox_alarm_ && *depth >= high) {
+    outbox_alarm_ = true;
+    (void)ledger_.append_event(
+        proto::Fault{"outbox_near_full",
+                     std::to_string(*depth) + " of " + std::to_string(options_.outbox_max) +
+                         " events unacknowledged; new work is refused at the limit",
+                     0},
+        clock_.wall_ms());
+    outbox_dirty_ = true;
+    log_.warn(kLog, "outbox near full: " + std::to_string(*depth));
+  } else if (outbox_alarm_ && *depth <= low) {
+    outbox_alarm_ = false;
+  }
+}
+
+void DeviceCore::report_refusals() {
+  if (refused_unreported_ == 0) return;
+  int64_t now = clock_.monotonic_ms();
+  if (last_refusal_report_ms_ != 0 && now - last_refusal_report_ms_ < kRefusalReportMs) return;
+  if (outbox_alarm_) return;
+  last_refusal_report_ms_ = now;
+  std::string message = std::to_string(refused_unreported_) + " command(s) refused; last: " +
+                        last_refusal_.substr(0, 200);
+  if (ledger_.append_event(proto::Fault{"refused_commands", message, 0}, clock_.wall_ms()).ok()) {
+    refused_unreported_ = 0;
+    outbox_dirty_ = true;
+  }
+}
+
+void DeviceCore::drain_outbox() {
+  int64_t now = clock_.monotonic_ms();
+  if (!connected_ || now < drain_after_ms_) return;
+  auto acked = ledger_.acked_seq();
+  if (!acked.ok()) return;
+  if (sent_upto_ > *acked && now - last_send_ms_ >= options_.retransmit_ms) {
+    sent_upto_ = *acked;  // the cloud has not acknowledged: send again (it dedups by seq)
+    outbox_dirty_ = true;
+  }
+  if (!outbox_dirty_ && now - last_scan_ms_ < kOutboxScanMs) return;
+  last_scan_ms_ = now;
+
+  double rate = std::max(1, options_.outbox_drain_per_s);
+  send_budget_ = std::min(rate, send_budget_ + static_cast<double>(now - budget_ms_) * rate / 1000);
+  budget_ms_ = now;
+  int64_t window = static_cast<int64_t>(*acked) + options_.outbox_window -
+                   static_cast<int64_t>(sent_upto_);
+  int limit = static_cast<int>(std::min<int64_t>(window, static_cast<int64_t>(send_budget_)));
+  if (limit <= 0) return;
+  auto rows = ledger_.outbox_after(sent_upto_, limit);
+  if (!rows.ok()) return;
+  outbox_dirty_ = static_cast<int>(rows->size()) == limit;  // more may be waiting
+  const std::string topic = topics::device_evt(identity().device_id);
+  for (const auto& row : *rows) {
+    if (auto s = transport_.publish(Message{topic, row.payload, 1, false}); !s.ok()) {
+      outbox_dirty_ = true;
+      return;  // stays in the outbox; retried on the next tick
+    }
+    sent_upto_ = row.seq;
+    last_send_ms_ = now;
+    send_budget_ -= 1;
+    ++stats_.events_published;
+  }
+}
+
+}  // namespace vend::fw

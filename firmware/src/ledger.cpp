@@ -1,0 +1,160 @@
+#include "vend/fw/ledger.hpp"
+
+#include <utility>
+
+#include "ledger_internal.hpp"
+#include "ledger_schema.hpp"
+
+namespace vend::fw {
+
+using namespace detail;
+
+const char* to_string(TokenState state) { return kTokenStates[static_cast<int>(state)]; }
+const char* to_string(DispenseState state) { return kDispenseStates[static_cast<int>(state)]; }
+
+Result<Ledger> Ledger::open(const std::string& path, Identity identity, sql::Sync sync) {
+  sql::OpenOptions options;
+  options.synchronous = sync;
+  auto db = sql::Database::open(path, options);
+  if (!db.ok()) return db.error();
+  if (auto s = db->migrate(ledger_migrations()); !s.ok()) {
+    return Error{s.error().code, "ledger '" + path + "': " + s.error().message};
+  }
+  return Ledger(std::move(db).value(), std::move(identity));
+}
+
+Status Ledger::sync_slots(const std::vector<SlotConfig>& slots) {
+  auto r = in_transaction<int>(db_, [&]() -> Result<int> {
+    for (const auto& s : slots) {
+      auto n = run(db_,
+                   "INSERT INTO slots(slot, product, capacity) VALUES (?, ?, ?) "
+                   "ON CONFLICT(slot) DO UPDATE SET product = excluded.product, "
+                   "capacity = excluded.capacity",
+                   [&](sql::Statement& st) { st.bind(1, s.slot).bind(2, s.product).bind(3, s.capacity); });
+      if (!n.ok()) return n.error();
+    }
+    return 0;
+  });
+  if (!r.ok()) return r.error();
+  return {};
+}
+
+// ---- reads ----------------------------------------------------------------
+
+Result<std::vector<SlotRow>> Ledger::slots() {
+  auto st = db_.prepare(
+      "SELECT s.slot, s.product, s.capacity, s.physical_count, "
+      "(SELECT count(*) FROM tokens t WHERE t.slot = s.slot AND t.state = 'AVAILABLE') "
+      "FROM slots s ORDER BY s.slot");
+  if (!st.ok()) return st.error();
+  std::vector<SlotRow> rows;
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    rows.push_back(SlotRow{st->column_int(0), st->column_text(1), st->column_int(2),
+                           st->column_int(3), st->column_int(4)});
+  }
+  return rows;
+}
+
+Result<std::optional<SlotRow>> Ledger::slot(int slot) {
+  auto all = slots();
+  if (!all.ok()) return all.error();
+  for (auto& row : *all) {
+    if (row.slot == slot) return std::optional<SlotRow>(row);
+  }
+  return std::optional<SlotRow>();
+}
+
+Result<std::optional<DispenseRow>> Ledger::find_dispense(const std::string& order_id) {
+  auto st = db_.prepare(std::string("SELECT ") + kDispenseColumns +
+                        " FROM dispenses WHERE order_id = ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, order_id);
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  if (!*row) return std::optional<DispenseRow>();
+  return std::optional<DispenseRow>(read_dispense(*st));
+}
+
+Result<std::optional<std::pair<TokenState, int>>> Ledger::find_token(const std::string& token) {
+  auto st = db_.prepare("SELECT state, slot FROM tokens WHERE token = ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, token);
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  using Found = std::optional<std::pair<TokenState, int>>;
+  if (!*row) return Found();
+  return Found(std::make_pair(parse_token_state(st->column_text(0)), st->column_int(1)));
+}
+
+Result<std::vector<std::string>> Ledger::available_tokens(int slot) {
+  auto st = db_.prepare(
+      "SELECT token FROM tokens WHERE slot = ? AND state = 'AVAILABLE' ORDER BY position");
+  if (!st.ok()) return st.error();
+  st->bind(1, slot);
+  std::vector<std::string> tokens;
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    tokens.push_back(st->column_text(0));
+  }
+  return tokens;
+}
+
+Result<std::vector<DispenseRow>> Ledger::dispenses_in(DispenseState state) {
+  auto st = db_.prepare(std::string("SELECT ") + kDispenseColumns +
+                        " FROM dispenses WHERE state = ? ORDER BY accepted_ms, rowid");
+  if (!st.ok()) return st.error();
+  st->bind(1, to_string(state));
+  std::vector<DispenseRow> rows;
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    rows.push_back(read_dispense(*st));
+  }
+  return rows;
+}
+
+Result<int64_t> Ledger::outbox_depth() {
+  auto st = db_.prepare("SELECT count(*) FROM outbox");
+  if (!st.ok()) return st.error();
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  return st->column_int64(0);
+}
+
+Result<std::vector<OutboxRow>> Ledger::outbox_after(uint64_t seq, int limit) {
+  auto st = db_.prepare("SELECT seq, type, payload FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, static_cast<int64_t>(seq)).bind(2, limit);
+  std::vector<OutboxRow> rows;
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    rows.push_back(OutboxRow{static_cast<uint64_t>(st->column_int64(0)), st->column_text(1),
+                             st->column_text(2)});
+  }
+  return rows;
+}
+
+namespace {
+Result<uint64_t> read_meta(sql::Database& db, const char* key) {
+  auto st = db.prepare("SELECT value FROM meta WHERE key = ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, key);
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  if (!*row) return make_error("ledger_corrupt", std::string("meta key '") + key + "' missing");
+  return static_cast<uint64_t>(st->column_int64(0));
+}
+}  // namespace
+
+Result<uint64_t> Ledger::last_seq() { return read_meta(db_, "last_seq"); }
+Result<uint64_t> Ledger::acked_seq() { return read_meta(db_, "acked_seq"); }
+
+}  // namespace vend::fw

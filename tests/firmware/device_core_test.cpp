@@ -1,0 +1,238 @@
+#include "vend/fw/device_core.hpp"
+
+#include <doctest/doctest.h>
+
+#include "core_rig.hpp"
+
+using namespace vend;
+using namespace vend::fw;
+using vend::fw::test::Rig;
+
+namespace {
+proto::DispenseResult last_result(Rig& rig) {
+  auto results = rig.bodies<proto::DispenseResult>();
+  REQUIRE_FALSE(results.empty());
+  return results.back();
+}
+}  // namespace
+
+TEST_CASE("a signed command with an available token dispenses once and reports DISPENSED") {
+  Rig rig;
+  auto tokens = rig.restock(1, 3);
+  rig.connect();
+  auto out = rig.send(rig.dispense("o-1", 1, tokens[0]));
+  CHECK(out.result == "accepted");
+  CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kConsumed);
+  rig.run_for(600);
+  CHECK(rig.machine.rotations() == 1);
+  auto r = last_result(rig);
+  CHECK(r.order_id == "o-1");
+  CHECK(r.status == proto::DispenseStatus::kDispensed);
+  CHECK(r.token_consumed);
+  CHECK(rig.machine.items(1) == 2);
+  CHECK(rig.ledger.slot(1).value()->physical_count == 2);
+  CHECK(rig.ledger.slot(1).value()->available_tokens == 2);
+}
+
+TEST_CASE("every rejection has its own reason") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  auto other_slot = rig.restock(2, 1);
+  rig.connect();
+  int64_t max_rotations = 1;
+
+  SUBCASE("malformed") {
+    auto out = rig.core->on_command("{not json");
+    CHECK(out.result == "refused");
+    CHECK(out.reason == proto::reason::kMalformed);
+  }
+  SUBCASE("bad_mac") {
+    crypto::Key wrong = crypto::Key::generate();
+    auto out = rig.core->on_command(rig.sign(rig.dispense("o-1", 1, tokens[0]), &wrong));
+    CHECK(out.reason == proto::reason::kBadMac);
+  }
+  SUBCASE("wrong_device") {
+    auto cmd = rig.dispense("o-1", 1, tokens[0]);
+    cmd.device = "vm-2";
+    CHECK(rig.send(cmd).reason == proto::reason::kWrongDevice);
+  }
+  SUBCASE("unknown_slot") { CHECK(rig.send(rig.dispense("o-1", 9, tokens[0])).reason == "unknown_slot"); }
+  SUBCASE("unknown_token") {
+    CHECK(rig.send(rig.dispense("o-1", 1, std::string(32, 'a'))).reason == "unknown_token");
+  }
+  SUBCASE("a token of another slot is unknown in this one") {
+    CHECK(rig.send(rig.dispense("o-1", 1, other_slot[0])).reason == "unknown_token");
+  }
+  SUBCASE("token_consumed") {
+    REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
+    CHECK(rig.send(rig.dispense("o-2", 1, tokens[0])).reason == "token_consumed");
+  }
+  SUBCASE("expired, past the skew margin") {
+    auto cmd = rig.dispense("o-1", 1, tokens[0], -6000);  // skew margin is 5 s
+    CHECK(rig.send(cmd).reason == "expired");
+    auto within = rig.dispense("o-2", 1, tokens[0], -4000);
+    CHECK(rig.send(within).result == "accepted");
+  }
+  SUBCASE("busy when the queue is full") {
+    CoreOptions o = Rig::default_options();
+    o.dispense_queue_max = 1;
+    rig.reboot(o);
+    REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
+    auto out = rig.send(rig.dispense("o-2", 1, tokens[1]));
+    CHECK(out.reason == "busy");
+    // Busy is transient: the token stays available and a retry later succeeds.
+    CHECK(rig.ledger.find_token(tokens[1]).value()->first == TokenState::kAvailable);
+    rig.run_for(600);
+    CHECK(rig.send(rig.dispense("o-2", 1, tokens[1])).result == "accepted");
+    max_rotations = 2;
+  }
+  rig.run_for(600);
+  CHECK(rig.machine.rotations() <= max_rotations);
+}
+
+TEST_CASE("authenticated rejections are recorded and reported; forged ones only logged") {
+  Rig rig;
+  auto tokens = rig.restock(1, 1);
+  rig.connect();
+  rig.run_for(50);
+  size_t before = rig.events().size();
+  CHECK(rig.send(rig.dispense("o-1", 1, std::string(32, 'b'))).reason == "unknown_token");
+  crypto::Key wrong = crypto::Key::generate();
+  CHECK(rig.core->on_command(rig.sign(rig.dispense("o-2", 1, tokens[0]), &wrong)).reason ==
+        "bad_mac");
+  rig.run_for(50);
+  auto events = rig.events();
+  REQUIRE(events.size() == before + 2);  // the rejection, then one refused_commands fault
+  auto r = std::get<proto::DispenseResult>(events[before].body);
+  CHECK(r.reason == "unknown_token");
+  CHECK_FALSE(r.token_consumed);
+  auto f = std::get<proto::Fault>(events[before + 1].body);
+  CHECK(f.code == "refused_commands");
+  CHECK(f.message.find("bad_mac") != std::string::npos);
+  CHECK(rig.log.contains("bad_mac", LogLevel::kWarn));
+  // A forged command must not poison the order id: the real one still works.
+  CHECK(rig.send(rig.dispense("o-2", 1, tokens[0])).result == "accepted");
+}
+
+TEST_CASE("a duplicate command returns the recorded result and never moves the motor twice") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  rig.connect();
+  auto cmd = rig.dispense("o-1", 1, tokens[0]);
+  REQUIRE(rig.send(cmd).result == "accepted");
+  CHECK(rig.send(cmd).result == "duplicate");  // while running
+  rig.run_for(600);
+  auto again = rig.send(cmd);
+  CHECK(again.result == "duplicate");
+  CHECK(again.reason == "DISPENSED");
+  rig.run_for(600);
+  CHECK(rig.machine.rotations() == 1);
+  auto results = rig.bodies<proto::DispenseResult>();
+  REQUIRE(results.size() == 2);
+  CHECK(results[1] == results[0]);
+  CHECK(rig.core->stats().duplicates == 2);
+}
+
+TEST_CASE("a token is consumed exactly once, even if the ledger is asked twice") {
+  Rig rig;
+  auto tokens = rig.restock(1, 1);
+  auto a = rig.dispense("o-1", 1, tokens[0]);
+  auto b = rig.dispense("o-2", 1, tokens[0]);
+  REQUIRE(rig.ledger.accept_dispense(a, rig.clock.wall_ms()).ok());
+  auto second = rig.ledger.accept_dispense(b, rig.clock.wall_ms());
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().code == "ledger_conflict");
+  // And the schema itself refuses a second spend of one token.
+  auto raw = rig.ledger.db().exec(
+      "INSERT INTO dispenses(order_id, slot, token, state, expires_at_ms, token_consumed, "
+      "accepted_ms, updated_ms) VALUES ('o-3', 1, '" + tokens[0] + "', 'ACCEPTED', 1, 1, 1, 1)");
+  CHECK_FALSE(raw.ok());
+}
+
+TEST_CASE("dispenses run one at a time, in order") {
+  Rig rig;
+  auto tokens = rig.restock(1, 3);
+  rig.connect();
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(rig.send(rig.dispense("o-" + std::to_string(i), 1, tokens[i])).result == "accepted");
+  }
+  CHECK(rig.core->queued() == 2);
+  rig.run_for(510);
+  CHECK(rig.machine.rotations() == 2);  // the first finished, the second started
+  rig.run_for(1100);
+  auto results = rig.bodies<proto::DispenseResult>();
+  REQUIRE(results.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(results[i].order_id == "o-" + std::to_string(i));
+  CHECK(rig.core->idle());
+}
+
+TEST_CASE("a jam or an empty slot fails the dispense and burns the token") {
+  Rig rig;
+  SUBCASE("jam") {
+    auto tokens = rig.restock(1, 1);
+    rig.machine.set_jam_probability(1.0);
+    rig.connect();
+    REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
+    rig.run_for(600);
+    auto r = last_result(rig);
+    CHECK(r.status == proto::DispenseStatus::kFailed);
+    CHECK(r.reason == "jam");
+    CHECK(r.token_consumed);
+    CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kBurned);
+    CHECK(rig.machine.items(1) == 1);  // the item is stuck, still there
+    CHECK(rig.bodies<proto::Fault>().back().code == "jam");
+  }
+  SUBCASE("empty") {
+    auto tokens = rig.restock(1, 1);
+    rig.machine.set_items(1, 0);  // the item vanished
+    rig.connect();
+    REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
+    rig.run_for(600);
+    CHECK(last_result(rig).reason == "empty");
+    CHECK(rig.ledger.slot(1).value()->physical_count == 0);
+  }
+}
+
+TEST_CASE("crash recovery: a dispense left MOTOR_RUNNING becomes UNCERTAIN and never re-runs") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  rig.connect();
+  REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
+  REQUIRE(rig.send(rig.dispense("o-2", 1, tokens[1])).result == "accepted");
+  rig.run_for(100);  // o-1 mid-rotation, o-2 accepted and queued
+  REQUIRE(rig.ledger.find_dispense("o-1").value()->state == DispenseState::kMotorRunning);
+  int64_t rotations = rig.machine.rotations();
+  rig.reboot();
+  auto o1 = rig.ledger.find_dispense("o-1").value();
+  CHECK(o1->state == DispenseState::kUncertain);
+  CHECK(o1->reason == "power_loss");
+  CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kBurned);
+  rig.connect();
+  rig.run_for(600);
+  CHECK(rig.machine.rotations() == rotations + 1);  // only o-2 ran
+  CHECK(rig.ledger.find_dispense("o-2").value()->state == DispenseState::kDispensed);
+  // The cloud re-sending o-1 gets the UNCERTAIN result, not a rotation.
+  CHECK(rig.send(rig.dispense("o-1", 1, tokens[0])).reason == "UNCERTAIN");
+  rig.run_for(600);
+  CHECK(rig.machine.rotations() == rotations + 1);
+  bool reported = false;
+  for (auto& r : rig.bodies<proto::DispenseResult>()) {
+    if (r.order_id == "o-1" && r.status == proto::DispenseStatus::kUncertain) reported = true;
+  }
+  CHECK(reported);
+}
+
+TEST_CASE("an accepted dispense that expired before its turn gives its token back") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0], 1000)).result == "accepted");
+  REQUIRE(rig.send(rig.dispense("o-2", 1, tokens[1], 200)).result == "accepted");
+  rig.reboot();  // o-1 was mid-rotation; o-2 waited
+  rig.clock.advance(10000);
+  rig.run_for(50);
+  auto o2 = rig.ledger.find_dispense("o-2").value();
+  CHECK(o2->state == DispenseState::kRejected);
+  CHECK(o2->reason == "expired");
+  CHECK_FALSE(o2->token_consumed);
+  CHECK(rig.ledger.find_token(tokens[1]).value()->first == TokenState::kAvailable);
+}

@@ -87,10 +87,11 @@ void DeviceCore::on_connection(bool connected) {
   }
   auto acked = ledger_.acked_seq();
   if (acked.ok()) sent_upto_ = *acked;  // resend what the cloud has not acknowledged
-  int64_t jitter = options_.reconnect_jitter_max_ms > 0
-                       ? static_cast<int64_t>(stable_hash(id) %
-                                              static_cast<uint64_t>(options_.reconnect_jitter_max_ms + 1))
-                       : 0;
+  int64_t jitter =
+      options_.reconnect_jitter_max_ms > 0
+          ? static_cast<int64_t>(stable_hash(id) %
+                                 static_cast<uint64_t>(options_.reconnect_jitter_max_ms + 1))
+          : 0;
   drain_after_ms_ = clock_.monotonic_ms() + jitter;
   send_budget_ = 0;
   budget_ms_ = drain_after_ms_;

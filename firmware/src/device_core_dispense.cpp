@@ -32,8 +32,8 @@ CommandOutcome DeviceCore::handle_dispense(const proto::DispenseCommand& c) {
   if (queue_.size() + (running_ ? 1 : 0) >= static_cast<size_t>(options_.dispense_queue_max)) {
     // Transient: not recorded against the order, so a later retry can succeed.
     ++stats_.rejected;
-    proto::DispenseResult busy{c.order_id, c.slot, c.token, proto::DispenseStatus::kRejected,
-                               proto::reason::kBusy, false};
+    proto::DispenseResult busy{
+        c.order_id, c.slot, c.token, proto::DispenseStatus::kRejected, proto::reason::kBusy, false};
     (void)ledger_.append_event(busy, clock_.wall_ms());
     outbox_dirty_ = true;
     return CommandOutcome{"dispense", "rejected", proto::reason::kBusy};
@@ -62,8 +62,8 @@ CommandOutcome DeviceCore::repeat_result(const DispenseRow& d) {
   // Re-report a finished order so a cloud that lost the result hears it
   // again; never while the outbox is under pressure (replays must not fill it).
   if (terminal && !outbox_alarm_) {
-    proto::DispenseResult again{d.order_id, d.slot, d.token, detail::to_status(d.state), d.reason,
-                                d.token_consumed};
+    proto::DispenseResult again{d.order_id, d.slot,          d.token, detail::to_status(d.state),
+                                d.reason,   d.token_consumed};
     (void)ledger_.append_event(again, clock_.wall_ms());
     outbox_dirty_ = true;
   }

@@ -1,17 +1,16 @@
 // DeviceCore: the outbox drain, acknowledgements, snapshots and the tick.
-#include "vend/fw/device_core.hpp"
-
 #include <algorithm>
 
+#include "vend/fw/device_core.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::fw {
 
 namespace {
 constexpr const char* kLog = "core";
-constexpr int64_t kOutboxScanMs = 250;        // notice rows written by other processes
+constexpr int64_t kOutboxScanMs = 250;  // notice rows written by other processes
 constexpr int64_t kPressureCheckMs = 1000;
-constexpr int64_t kRefusalReportMs = 60000;   // at most one refused_commands fault a minute
+constexpr int64_t kRefusalReportMs = 60000;  // at most one refused_commands fault a minute
 }  // namespace
 
 void DeviceCore::tick() {
@@ -80,8 +79,8 @@ void DeviceCore::report_refusals() {
   if (last_refusal_report_ms_ != 0 && now - last_refusal_report_ms_ < kRefusalReportMs) return;
   if (outbox_alarm_) return;
   last_refusal_report_ms_ = now;
-  std::string message = std::to_string(refused_unreported_) + " command(s) refused; last: " +
-                        last_refusal_.substr(0, 200);
+  std::string message = std::to_string(refused_unreported_) +
+                        " command(s) refused; last: " + last_refusal_.substr(0, 200);
   if (ledger_.append_event(proto::Fault{"refused_commands", message, 0}, clock_.wall_ms()).ok()) {
     refused_unreported_ = 0;
     outbox_dirty_ = true;
@@ -103,8 +102,8 @@ void DeviceCore::drain_outbox() {
   double rate = std::max(1, options_.outbox_drain_per_s);
   send_budget_ = std::min(rate, send_budget_ + static_cast<double>(now - budget_ms_) * rate / 1000);
   budget_ms_ = now;
-  int64_t window = static_cast<int64_t>(*acked) + options_.outbox_window -
-                   static_cast<int64_t>(sent_upto_);
+  int64_t window =
+      static_cast<int64_t>(*acked) + options_.outbox_window - static_cast<int64_t>(sent_upto_);
   int limit = static_cast<int>(std::min<int64_t>(window, static_cast<int64_t>(send_budget_)));
   if (limit <= 0) return;
   auto rows = ledger_.outbox_after(sent_upto_, limit);

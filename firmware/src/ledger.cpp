@@ -26,11 +26,12 @@ Result<Ledger> Ledger::open(const std::string& path, Identity identity, sql::Syn
 Status Ledger::sync_slots(const std::vector<SlotConfig>& slots) {
   auto r = in_transaction<int>(db_, [&]() -> Result<int> {
     for (const auto& s : slots) {
-      auto n = run(db_,
-                   "INSERT INTO slots(slot, product, capacity) VALUES (?, ?, ?) "
-                   "ON CONFLICT(slot) DO UPDATE SET product = excluded.product, "
-                   "capacity = excluded.capacity",
-                   [&](sql::Statement& st) { st.bind(1, s.slot).bind(2, s.product).bind(3, s.capacity); });
+      auto n = run(
+          db_,
+          "INSERT INTO slots(slot, product, capacity) VALUES (?, ?, ?) "
+          "ON CONFLICT(slot) DO UPDATE SET product = excluded.product, "
+          "capacity = excluded.capacity",
+          [&](sql::Statement& st) { st.bind(1, s.slot).bind(2, s.product).bind(3, s.capacity); });
       if (!n.ok()) return n.error();
     }
     return 0;
@@ -68,8 +69,8 @@ Result<std::optional<SlotRow>> Ledger::slot(int slot) {
 }
 
 Result<std::optional<DispenseRow>> Ledger::find_dispense(const std::string& order_id) {
-  auto st = db_.prepare(std::string("SELECT ") + kDispenseColumns +
-                        " FROM dispenses WHERE order_id = ?");
+  auto st =
+      db_.prepare(std::string("SELECT ") + kDispenseColumns + " FROM dispenses WHERE order_id = ?");
   if (!st.ok()) return st.error();
   st->bind(1, order_id);
   auto row = st->step();

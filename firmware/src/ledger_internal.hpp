@@ -10,7 +10,7 @@ namespace vend::fw::detail {
 
 inline const char* kTokenStates[] = {"AVAILABLE", "CONSUMED", "BURNED"};
 inline const char* kDispenseStates[] = {"ACCEPTED", "MOTOR_RUNNING", "DISPENSED",
-                                 "FAILED",   "REJECTED",      "UNCERTAIN"};
+                                        "FAILED",   "REJECTED",      "UNCERTAIN"};
 
 inline DispenseState parse_dispense_state(const std::string& s) {
   for (int i = 0; i < 6; ++i) {
@@ -47,7 +47,7 @@ Result<T> in_transaction(sql::Database& db, F&& body) {
 }
 
 inline Result<int> run(sql::Database& db, std::string_view sql_text,
-                const std::function<void(sql::Statement&)>& bind) {
+                       const std::function<void(sql::Statement&)>& bind) {
   auto st = db.prepare(sql_text);
   if (!st.ok()) return st.error();
   bind(*st);

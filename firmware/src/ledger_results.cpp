@@ -40,8 +40,7 @@ Status apply_outcome(sql::Database& db, const DispenseRow& d, DispenseState to) 
       // still there, so its token is for sale again.
       token_sql = "UPDATE tokens SET state = 'AVAILABLE', order_id = NULL WHERE token = ?";
       break;
-    default:
-      return make_error("ledger_conflict", "not an outcome state");
+    default: return make_error("ledger_conflict", "not an outcome state");
   }
   if (!token_sql.empty()) {
     auto r = run(db, token_sql, [&](sql::Statement& st) { st.bind(1, d.token); });
@@ -78,8 +77,11 @@ Result<proto::DispenseResult> Ledger::finish_dispense(const std::string& order_i
                   "UPDATE dispenses SET state = ?, reason = ?, token_consumed = ?, updated_ms = ? "
                   "WHERE order_id = ?",
                   [&](sql::Statement& st) {
-                    st.bind(1, to_string(state)).bind(2, reason).bind(3, consumed ? 1 : 0)
-                        .bind(4, now_ms).bind(5, order_id);
+                    st.bind(1, to_string(state))
+                        .bind(2, reason)
+                        .bind(3, consumed ? 1 : 0)
+                        .bind(4, now_ms)
+                        .bind(5, order_id);
                   });
     if (!up.ok()) return up.error();
     proto::DispenseResult result{order_id, d.slot, d.token, to_status(state), reason, consumed};
@@ -90,20 +92,24 @@ Result<proto::DispenseResult> Ledger::finish_dispense(const std::string& order_i
 }
 
 Result<proto::DispenseResult> Ledger::record_rejection(const proto::DispenseCommand& c,
-                                                       const std::string& reason,
-                                                       int64_t now_ms) {
+                                                       const std::string& reason, int64_t now_ms) {
   return in_transaction<proto::DispenseResult>(db_, [&]() -> Result<proto::DispenseResult> {
     auto ins = run(db_,
                    "INSERT INTO dispenses(order_id, slot, token, state, reason, expires_at_ms, "
                    "token_consumed, accepted_ms, updated_ms) "
                    "VALUES (?, ?, ?, 'REJECTED', ?, ?, 0, ?, ?)",
                    [&](sql::Statement& st) {
-                     st.bind(1, c.order_id).bind(2, c.slot).bind(3, c.token).bind(4, reason)
-                         .bind(5, c.expires_at_ms).bind(6, now_ms).bind(7, now_ms);
+                     st.bind(1, c.order_id)
+                         .bind(2, c.slot)
+                         .bind(3, c.token)
+                         .bind(4, reason)
+                         .bind(5, c.expires_at_ms)
+                         .bind(6, now_ms)
+                         .bind(7, now_ms);
                    });
     if (!ins.ok()) return ins.error();
     proto::DispenseResult result{c.order_id, c.slot, c.token, proto::DispenseStatus::kRejected,
-                                 reason, false};
+                                 reason,     false};
     auto seq = append_event_in_tx(result, now_ms);
     if (!seq.ok()) return seq.error();
     return result;

@@ -68,8 +68,8 @@ Status Ledger::record_pending_restock(const std::string& restock_id, int slot, i
 Result<proto::TokensMinted> Ledger::confirm_restock(const std::string& restock_id, int slot,
                                                     int count, int64_t now_ms, Random& random) {
   if (count < 1 || count > proto::kMaxRestockCount) {
-    return make_error("bad_count", "restock count must be 1.." +
-                                       std::to_string(proto::kMaxRestockCount));
+    return make_error("bad_count",
+                      "restock count must be 1.." + std::to_string(proto::kMaxRestockCount));
   }
   return in_transaction<proto::TokensMinted>(db_, [&]() -> Result<proto::TokensMinted> {
     auto prior = db_.prepare("SELECT state FROM restocks WHERE restock_id = ?");
@@ -85,10 +85,10 @@ Result<proto::TokensMinted> Ledger::confirm_restock(const std::string& restock_i
     if (!row->has_value()) return make_error("unknown_slot", "slot " + std::to_string(slot));
     const SlotRow& s = **row;
     if (s.physical_count + count > s.capacity) {
-      return make_error("over_capacity",
-                        "slot " + std::to_string(slot) + " holds " +
-                            std::to_string(s.physical_count) + " of " +
-                            std::to_string(s.capacity) + "; cannot load " + std::to_string(count));
+      return make_error("over_capacity", "slot " + std::to_string(slot) + " holds " +
+                                             std::to_string(s.physical_count) + " of " +
+                                             std::to_string(s.capacity) + "; cannot load " +
+                                             std::to_string(count));
     }
     auto position = next_position(db_, slot);
     if (!position.ok()) return position.error();
@@ -99,21 +99,26 @@ Result<proto::TokensMinted> Ledger::confirm_restock(const std::string& restock_i
     proto::TokensMinted minted{restock_id, slot, {}, s.physical_count + count};
     for (int i = 0; i < count; ++i) {
       minted.tokens.push_back(random.id128());
-      auto r = insert->bind(1, minted.tokens.back()).bind(2, slot).bind(3, restock_id)
-                   .bind(4, *position + i).bind(5, now_ms).run();
+      auto r = insert->bind(1, minted.tokens.back())
+                   .bind(2, slot)
+                   .bind(3, restock_id)
+                   .bind(4, *position + i)
+                   .bind(5, now_ms)
+                   .run();
       if (!r.ok()) return r.error();
     }
     auto up = run(db_, "UPDATE slots SET physical_count = physical_count + ? WHERE slot = ?",
                   [&](sql::Statement& st) { st.bind(1, count).bind(2, slot); });
     if (!up.ok()) return up.error();
-    auto rs = run(db_,
-                  "INSERT INTO restocks(restock_id, slot, count, state, created_ms, confirmed_ms) "
-                  "VALUES (?, ?, ?, 'CONFIRMED', ?, ?) ON CONFLICT(restock_id) DO UPDATE SET "
-                  "state = 'CONFIRMED', count = excluded.count, slot = excluded.slot, "
-                  "confirmed_ms = excluded.confirmed_ms",
-                  [&](sql::Statement& st) {
-                    st.bind(1, restock_id).bind(2, slot).bind(3, count).bind(4, now_ms).bind(5, now_ms);
-                  });
+    auto rs =
+        run(db_,
+            "INSERT INTO restocks(restock_id, slot, count, state, created_ms, confirmed_ms) "
+            "VALUES (?, ?, ?, 'CONFIRMED', ?, ?) ON CONFLICT(restock_id) DO UPDATE SET "
+            "state = 'CONFIRMED', count = excluded.count, slot = excluded.slot, "
+            "confirmed_ms = excluded.confirmed_ms",
+            [&](sql::Statement& st) {
+              st.bind(1, restock_id).bind(2, slot).bind(3, count).bind(4, now_ms).bind(5, now_ms);
+            });
     if (!rs.ok()) return rs.error();
     auto seq = append_event_in_tx(minted, now_ms);
     if (!seq.ok()) return seq.error();
@@ -134,8 +139,12 @@ Status Ledger::accept_dispense(const proto::DispenseCommand& c, int64_t now_ms) 
                "INSERT INTO dispenses(order_id, slot, token, state, expires_at_ms, "
                "token_consumed, accepted_ms, updated_ms) VALUES (?, ?, ?, 'ACCEPTED', ?, 1, ?, ?)",
                [&](sql::Statement& st) {
-                 st.bind(1, c.order_id).bind(2, c.slot).bind(3, c.token).bind(4, c.expires_at_ms)
-                     .bind(5, now_ms).bind(6, now_ms);
+                 st.bind(1, c.order_id)
+                     .bind(2, c.slot)
+                     .bind(3, c.token)
+                     .bind(4, c.expires_at_ms)
+                     .bind(5, now_ms)
+                     .bind(6, now_ms);
                });
   });
   if (!r.ok()) return r.error();
@@ -143,12 +152,11 @@ Status Ledger::accept_dispense(const proto::DispenseCommand& c, int64_t now_ms) 
 }
 
 Status Ledger::mark_motor_running(const std::string& order_id, int64_t now_ms) {
-  auto r = require_one(
-      run(db_,
-          "UPDATE dispenses SET state = 'MOTOR_RUNNING', updated_ms = ? "
-          "WHERE order_id = ? AND state = 'ACCEPTED'",
-          [&](sql::Statement& st) { st.bind(1, now_ms).bind(2, order_id); }),
-      "order " + order_id + " is not ACCEPTED");
+  auto r = require_one(run(db_,
+                           "UPDATE dispenses SET state = 'MOTOR_RUNNING', updated_ms = ? "
+                           "WHERE order_id = ? AND state = 'ACCEPTED'",
+                           [&](sql::Statement& st) { st.bind(1, now_ms).bind(2, order_id); }),
+                       "order " + order_id + " is not ACCEPTED");
   if (!r.ok()) return r.error();
   return {};
 }

@@ -38,12 +38,10 @@ TEST_CASE("HMAC-SHA256 matches the RFC 4231 test vectors") {
       {repeat("aa", 20), str_of_hex(repeat("dd", 50)),
        "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
       // Test case 4
-      {"0102030405060708090a0b0c0d0e0f10111213141516171819",
-       str_of_hex(repeat("cd", 50)),
+      {"0102030405060708090a0b0c0d0e0f10111213141516171819", str_of_hex(repeat("cd", 50)),
        "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
       // Test case 5 (truncated to 128 bits)
-      {repeat("0c", 20),
-       "Test With Truncation", "a3b6167473100ee06e0c796c2955552b", 16},
+      {repeat("0c", 20), "Test With Truncation", "a3b6167473100ee06e0c796c2955552b", 16},
       // Test case 6
       {repeat("aa", 131), "Test Using Larger Than Block-Size Key - Hash Key First",
        "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},

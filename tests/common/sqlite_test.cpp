@@ -98,7 +98,10 @@ TEST_CASE("statements bind and read every column type") {
   auto db = Database::open(dir.file("f.db")).value();
   REQUIRE(db.exec("CREATE TABLE t(i INTEGER, s TEXT, d REAL, n TEXT)").ok());
   auto ins = db.prepare("INSERT INTO t VALUES (?,?,?,?)").value();
-  REQUIRE(ins.bind(1, int64_t{1} << 40).bind(2, std::string("x\0y", 3)).bind(3, 2.5).bind_null(4)
+  REQUIRE(ins.bind(1, int64_t{1} << 40)
+              .bind(2, std::string("x\0y", 3))
+              .bind(3, 2.5)
+              .bind_null(4)
               .run()
               .ok());
   auto sel = db.prepare("SELECT i, s, d, n FROM t").value();

@@ -136,8 +136,8 @@ struct Rig {
     transport.up = false;
     boot_id = random.id128();
     ledger = open_ledger();
-    core = std::make_unique<DeviceCore>(ledger, machine.hal(), transport, clock, random, log,
-                                        options);
+    core =
+        std::make_unique<DeviceCore>(ledger, machine.hal(), transport, clock, random, log, options);
     REQUIRE(core->boot().ok());
   }
 

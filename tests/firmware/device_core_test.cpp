@@ -56,7 +56,9 @@ TEST_CASE("every rejection has its own reason") {
     cmd.device = "vm-2";
     CHECK(rig.send(cmd).reason == proto::reason::kWrongDevice);
   }
-  SUBCASE("unknown_slot") { CHECK(rig.send(rig.dispense("o-1", 9, tokens[0])).reason == "unknown_slot"); }
+  SUBCASE("unknown_slot") {
+    CHECK(rig.send(rig.dispense("o-1", 9, tokens[0])).reason == "unknown_slot");
+  }
   SUBCASE("unknown_token") {
     CHECK(rig.send(rig.dispense("o-1", 1, std::string(32, 'a'))).reason == "unknown_token");
   }
@@ -145,7 +147,8 @@ TEST_CASE("a token is consumed exactly once, even if the ledger is asked twice")
   // And the schema itself refuses a second spend of one token.
   auto raw = rig.ledger.db().exec(
       "INSERT INTO dispenses(order_id, slot, token, state, expires_at_ms, token_consumed, "
-      "accepted_ms, updated_ms) VALUES ('o-3', 1, '" + tokens[0] + "', 'ACCEPTED', 1, 1, 1, 1)");
+      "accepted_ms, updated_ms) VALUES ('o-3', 1, '" +
+      tokens[0] + "', 'ACCEPTED', 1, 1, 1, 1)");
   CHECK_FALSE(raw.ok());
 }
 

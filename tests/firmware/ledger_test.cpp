@@ -68,8 +68,7 @@ TEST_CASE("a cloud restock is loaded at once by a simulated operator, once per r
 
 TEST_CASE("without an operator a cloud restock waits as PENDING") {
   Rig rig;
-  CHECK(rig.send(proto::RestockCommand{vend::fw::test::kDevice, "rs-1", 1, 4}).result ==
-        "pending");
+  CHECK(rig.send(proto::RestockCommand{vend::fw::test::kDevice, "rs-1", 1, 4}).result == "pending");
   CHECK(rig.ledger.slot(1).value()->available_tokens == 0);
   rig.restock(1, 4, "rs-1");  // the operator confirms it at the machine
   CHECK(rig.ledger.slot(1).value()->available_tokens == 4);

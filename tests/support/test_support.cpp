@@ -77,8 +77,7 @@ std::string find_executable(const std::string& name) {
     std::string candidate = dir + "/" + name;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  throw std::runtime_error("required executable '" + name +
-                           "' not found (run scripts/setup-deps)");
+  throw std::runtime_error("required executable '" + name + "' not found (run scripts/setup-deps)");
 }
 
 std::string binary_path(const std::string& relative) {
@@ -166,8 +165,8 @@ void MosquittoServer::start() {
   child_ = std::make_unique<Child>(
       std::vector<std::string>{find_executable("mosquitto"), "-c", conf}, dir_.file("broker.log"));
   if (!wait_for_port(port_, std::chrono::seconds(10))) {
-    throw std::runtime_error("mosquitto did not start on port " + std::to_string(port_) +
-                             ": " + read_file(dir_.file("broker.log")));
+    throw std::runtime_error("mosquitto did not start on port " + std::to_string(port_) + ": " +
+                             read_file(dir_.file("broker.log")));
   }
 }
 
@@ -178,12 +177,12 @@ RedisServer::RedisServer() : port_(free_port()) { start(); }
 void RedisServer::start() {
   child_ = std::make_unique<Child>(
       std::vector<std::string>{find_executable("redis-server"), "--port", std::to_string(port_),
-                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                               "--dir", dir_.path()},
+                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
+                               dir_.path()},
       dir_.file("redis.log"));
   if (!wait_for_port(port_, std::chrono::seconds(10))) {
-    throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) +
-                             ": " + read_file(dir_.file("redis.log")));
+    throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) + ": " +
+                             read_file(dir_.file("redis.log")));
   }
 }
 

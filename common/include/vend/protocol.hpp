@@ -27,11 +27,11 @@ inline constexpr int kVersion = 1;
 // Largest payload accepted. A full snapshot of a big machine
 // (64 slots x 64 tokens x 35 bytes) fits in well under this.
 inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
-inline constexpr int kMaxSlot = 255;             // slots are numbered 1..kMaxSlot
-inline constexpr int kMaxRestockCount = 1000;    // items in one restock
+inline constexpr int kMaxSlot = 255;           // slots are numbered 1..kMaxSlot
+inline constexpr int kMaxRestockCount = 1000;  // items in one restock
 inline constexpr size_t kMaxTokensPerMessage = 4096;
-inline constexpr size_t kMaxIdLength = 64;       // device, order, restock, request ids
-inline constexpr size_t kMaxTextLength = 512;    // fault messages, reasons
+inline constexpr size_t kMaxIdLength = 64;     // device, order, restock, request ids
+inline constexpr size_t kMaxTextLength = 512;  // fault messages, reasons
 
 // Error codes of decoding.
 inline constexpr const char* kErrOversize = "oversize";
@@ -98,9 +98,9 @@ inline constexpr const char* kTokenConsumed = "token_consumed";
 inline constexpr const char* kExpired = "expired";
 inline constexpr const char* kMalformed = "malformed";
 inline constexpr const char* kBusy = "busy";
-inline constexpr const char* kJam = "jam";                    // FAILED: motor stalled
-inline constexpr const char* kEmpty = "empty";                // FAILED: nothing dropped
-inline constexpr const char* kPowerLoss = "power_loss";       // UNCERTAIN: reboot mid-motor
+inline constexpr const char* kJam = "jam";               // FAILED: motor stalled
+inline constexpr const char* kEmpty = "empty";           // FAILED: nothing dropped
+inline constexpr const char* kPowerLoss = "power_loss";  // UNCERTAIN: reboot mid-motor
 }  // namespace reason
 
 // The outcome of one dispense command. `token_consumed` says whether the
@@ -129,7 +129,7 @@ struct SlotSnapshot {
   int slot = 0;
   int physical_count = 0;
   int available_tokens = 0;
-  std::string digest;  // token_digest() of the available token ids
+  std::string digest;                              // token_digest() of the available token ids
   std::optional<std::vector<std::string>> tokens;  // only when asked for `full`
   bool operator==(const SlotSnapshot&) const = default;
 };
@@ -142,9 +142,9 @@ struct Snapshot {
 };
 
 struct Fault {
-  std::string code;     // e.g. "outbox_near_full", "jam", "uncertain_dispense"
+  std::string code;  // e.g. "outbox_near_full", "jam", "uncertain_dispense"
   std::string message;
-  int slot = 0;         // 0 when not about a slot
+  int slot = 0;  // 0 when not about a slot
   bool operator==(const Fault&) const = default;
 };
 

@@ -22,8 +22,8 @@ struct Error {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}             // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}         // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -37,7 +37,8 @@ class [[nodiscard]] Result {
     assert(ok());
     return std::get<0>(v_);
   }
-  T&& value() && {
+  // By value, so `for (auto& x : f().value())` never dangles.
+  T value() && {
     assert(ok());
     return std::get<0>(std::move(v_));
   }

@@ -12,47 +12,47 @@
 namespace vend::fw {
 
 struct SlotConfig {
-  int slot = 0;           // 1..255
-  int capacity = 0;       // items the slot can hold, 1..1000
-  std::string product;    // informational
-  int motor_line = -1;    // GPIO line driving this slot's motor (hal "gpio")
+  int slot = 0;         // 1..255
+  int capacity = 0;     // items the slot can hold, 1..1000
+  std::string product;  // informational
+  int motor_line = -1;  // GPIO line driving this slot's motor (hal "gpio")
 };
 
 struct GpioConfig {
   std::string chip = "gpiochip0";
   int drop_sensor_line = -1;
   bool drop_sensor_active_low = true;
-  int64_t motor_run_ms = 1500;      // how long one rotation drives the motor
-  int64_t drop_window_ms = 800;     // how long after the rotation a drop still counts
+  int64_t motor_run_ms = 1500;   // how long one rotation drives the motor
+  int64_t drop_window_ms = 800;  // how long after the rotation a drop still counts
 };
 
 // Behaviour of the device core.
 struct CoreOptions {
-  int64_t expiry_skew_ms = 5000;          // tolerated clock skew on expires_at_ms
-  int dispense_queue_max = 8;             // accepted dispenses waiting for the motor
-  int64_t motor_timeout_ms = 10000;       // a rotation longer than this is a jam
-  int outbox_max = 10000;                 // events kept for the cloud
-  int outbox_drain_per_s = 50;            // publish rate after a reconnect
-  int outbox_window = 64;                 // published but unacknowledged events
-  int64_t retransmit_ms = 10000;          // resend unacknowledged events after this
-  int64_t reconnect_jitter_max_ms = 3000; // drain start delay, derived from the id
-  int64_t snapshot_interval_ms = 300000;  // periodic snapshot; 0 disables
-  bool auto_confirm_restock = false;      // load cloud restocks at once via Hal::loader (sim)
+  int64_t expiry_skew_ms = 5000;           // tolerated clock skew on expires_at_ms
+  int dispense_queue_max = 8;              // accepted dispenses waiting for the motor
+  int64_t motor_timeout_ms = 10000;        // a rotation longer than this is a jam
+  int outbox_max = 10000;                  // events kept for the cloud
+  int outbox_drain_per_s = 50;             // publish rate after a reconnect
+  int outbox_window = 64;                  // published but unacknowledged events
+  int64_t retransmit_ms = 10000;           // resend unacknowledged events after this
+  int64_t reconnect_jitter_max_ms = 3000;  // drain start delay, derived from the id
+  int64_t snapshot_interval_ms = 300000;   // periodic snapshot; 0 disables
+  bool auto_confirm_restock = false;       // load cloud restocks at once via Hal::loader (sim)
 };
 
 struct DeviceConfig {
   std::string device_id;
   std::string key_file;
-  std::string broker_url;                 // tcp://host:1883 or ssl://host:8883
+  std::string broker_url;  // tcp://host:1883 or ssl://host:8883
   std::string username;
   std::string password;
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string ledger_path = "/var/lib/vend/ledger.db";
-  std::string synchronous = "full";       // full | normal
+  std::string synchronous = "full";  // full | normal
   std::vector<SlotConfig> slots;
-  std::string hal = "sim";                // sim | gpio
+  std::string hal = "sim";  // sim | gpio
   SimulatedMachineOptions sim;
   GpioConfig gpio;
   CoreOptions core;

@@ -33,16 +33,16 @@ namespace vend::fw {
 
 // What one command did; for logs, tests and the simulator's trace.
 struct CommandOutcome {
-  std::string type;      // "dispense", "restock", "snapshot_request", "ack", or "" if undecodable
-  std::string result;    // "accepted", "duplicate", "rejected", "ignored", "done"
-  std::string reason;    // rejection reason (proto::reason) or detail
+  std::string type;    // "dispense", "restock", "snapshot_request", "ack", or "" if undecodable
+  std::string result;  // "accepted", "duplicate", "rejected", "ignored", "done"
+  std::string reason;  // rejection reason (proto::reason) or detail
 };
 
 struct CoreStats {
   int64_t dispensed = 0;
   int64_t failed = 0;
-  int64_t rejected = 0;          // authenticated rejections, reported
-  int64_t refused = 0;           // unauthenticated commands (bad_mac, wrong_device, malformed)
+  int64_t rejected = 0;  // authenticated rejections, reported
+  int64_t refused = 0;   // unauthenticated commands (bad_mac, wrong_device, malformed)
   int64_t duplicates = 0;
   int64_t events_published = 0;
 };
@@ -111,20 +111,20 @@ class DeviceCore {
   CoreOptions options_;
   std::vector<int> slots_;
 
-  std::deque<std::string> queue_;   // accepted order ids waiting for the motor
-  std::optional<std::string> running_;   // order id whose rotation is under way
+  std::deque<std::string> queue_;       // accepted order ids waiting for the motor
+  std::optional<std::string> running_;  // order id whose rotation is under way
   int running_slot_ = 0;
   int64_t motor_started_ms_ = 0;
   // An outcome the ledger could not record yet (storage error): retried.
   std::optional<std::pair<DispenseState, std::string>> pending_finish_;
 
   bool connected_ = false;
-  int64_t drain_after_ms_ = 0;      // jittered start after a reconnect
-  uint64_t sent_upto_ = 0;          // highest seq published this session
+  int64_t drain_after_ms_ = 0;  // jittered start after a reconnect
+  uint64_t sent_upto_ = 0;      // highest seq published this session
   int64_t last_send_ms_ = 0;
-  double send_budget_ = 0;          // token bucket for the drain rate
+  double send_budget_ = 0;  // token bucket for the drain rate
   int64_t budget_ms_ = 0;
-  bool outbox_dirty_ = true;        // rows may be waiting to publish
+  bool outbox_dirty_ = true;  // rows may be waiting to publish
   int64_t last_scan_ms_ = 0;
   int64_t last_snapshot_ms_ = 0;
   int64_t last_pressure_check_ms_ = 0;

@@ -32,7 +32,7 @@ struct SlotRow {
   int slot = 0;
   std::string product;
   int capacity = 0;
-  int physical_count = 0;   // what the ledger believes is in the slot
+  int physical_count = 0;  // what the ledger believes is in the slot
   int available_tokens = 0;
 };
 
@@ -92,8 +92,7 @@ class Ledger {
   Result<proto::TokensMinted> confirm_restock(const std::string& restock_id, int slot, int count,
                                               int64_t now_ms, Random& random);
   // Records a restock ordered by the cloud, to be confirmed by the operator.
-  Status record_pending_restock(const std::string& restock_id, int slot, int count,
-                                int64_t now_ms);
+  Status record_pending_restock(const std::string& restock_id, int slot, int count, int64_t now_ms);
 
   // Consumes the token and records the dispense ACCEPTED, one transaction.
   // REQUIRES: the command was authenticated and validated by the caller.
@@ -121,7 +120,8 @@ class Ledger {
                                    InventorySensor* inventory);
 
  private:
-  Ledger(sql::Database db, Identity identity) : db_(std::move(db)), identity_(std::move(identity)) {}
+  Ledger(sql::Database db, Identity identity)
+      : db_(std::move(db)), identity_(std::move(identity)) {}
   // Inside an open transaction: allocate the next seq and insert the signed event.
   Result<uint64_t> append_event_in_tx(const proto::EventBody& body, int64_t now_ms);
 

@@ -1,0 +1,734 @@
+#include "vend/paho_transport.hpp"
+
+#include <dirent.h>
+#include <mqtt/async_client.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "vend/in_memory_bus.hpp"
+
+namespace vend {
+
+namespace {
+
+constexpr std::string_view kLog = "mqtt";
+
+// True while this thread runs a user handler: subscribe() must then not wait
+// for its SUBACK (the Paho thread that would read it may be waiting for us).
+thread_local bool t_in_handler = false;
+
+class HandlerScope {
+ public:
+  HandlerScope() : previous_(t_in_handler) { t_in_handler = true; }
+  ~HandlerScope() { t_in_handler = previous_; }
+  HandlerScope(const HandlerScope&) = delete;
+  HandlerScope& operator=(const HandlerScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+};
+
+int default_port(std::string_view scheme) {
+  if (scheme == "ssl" || scheme == "mqtts") return 8883;
+  if (scheme == "ws") return 80;
+  if (scheme == "wss") return 443;
+  return 1883;
+}
+
+// "scheme://host[:port][/path]", host possibly "[v6]".
+std::optional<HostPort> parse_server_uri(std::string_view uri) {
+  size_t scheme_end = uri.find("://");
+  std::string_view scheme =
+      scheme_end == std::string_view::npos ? "tcp" : uri.substr(0, scheme_end);
+  std::string_view rest = scheme_end == std::string_view::npos ? uri : uri.substr(scheme_end + 3);
+  rest = rest.substr(0, rest.find('/'));
+  HostPort out{"", default_port(scheme)};
+  std::string_view port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    size_t close = rest.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    out.host = std::string(rest.substr(1, close - 1));
+    if (close + 1 < rest.size() && rest[close + 1] == ':') port_text = rest.substr(close + 2);
+  } else {
+    size_t colon = rest.rfind(':');
+    out.host = std::string(rest.substr(0, colon));
+    if (colon != std::string_view::npos) port_text = rest.substr(colon + 1);
+  }
+  if (!port_text.empty()) {
+    auto [ptr, ec] =
+        std::from_chars(port_text.data(), port_text.data() + port_text.size(), out.port);
+    if (ec != std::errc() || ptr != port_text.data() + port_text.size()) return std::nullopt;
+  }
+  if (out.host.empty() || out.port <= 0 || out.port > 65535) return std::nullopt;
+  return out;
+}
+
+bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+  }
+  return false;
+}
+
+Result<std::vector<sockaddr_storage>> resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
+  if (rc != 0) return make_error("resolve_failed", host + ": " + gai_strerror(rc));
+  std::vector<sockaddr_storage> out;
+  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    sockaddr_storage ss{};
+    std::memcpy(&ss, ai->ai_addr, std::min<size_t>(ai->ai_addrlen, sizeof ss));
+    out.push_back(ss);
+  }
+  freeaddrinfo(list);
+  return out;
+}
+
+// True when `fd` is a stream socket whose peer is one of `peers`.
+bool is_stream_socket_to(int fd, const std::vector<sockaddr_storage>& peers) {
+  int type = 0;
+  socklen_t type_len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 || type != SOCK_STREAM) {
+    return false;  // not a socket (ENOTSOCK) or not TCP
+  }
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+  return std::any_of(peers.begin(), peers.end(),
+                     [&](const sockaddr_storage& p) { return same_endpoint(p, peer); });
+}
+
+Error exception_error(const std::string& what, const std::exception& e) {
+  if (const auto* me = dynamic_cast<const mqtt::exception*>(&e)) {
+    int rc = me->get_return_code();
+    if (rc == MQTTASYNC_DISCONNECTED) return make_error("not_connected", what + ": " + e.what());
+    if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
+      return make_error("queue_full", what + ": " + e.what());
+    }
+  }
+  return make_error("mqtt_error", what + ": " + e.what());
+}
+
+// Publishes sent but not yet completed (PUBACK for QoS 1, written for QoS 0).
+// When the broker lost the session, Paho C drops the pending publishes
+// (MQTTAsync_cleanSession; 1.3.12 fails their tokens with rc -11). Should a
+// Paho version free them silently, their slots would leak and publish()
+// would report queue_full forever, so the window is also reset then and
+// completions tagged with an older generation are ignored. Thread-safe.
+class InflightWindow {
+ public:
+  explicit InflightWindow(int capacity) : capacity_(capacity) {}
+
+  // The generation to tag a new publish with, or nullopt when full.
+  std::optional<uintptr_t> acquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (count_ >= capacity_) return std::nullopt;
+    ++count_;
+    return generation_;
+  }
+  // A publish tagged `generation` completed, failed, or was never sent.
+  void release(uintptr_t generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation == generation_ && count_ > 0) --count_;
+  }
+  // A new broker session: nothing of the old one will complete. Returns how
+  // many slots were still taken.
+  int reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+    return std::exchange(count_, 0);
+  }
+  int count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  const int capacity_;
+  int count_ = 0;
+  uintptr_t generation_ = 0;
+};
+
+uintptr_t generation_of(const mqtt::token& token) {
+  return reinterpret_cast<uintptr_t>(token.get_user_context());
+}
+
+}  // namespace
+
+// ---- free functions --------------------------------------------------------
+
+std::chrono::milliseconds reconnect_delay(int attempt, std::chrono::milliseconds min,
+                                          std::chrono::milliseconds max, double unit) {
+  int64_t low = std::max<int64_t>(min.count(), 1);
+  int64_t high = std::max<int64_t>(max.count(), low);
+  int64_t base = low;
+  for (int i = 0; i < attempt && base < high; ++i) base *= 2;
+  base = std::min(base, high);
+  unit = std::clamp(unit, 0.0, 1.0);
+  int64_t half = base / 2;
+  return std::chrono::milliseconds(half + std::llround(unit * static_cast<double>(base - half)));
+}
+
+// Paho C never sets TCP_NODELAY and offers no socket hook, so the adapter
+// finds its socket by peer address. Scanning /proc/self/fd is O(open fds),
+// done once per (re)connect. If an fd is closed and reused between
+// getpeername() and setsockopt(), NODELAY lands on an unrelated TCP socket:
+// harmless.
+Result<int> enable_tcp_nodelay_to_peer(const std::string& host, int port) {
+  Result<std::vector<sockaddr_storage>> peers = resolve(host, port);
+  if (!peers) return peers.error();
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return make_error("proc_unavailable", "cannot open /proc/self/fd");
+  int own_fd = dirfd(dir);
+  int found = 0;
+  while (dirent* entry = readdir(dir)) {
+    std::string_view name = entry->d_name;
+    int fd = -1;
+    auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), fd);
+    if (ec != std::errc() || ptr != name.data() + name.size() || fd == own_fd) continue;
+    if (!is_stream_socket_to(fd, *peers)) continue;
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0) ++found;
+  }
+  closedir(dir);
+  return found;
+}
+
+// ---- Impl ------------------------------------------------------------------
+
+struct PahoTransport::Impl {
+  // kIdle: no session wanted. kDown: wanted, not up (connecting or waiting
+  // to reconnect). kUp: session up and reported.
+  enum class Phase { kIdle, kDown, kUp };
+  struct Subscription {
+    int qos = 1;
+    bool confirmed = false;  // SUBACKed in the current broker session
+  };
+
+  // Frees the in-flight slot when a publish completes either way.
+  class PublishListener final : public mqtt::iaction_listener {
+   public:
+    explicit PublishListener(Impl& impl) : impl_(impl) {}
+    void on_success(const mqtt::token& token) override {
+      impl_.inflight.release(generation_of(token));
+    }
+    void on_failure(const mqtt::token& token) override {
+      impl_.inflight.release(generation_of(token));
+      impl_.log.debug(kLog, "publish failed, rc " + std::to_string(token.get_return_code()));
+    }
+
+   private:
+    Impl& impl_;
+  };
+
+  // Marks subscriptions SUBACKed, so a reconnect with session_present only
+  // re-sends the ones that never were.
+  class SubscribeListener final : public mqtt::iaction_listener {
+   public:
+    explicit SubscribeListener(Impl& impl) : impl_(impl) {}
+    void on_success(const mqtt::token& token) override {
+      if (auto topics = token.get_topics()) {
+        for (size_t i = 0; i < topics->size(); ++i) impl_.mark_confirmed((*topics)[i]);
+      }
+    }
+    void on_failure(const mqtt::token& token) override {
+      impl_.log.warn(kLog, "subscribe failed, rc " + std::to_string(token.get_return_code()));
+    }
+
+   private:
+    Impl& impl_;
+  };
+
+  Impl(Options opts, Logger& logger);
+  ~Impl();
+
+  void create_client();
+  mqtt::connect_options build_connect_options() const;
+  Status connect();
+  void disconnect();
+  Status publish(const Message& message);
+  Status subscribe(const std::string& filter, int qos);
+
+  Result<bool> attempt_connect();
+  void abort_connect();
+  bool session_up(bool session_present, uint64_t losses_before);
+  void restore_subscriptions(bool session_present);
+  Status send_subscribe(const std::string& filter, int qos, bool wait);
+  void mark_confirmed(const std::string& filter);
+  bool mark_up(uint64_t losses_before);
+  void reconnect_loop();
+  void reconnect_once(std::unique_lock<std::mutex>& lock);
+
+  // Paho callbacks (Paho threads).
+  void handle_message(const mqtt::const_message_ptr& message);
+  void handle_connected();
+  void handle_connection_lost(const std::string& cause);
+  void report_connection(bool up_now);
+
+  const Options options;
+  Logger& log;
+  const std::optional<HostPort> broker;
+  std::optional<Error> create_error;  // set when the Paho client could not be made
+  mqtt::connect_options connect_options;
+  InflightWindow inflight;
+  std::atomic<bool> up{false};
+
+  // No lock of ours is ever held while calling Paho from a non-Paho thread
+  // or while running a user handler: Paho's receive thread holds its own
+  // mutex while it runs callbacks, so such a lock could deadlock against it.
+  std::mutex connect_mu;  // serializes connect() / disconnect(); never taken by callbacks
+
+  mutable std::mutex mu;  // guards the members below
+  std::condition_variable cv;
+  Phase phase = Phase::kIdle;
+  bool attempting = false;   // a connect attempt, session setup and its report are running
+  bool report_down = false;  // a lost session waits to be reported by the reconnect thread
+  bool stopping = false;     // the reconnect thread must exit
+  int attempt = 0;           // failed reconnects since the last success
+  uint64_t losses = 0;       // connection-lost callbacks so far
+  std::map<std::string, Subscription> subscriptions;
+  MessageHandler message_handler;
+  ConnectionHandler connection_handler;
+  std::mt19937_64 jitter;  // reconnect thread only
+
+  PublishListener publish_listener{*this};
+  SubscribeListener subscribe_listener{*this};
+  std::unique_ptr<mqtt::async_client> client;  // destroyed before the above
+  std::thread reconnect_thread;
+};
+
+PahoTransport::Impl::Impl(Options opts, Logger& logger)
+    : options(std::move(opts)),
+      log(logger),
+      broker(parse_server_uri(options.server_uri)),
+      inflight(options.max_inflight),
+      jitter(std::random_device{}() ^ std::hash<std::string>{}(options.client_id)) {
+  create_client();
+  reconnect_thread = std::thread([this] { reconnect_loop(); });
+}
+
+void PahoTransport::Impl::create_client() {
+  try {
+    connect_options = build_connect_options();
+    // No Paho persistence: unacknowledged device events live in the
+    // firmware outbox, not in Paho files in the working directory.
+    client = std::make_unique<mqtt::async_client>(options.server_uri, options.client_id,
+                                                  static_cast<mqtt::iclient_persistence*>(nullptr));
+    client->set_message_callback([this](const mqtt::const_message_ptr& m) { handle_message(m); });
+    client->set_connected_handler([this](const std::string&) { handle_connected(); });
+    client->set_connection_lost_handler(
+        [this](const std::string& cause) { handle_connection_lost(cause); });
+  } catch (const std::exception& e) {
+    client.reset();
+    create_error = exception_error("create client for " + options.server_uri, e);
+    log.error(kLog, create_error->to_string());
+  }
+}
+
+mqtt::connect_options PahoTransport::Impl::build_connect_options() const {
+  mqtt::connect_options opts;
+  opts.set_mqtt_version(MQTTVERSION_3_1_1);
+  opts.set_clean_session(options.clean_session);
+  opts.set_keep_alive_interval(options.keep_alive_s);
+  auto timeout_s = std::chrono::ceil<std::chrono::seconds>(options.connect_timeout).count();
+  opts.set_connect_timeout(static_cast<int>(std::max<int64_t>(timeout_s, 1)));
+  opts.set_max_inflight(options.max_inflight);
+  opts.set_automatic_reconnect(false);  // our own loop: jitter + session checks
+  if (options.username) opts.set_user_name(*options.username);
+  if (options.password) opts.set_password(*options.password);
+  if (options.will) {
+    const Will& w = *options.will;
+    opts.set_will(mqtt::will_options(w.topic, w.payload, w.qos, w.retained));
+  }
+  if (options.tls) {
+    mqtt::ssl_options ssl;
+    ssl.set_trust_store(options.tls->ca_file);
+    if (!options.tls->cert_file.empty()) ssl.set_key_store(options.tls->cert_file);
+    if (!options.tls->key_file.empty()) ssl.set_private_key(options.tls->key_file);
+    ssl.set_enable_server_cert_auth(true);
+    opts.set_ssl(ssl);
+  }
+  return opts;
+}
+
+PahoTransport::Impl::~Impl() {
+  disconnect();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  if (reconnect_thread.joinable()) reconnect_thread.join();
+  if (client) {
+    try {
+      client->disable_callbacks();
+    } catch (const std::exception& e) {
+      log.debug(kLog, std::string("disable_callbacks: ") + e.what());
+    }
+  }
+  client.reset();
+}
+
+// ---- connect / disconnect --------------------------------------------------
+
+Status PahoTransport::Impl::connect() {
+  if (t_in_handler) return make_error("bad_call", "connect() called from a handler");
+  if (create_error) return *create_error;
+  std::lock_guard<std::mutex> serial(connect_mu);
+  uint64_t losses_before = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (phase != Phase::kIdle) return {};  // up, or the reconnect loop owns it
+    phase = Phase::kDown;
+    attempting = true;
+    losses_before = losses;
+  }
+  Result<bool> session_present = attempt_connect();
+  if (session_present && session_up(*session_present, losses_before)) report_connection(true);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    attempting = false;
+    if (!session_present) phase = Phase::kIdle;
+  }
+  cv.notify_all();
+  if (!session_present) return session_present.error();
+  return {};
+}
+
+Result<bool> PahoTransport::Impl::attempt_connect() {
+  try {
+    mqtt::token_ptr token = client->connect(connect_options);
+    if (!token->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
+      abort_connect();
+      Error error = make_error("timeout", "connect to " + options.server_uri + " timed out");
+      log.warn(kLog, error.to_string());
+      return error;
+    }
+    return token->get_connect_response().is_session_present();
+  } catch (const std::exception& e) {
+    Error error = exception_error("connect to " + options.server_uri, e);
+    log.warn(kLog, error.to_string());
+    return error;
+  }
+}
+
+void PahoTransport::Impl::abort_connect() {
+  try {
+    client->disconnect(0);
+  } catch (const std::exception& e) {
+    log.debug(kLog, std::string("abort connect: ") + e.what());
+  }
+}
+
+void PahoTransport::Impl::disconnect() {
+  if (t_in_handler) {
+    log.error(kLog, "disconnect() called from a handler: ignored");
+    return;
+  }
+  std::lock_guard<std::mutex> serial(connect_mu);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    phase = Phase::kIdle;
+    up = false;
+    report_down = false;  // disconnect() never calls on_connection(false)
+    cv.notify_all();
+    cv.wait(lock, [this] { return !attempting; });  // bounded by connect_timeout
+  }
+  if (!client) return;
+  try {
+    if (!client->is_connected()) return;
+    client->disconnect(1000)->wait_for(options.connect_timeout + std::chrono::seconds(1));
+    log.info(kLog, "disconnected from " + options.server_uri);
+  } catch (const std::exception& e) {
+    log.warn(kLog, exception_error("disconnect", e).to_string());
+  }
+}
+
+// ---- session setup ---------------------------------------------------------
+
+// Returns true when the session is up and must be reported.
+bool PahoTransport::Impl::session_up(bool session_present, uint64_t losses_before) {
+  log.info(kLog, "connected to " + options.server_uri + " as " + options.client_id +
+                     (session_present ? " (session present)" : " (new session)"));
+  int dropped = session_present ? 0 : inflight.reset();
+  if (dropped > 0) {
+    log.warn(kLog, "the broker lost the session: " + std::to_string(dropped) +
+                       " unacknowledged publish(es) dropped");
+  }
+  restore_subscriptions(session_present);
+  return mark_up(losses_before);
+}
+
+void PahoTransport::Impl::restore_subscriptions(bool session_present) {
+  std::vector<std::pair<std::string, int>> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [filter, sub] : subscriptions) {
+      if (!session_present) sub.confirmed = false;  // the broker forgot them
+      if (!sub.confirmed) todo.emplace_back(filter, sub.qos);
+    }
+  }
+  if (!todo.empty()) {
+    log.info(kLog, "sending " + std::to_string(todo.size()) + " subscription(s) to the broker");
+  }
+  for (const auto& [filter, qos] : todo) {
+    Status status = send_subscribe(filter, qos, /*wait=*/true);
+    if (!status) log.warn(kLog, "restoring subscription failed: " + status.error().to_string());
+  }
+}
+
+// Marks the session up unless it was lost while being set up (then the
+// reconnect loop tries again) or disconnect() was called meanwhile.
+bool PahoTransport::Impl::mark_up(uint64_t losses_before) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (phase != Phase::kDown || losses != losses_before) return false;
+  phase = Phase::kUp;
+  attempt = 0;
+  up = true;
+  return true;
+}
+
+Status PahoTransport::Impl::send_subscribe(const std::string& filter, int qos, bool wait) {
+  try {
+    mqtt::token_ptr token = client->subscribe(filter, qos, nullptr, subscribe_listener);
+    if (!wait) return {};
+    if (!token->wait_for(options.connect_timeout)) {
+      return make_error("timeout", "no SUBACK for '" + filter + "'");
+    }
+    mark_confirmed(filter);
+    return {};
+  } catch (const std::exception& e) {
+    return exception_error("subscribe '" + filter + "'", e);
+  }
+}
+
+void PahoTransport::Impl::mark_confirmed(const std::string& filter) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = subscriptions.find(filter);
+  if (it != subscriptions.end()) it->second.confirmed = true;
+}
+
+// ---- reconnect loop (own thread) --------------------------------------------
+
+// The only thread that reports a lost session and, after a reconnect, the
+// new one: reports stay in order. A loss is reported only once a running
+// connect() has reported its success.
+void PahoTransport::Impl::reconnect_loop() {
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    cv.wait(lock,
+            [this] { return stopping || (!attempting && (report_down || phase == Phase::kDown)); });
+    if (stopping) return;
+    if (report_down) {
+      report_down = false;
+      lock.unlock();
+      report_connection(false);
+      lock.lock();
+      continue;
+    }
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    auto delay =
+        reconnect_delay(attempt++, options.reconnect_min, options.reconnect_max, unit(jitter));
+    log.info(kLog, "reconnecting to " + options.server_uri + " in " +
+                       std::to_string(delay.count()) + " ms (attempt " + std::to_string(attempt) +
+                       ")");
+    bool interrupted = cv.wait_for(lock, delay, [this] {
+      return stopping || phase != Phase::kDown || attempting || report_down;
+    });
+    if (stopping) return;
+    if (interrupted) continue;
+    reconnect_once(lock);
+  }
+}
+
+// REQUIRES: `lock` holds mu; phase == kDown and no attempt running.
+void PahoTransport::Impl::reconnect_once(std::unique_lock<std::mutex>& lock) {
+  attempting = true;
+  uint64_t losses_before = losses;
+  lock.unlock();
+  Result<bool> session_present = attempt_connect();
+  if (session_present && session_up(*session_present, losses_before)) report_connection(true);
+  lock.lock();
+  attempting = false;
+  cv.notify_all();
+}
+
+// ---- Paho callbacks --------------------------------------------------------
+
+void PahoTransport::Impl::handle_message(const mqtt::const_message_ptr& message) {
+  if (!message) return;
+  Message msg{message->get_topic(), message->to_string(), message->get_qos(),
+              message->is_retained()};
+  MessageHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    handler = message_handler;
+  }
+  if (!handler) return;
+  HandlerScope scope;
+  try {
+    handler(msg);
+  } catch (const std::exception& e) {
+    log.error(kLog, "message handler threw on '" + msg.topic + "': " + e.what());
+  } catch (...) {
+    log.error(kLog, "message handler threw on '" + msg.topic + "'");
+  }
+}
+
+// Runs on every CONNACK, before Paho resends in-flight messages.
+void PahoTransport::Impl::handle_connected() {
+  if (!options.tcp_nodelay) return;
+  if (!broker) {
+    log.warn(kLog, "TCP_NODELAY not set: cannot parse " + options.server_uri);
+    return;
+  }
+  Result<int> count = enable_tcp_nodelay_to_peer(broker->host, broker->port);
+  if (!count) {
+    log.warn(kLog, "TCP_NODELAY not set: " + count.error().to_string());
+  } else if (*count == 0) {
+    log.warn(kLog, "TCP_NODELAY not set: no socket to " + options.server_uri + " (proxy?)");
+  } else {
+    log.debug(kLog, "TCP_NODELAY set on " + std::to_string(*count) + " socket(s)");
+  }
+}
+
+// Paho thread: only records the loss; the reconnect thread reports it.
+void PahoTransport::Impl::handle_connection_lost(const std::string& cause) {
+  log.warn(kLog, "connection to " + options.server_uri + " lost" +
+                     (cause.empty() ? std::string() : ": " + cause));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++losses;
+    up = false;
+    if (phase == Phase::kUp) {
+      phase = Phase::kDown;
+      report_down = true;
+    }
+  }
+  cv.notify_all();
+}
+
+void PahoTransport::Impl::report_connection(bool up_now) {
+  ConnectionHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    handler = connection_handler;
+  }
+  if (!handler) return;
+  HandlerScope scope;
+  try {
+    handler(up_now);
+  } catch (const std::exception& e) {
+    log.error(kLog, std::string("connection handler threw: ") + e.what());
+  } catch (...) {
+    log.error(kLog, "connection handler threw");
+  }
+}
+
+// ---- publish / subscribe ---------------------------------------------------
+
+Status PahoTransport::Impl::publish(const Message& message) {
+  if (!up) return make_error("not_connected", "not connected to " + options.server_uri);
+  if (message.qos < 0 || message.qos > 2) {
+    return make_error("bad_qos", "qos " + std::to_string(message.qos));
+  }
+  if (!InMemoryBus::is_valid_topic_name(message.topic)) {
+    return make_error("bad_topic", "invalid topic name '" + message.topic + "'");
+  }
+  std::optional<uintptr_t> generation = inflight.acquire();
+  if (!generation) {
+    return make_error("queue_full", std::to_string(options.max_inflight) + " publishes in flight");
+  }
+  // The generation travels as Paho's opaque user context of the token.
+  void* context = reinterpret_cast<void*>(*generation);  // NOLINT(performance-no-int-to-ptr)
+  try {
+    client->publish(mqtt::make_message(message.topic, message.payload.data(),
+                                       message.payload.size(), message.qos, message.retained),
+                    context, publish_listener);
+    return {};
+  } catch (const std::exception& e) {
+    inflight.release(*generation);
+    Error error = exception_error("publish '" + message.topic + "'", e);
+    log.warn(kLog, error.to_string());
+    return error;
+  }
+}
+
+Status PahoTransport::Impl::subscribe(const std::string& filter, int qos) {
+  if (qos < 0 || qos > 2) return make_error("bad_qos", "qos " + std::to_string(qos));
+  if (!InMemoryBus::is_valid_topic_filter(filter)) {
+    return make_error("bad_topic_filter", "invalid topic filter '" + filter + "'");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    subscriptions[filter] = Subscription{qos, false};
+  }
+  if (!up) return {};  // sent when the session comes up
+  Status status = send_subscribe(filter, qos, /*wait=*/!t_in_handler);
+  if (!status) log.warn(kLog, status.error().to_string());
+  return status;
+}
+
+// ---- PahoTransport ---------------------------------------------------------
+
+PahoTransport::PahoTransport(Options options, Logger& logger)
+    : impl_(std::make_unique<Impl>(std::move(options), logger)) {}
+
+PahoTransport::~PahoTransport() = default;
+
+void PahoTransport::on_message(MessageHandler handler) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->message_handler = std::move(handler);
+}
+
+void PahoTransport::on_connection(ConnectionHandler handler) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->connection_handler = std::move(handler);
+}
+
+Status PahoTransport::connect() { return impl_->connect(); }
+void PahoTransport::disconnect() { impl_->disconnect(); }
+bool PahoTransport::connected() const { return impl_->up; }
+Status PahoTransport::publish(const Message& message) { return impl_->publish(message); }
+Status PahoTransport::subscribe(const std::string& topic_filter, int qos) {
+  return impl_->subscribe(topic_filter, qos);
+}
+int PahoTransport::inflight() const { return impl_->inflight.count(); }
+
+}  // namespace vend

@@ -1,0 +1,211 @@
+// Protocol v1: encoding, names and validators. Decoding lives in
+// protocol_decode.cpp.
+#include "vend/protocol.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace vend::proto {
+
+namespace {
+
+using Json = nlohmann::json;
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+bool is_id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+Json message_base(const char* type) {
+  Json j = Json::object();
+  j["v"] = kVersion;
+  j["type"] = type;
+  return j;
+}
+
+// The canonical text: sorted keys (nlohmann's std::map order, i.e. byte
+// order), no whitespace. Invalid UTF-8 in a string is replaced rather than
+// thrown on: encoding never fails, and decoded strings are always valid.
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Json to_json(const SlotSnapshot& s) {
+  Json j = Json::object();
+  j["slot"] = s.slot;
+  j["physical_count"] = s.physical_count;
+  j["available_tokens"] = s.available_tokens;
+  j["digest"] = s.digest;
+  if (s.tokens) j["tokens"] = *s.tokens;
+  return j;
+}
+
+void add_fields(Json& j, const DispenseCommand& c) {
+  j["device"] = c.device;
+  j["order_id"] = c.order_id;
+  j["slot"] = c.slot;
+  j["token"] = c.token;
+  j["expires_at_ms"] = c.expires_at_ms;
+}
+
+void add_fields(Json& j, const RestockCommand& c) {
+  j["device"] = c.device;
+  j["restock_id"] = c.restock_id;
+  j["slot"] = c.slot;
+  j["count"] = c.count;
+}
+
+void add_fields(Json& j, const SnapshotRequest& c) {
+  j["device"] = c.device;
+  j["request_id"] = c.request_id;
+  j["full"] = c.full;
+}
+
+void add_fields(Json& j, const Ack& c) {
+  j["device"] = c.device;
+  j["upto_seq"] = c.upto_seq;
+}
+
+void add_fields(Json& j, const DispenseResult& r) {
+  j["order_id"] = r.order_id;
+  j["slot"] = r.slot;
+  j["token"] = r.token;
+  j["status"] = to_string(r.status);
+  j["reason"] = r.reason;
+  j["token_consumed"] = r.token_consumed;
+}
+
+void add_fields(Json& j, const TokensMinted& t) {
+  j["restock_id"] = t.restock_id;
+  j["slot"] = t.slot;
+  j["tokens"] = t.tokens;
+  j["physical_count"] = t.physical_count;
+}
+
+void add_fields(Json& j, const Snapshot& s) {
+  j["request_id"] = s.request_id;
+  Json slots = Json::array();
+  for (const SlotSnapshot& slot : s.slots) slots.push_back(to_json(slot));
+  j["slots"] = std::move(slots);
+  j["outbox_depth"] = s.outbox_depth;
+}
+
+void add_fields(Json& j, const Fault& f) {
+  j["code"] = f.code;
+  j["message"] = f.message;
+  j["slot"] = f.slot;
+}
+
+Json to_json(const Command& command) {
+  Json j = message_base(type_name(command));
+  std::visit([&j](const auto& c) { add_fields(j, c); }, command);
+  return j;
+}
+
+Json to_json(const DeviceEvent& event) {
+  Json j = message_base(type_name(event.body));
+  j["device"] = event.device;
+  j["seq"] = event.seq;
+  j["boot_id"] = event.boot_id;
+  j["ts_ms"] = event.ts_ms;
+  std::visit([&j](const auto& body) { add_fields(j, body); }, event.body);
+  return j;
+}
+
+Json to_json(const PresenceStatus& status) {
+  Json j = message_base("status");
+  j["device"] = status.device;
+  j["boot_id"] = status.boot_id;
+  j["state"] = status.online ? "online" : "offline";
+  j["ts_ms"] = status.ts_ms;
+  return j;
+}
+
+template <typename Message>
+std::string encode_with_mac(const Message& message, std::string_view mac_hex) {
+  Json j = to_json(message);
+  j["mac"] = mac_hex;
+  return dump(j);
+}
+
+}  // namespace
+
+const char* to_string(DispenseStatus status) {
+  switch (status) {
+    case DispenseStatus::kDispensed: return "DISPENSED";
+    case DispenseStatus::kFailed: return "FAILED";
+    case DispenseStatus::kRejected: return "REJECTED";
+    case DispenseStatus::kUncertain: return "UNCERTAIN";
+  }
+  return "UNKNOWN";
+}
+
+std::optional<DispenseStatus> parse_dispense_status(std::string_view text) {
+  for (DispenseStatus s : {DispenseStatus::kDispensed, DispenseStatus::kFailed,
+                           DispenseStatus::kRejected, DispenseStatus::kUncertain}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+std::string encode_canonical(const Command& command) { return dump(to_json(command)); }
+std::string encode_canonical(const DeviceEvent& event) { return dump(to_json(event)); }
+std::string encode_canonical(const PresenceStatus& status) { return dump(to_json(status)); }
+
+std::string encode(const Command& command, std::string_view mac_hex) {
+  return encode_with_mac(command, mac_hex);
+}
+std::string encode(const DeviceEvent& event, std::string_view mac_hex) {
+  return encode_with_mac(event, mac_hex);
+}
+std::string encode(const PresenceStatus& status, std::string_view mac_hex) {
+  return encode_with_mac(status, mac_hex);
+}
+
+const std::string& command_device(const Command& command) {
+  return std::visit([](const auto& c) -> const std::string& { return c.device; }, command);
+}
+
+const char* type_name(const Command& command) {
+  return std::visit(Overloaded{
+                        [](const DispenseCommand&) { return "dispense"; },
+                        [](const RestockCommand&) { return "restock"; },
+                        [](const SnapshotRequest&) { return "snapshot_request"; },
+                        [](const Ack&) { return "ack"; },
+                    },
+                    command);
+}
+
+const char* type_name(const EventBody& body) {
+  return std::visit(Overloaded{
+                        [](const DispenseResult&) { return "dispense_result"; },
+                        [](const TokensMinted&) { return "tokens"; },
+                        [](const Snapshot&) { return "snapshot"; },
+                        [](const Fault&) { return "fault"; },
+                    },
+                    body);
+}
+
+bool is_valid_id(std::string_view id) {
+  if (id.empty() || id.size() > kMaxIdLength) return false;
+  for (char c : id) {
+    if (!is_id_char(c)) return false;
+  }
+  return true;
+}
+
+bool is_valid_token(std::string_view token) {
+  if (token.size() != 32) return false;
+  for (char c : token) {
+    if (!is_lower_hex(c)) return false;
+  }
+  return true;
+}
+
+}  // namespace vend::proto

@@ -1,0 +1,311 @@
+// Protocol v1: strict decoding. Every rule here is listed in docs/protocol.md
+// and pinned by the malformed-input table in tests/common/protocol_reject_test.cpp.
+#include <array>
+#include <bitset>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "json_reader.hpp"
+#include "vend/protocol.hpp"
+
+namespace vend::proto {
+
+namespace {
+
+using internal::FieldReader;
+using internal::Json;
+using internal::Names;
+using internal::printable;
+
+constexpr int kMaxCount = 100000;  // physical_count, available_tokens
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// ---- Message bodies -------------------------------------------------------
+
+constexpr std::array<std::string_view, 3> kBaseFields = {"v", "type", "mac"};
+constexpr std::array<std::string_view, 7> kEnvelopeFields = {"v",   "type",    "mac",  "device",
+                                                             "seq", "boot_id", "ts_ms"};
+
+Command read_dispense(FieldReader& r) {
+  DispenseCommand c;
+  c.device = r.id("device");
+  c.order_id = r.id("order_id");
+  c.slot = r.integer("slot", 1, kMaxSlot);
+  c.token = r.token("token");
+  c.expires_at_ms = r.int64_in("expires_at_ms", 1, kInt64Max);
+  return c;
+}
+
+Command read_restock(FieldReader& r) {
+  RestockCommand c;
+  c.device = r.id("device");
+  c.restock_id = r.id("restock_id");
+  c.slot = r.integer("slot", 1, kMaxSlot);
+  c.count = r.integer("count", 1, kMaxRestockCount);
+  return c;
+}
+
+Command read_snapshot_request(FieldReader& r) {
+  SnapshotRequest c;
+  c.device = r.id("device");
+  c.request_id = r.id("request_id");
+  c.full = r.boolean("full");
+  return c;
+}
+
+Command read_ack(FieldReader& r) {
+  Ack c;
+  c.device = r.id("device");
+  c.upto_seq = r.uint64_in("upto_seq", 0);
+  return c;
+}
+
+EventBody read_dispense_result(FieldReader& r) {
+  DispenseResult e;
+  e.order_id = r.id("order_id");
+  e.slot = r.integer("slot", 1, kMaxSlot);
+  e.token = r.token("token");
+  const std::string status = r.text("status");
+  if (!r.failed()) {
+    auto parsed = parse_dispense_status(status);
+    if (!parsed) r.out_of_range("status", "must be DISPENSED, FAILED, REJECTED or UNCERTAIN");
+    e.status = parsed.value_or(DispenseStatus::kRejected);
+  }
+  e.reason = r.text("reason");
+  e.token_consumed = r.boolean("token_consumed");
+  return e;
+}
+
+EventBody read_tokens(FieldReader& r) {
+  TokensMinted e;
+  e.restock_id = r.id("restock_id");
+  e.slot = r.integer("slot", 1, kMaxSlot);
+  e.tokens = r.token_list("tokens");
+  e.physical_count = r.integer("physical_count", 0, kMaxCount);
+  return e;
+}
+
+// One entry of a snapshot's `slots`; problems are recorded in `outer`.
+SlotSnapshot read_slot(Json& object, size_t index, FieldReader& outer) {
+  static constexpr std::array<std::string_view, 5> kSlotFields = {
+      "slot", "physical_count", "available_tokens", "digest", "tokens"};
+  const std::string path = "slots[" + std::to_string(index) + "]";
+  if (!object.is_object()) {
+    outer.wrong_type(path, "an object");
+    return {};
+  }
+  FieldReader r(object, outer.type_name(), path + ".");
+  r.only(kSlotFields);
+  SlotSnapshot s;
+  s.slot = r.integer("slot", 1, kMaxSlot);
+  s.physical_count = r.integer("physical_count", 0, kMaxCount);
+  s.available_tokens = r.integer("available_tokens", 0, kMaxCount);
+  s.digest = r.hex64("digest");
+  if (r.has("tokens")) s.tokens = r.token_list("tokens");
+  if (r.failed()) outer.fail(r.take_error());
+  return s;
+}
+
+EventBody read_snapshot(FieldReader& r) {
+  Snapshot e;
+  e.request_id = r.id_or_empty("request_id");
+  Json* slots = r.array("slots");
+  if (slots != nullptr && slots->size() > static_cast<size_t>(kMaxSlot)) {
+    r.out_of_range("slots", "must have at most " + std::to_string(kMaxSlot) + " entries");
+  }
+  std::bitset<kMaxSlot + 1> seen;
+  for (size_t i = 0; slots != nullptr && i < slots->size() && !r.failed(); ++i) {
+    SlotSnapshot slot = read_slot((*slots)[i], i, r);
+    if (r.failed()) break;
+    if (seen.test(slot.slot)) {
+      r.out_of_range("slots[" + std::to_string(i) + "].slot",
+                     "repeats slot " + std::to_string(slot.slot));
+      break;
+    }
+    seen.set(slot.slot);
+    e.slots.push_back(std::move(slot));
+  }
+  e.outbox_depth = r.uint64_in("outbox_depth", 0);
+  return e;
+}
+
+EventBody read_fault(FieldReader& r) {
+  Fault e;
+  e.code = r.id("code");
+  e.message = r.text("message");
+  e.slot = r.integer("slot", 0, kMaxSlot);
+  return e;
+}
+
+// ---- Message types --------------------------------------------------------
+
+template <typename Body>
+struct MessageType {
+  std::string_view name;
+  Names fields;  // besides kBaseFields / kEnvelopeFields
+  Body (*read)(FieldReader&);
+};
+
+constexpr std::array<std::string_view, 5> kDispenseFields = {"device", "order_id", "slot", "token",
+                                                             "expires_at_ms"};
+constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
+                                                            "count"};
+constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
+constexpr std::array<std::string_view, 2> kAckFields = {"device", "upto_seq"};
+constexpr std::array<std::string_view, 6> kDispenseResultFields = {
+    "order_id", "slot", "token", "status", "reason", "token_consumed"};
+constexpr std::array<std::string_view, 4> kTokensFields = {"restock_id", "slot", "tokens",
+                                                           "physical_count"};
+constexpr std::array<std::string_view, 3> kSnapshotFields = {"request_id", "slots", "outbox_depth"};
+constexpr std::array<std::string_view, 3> kFaultFields = {"code", "message", "slot"};
+constexpr std::array<std::string_view, 4> kStatusFields = {"device", "boot_id", "state", "ts_ms"};
+
+constexpr std::array<MessageType<Command>, 4> kCommandTypes = {{
+    {"dispense", kDispenseFields, read_dispense},
+    {"restock", kRestockFields, read_restock},
+    {"snapshot_request", kSnapshotRequestFields, read_snapshot_request},
+    {"ack", kAckFields, read_ack},
+}};
+
+constexpr std::array<MessageType<EventBody>, 4> kEventTypes = {{
+    {"dispense_result", kDispenseResultFields, read_dispense_result},
+    {"tokens", kTokensFields, read_tokens},
+    {"snapshot", kSnapshotFields, read_snapshot},
+    {"fault", kFaultFields, read_fault},
+}};
+
+// ---- Decoding -------------------------------------------------------------
+
+std::optional<Error> check_version(const Json& object) {
+  auto it = object.find("v");
+  if (it == object.end()) return Error{kErrMissingField, "missing field 'v'"};
+  if (!it->is_number_integer()) return Error{kErrWrongType, "field 'v' must be an integer"};
+  if (!it->is_number_unsigned() || it->get<uint64_t>() != static_cast<uint64_t>(kVersion)) {
+    return Error{kErrBadVersion, "field 'v' is " + it->dump() + ", only 1 is supported"};
+  }
+  return std::nullopt;
+}
+
+// Size, JSON syntax, object, version: what every message shares.
+std::optional<Error> parse_message(std::string_view payload, Json& object) {
+  if (payload.size() > kMaxPayloadBytes) {
+    return Error{kErrOversize, "payload of " + std::to_string(payload.size()) + " bytes exceeds " +
+                                   std::to_string(kMaxPayloadBytes)};
+  }
+  std::string why = internal::parse_strict(payload, object);
+  if (!why.empty()) return Error{kErrBadJson, std::move(why)};
+  if (!object.is_object()) return Error{kErrBadJson, "payload is not a JSON object"};
+  return check_version(object);
+}
+
+// The `type` field, as a string (not yet checked against a list).
+Result<std::string_view> read_type(const Json& object, std::string_view kind) {
+  auto it = object.find("type");
+  if (it == object.end())
+    return Error{kErrMissingField, "missing field 'type' in " + std::string(kind)};
+  if (!it->is_string()) return Error{kErrWrongType, "field 'type' must be a string"};
+  return std::string_view(it->get_ref<const std::string&>());
+}
+
+template <typename Body, size_t N>
+Result<const MessageType<Body>*> find_type(const Json& object,
+                                           const std::array<MessageType<Body>, N>& types,
+                                           std::string_view kind) {
+  auto name = read_type(object, kind);
+  if (!name.ok()) return name.error();
+  for (const MessageType<Body>& type : types) {
+    if (type.name == *name) return &type;
+  }
+  return Error{kErrUnknownType,
+               "unknown " + std::string(kind) + " type '" + printable(*name) + "'"};
+}
+
+Result<Decoded<Command>> decode_command_unguarded(std::string_view payload) {
+  Json object;
+  if (auto error = parse_message(payload, object)) return *std::move(error);
+  auto type = find_type(object, kCommandTypes, "command");
+  if (!type.ok()) return type.error();
+  FieldReader r(object, (*type)->name);
+  r.only(kBaseFields, (*type)->fields);
+  std::string mac = r.hex64("mac");
+  Command command = (*type)->read(r);
+  if (r.failed()) return r.take_error();
+  std::string canonical = encode_canonical(command);
+  return Decoded<Command>{std::move(command), std::move(mac), std::move(canonical)};
+}
+
+Result<Decoded<DeviceEvent>> decode_event_unguarded(std::string_view payload) {
+  Json object;
+  if (auto error = parse_message(payload, object)) return *std::move(error);
+  auto type = find_type(object, kEventTypes, "event");
+  if (!type.ok()) return type.error();
+  FieldReader r(object, (*type)->name);
+  r.only(kEnvelopeFields, (*type)->fields);
+  std::string mac = r.hex64("mac");
+  DeviceEvent event;
+  event.device = r.id("device");
+  event.seq = r.uint64_in("seq", 1);
+  event.boot_id = r.token("boot_id");
+  event.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  event.body = (*type)->read(r);
+  if (r.failed()) return r.take_error();
+  std::string canonical = encode_canonical(event);
+  return Decoded<DeviceEvent>{std::move(event), std::move(mac), std::move(canonical)};
+}
+
+Result<Decoded<PresenceStatus>> decode_status_unguarded(std::string_view payload) {
+  Json object;
+  if (auto error = parse_message(payload, object)) return *std::move(error);
+  auto name = read_type(object, "status");
+  if (!name.ok()) return name.error();
+  if (*name != "status") {
+    return Error{kErrUnknownType, "unknown status type '" + printable(*name) + "'"};
+  }
+  FieldReader r(object, "status");
+  r.only(kBaseFields, kStatusFields);
+  std::string mac = r.hex64("mac");
+  PresenceStatus status;
+  status.device = r.id("device");
+  status.boot_id = r.token("boot_id");
+  const std::string state = r.text("state");
+  if (!r.failed() && state != "online" && state != "offline") {
+    r.out_of_range("state", "must be online or offline");
+  }
+  status.online = state == "online";
+  status.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  if (r.failed()) return r.take_error();
+  std::string canonical = encode_canonical(status);
+  return Decoded<PresenceStatus>{std::move(status), std::move(mac), std::move(canonical)};
+}
+
+// Malformed input never throws; this catches what is left (allocation
+// failure), so no exception leaves a decode function.
+template <typename T, typename Decode>
+Result<T> guarded(Decode decode, std::string_view payload) {
+  try {
+    return decode(payload);
+  } catch (const std::exception& e) {
+    return Error{kErrBadJson, std::string("could not decode: ") + e.what()};
+  }
+}
+
+}  // namespace
+
+Result<Decoded<Command>> decode_command(std::string_view payload) {
+  return guarded<Decoded<Command>>(decode_command_unguarded, payload);
+}
+
+Result<Decoded<DeviceEvent>> decode_event(std::string_view payload) {
+  return guarded<Decoded<DeviceEvent>>(decode_event_unguarded, payload);
+}
+
+Result<Decoded<PresenceStatus>> decode_status(std::string_view payload) {
+  return guarded<Decoded<PresenceStatus>>(decode_status_unguarded, payload);
+}
+
+}  // namespace vend::proto

@@ -1,0 +1,255 @@
+#include "shell/daemon.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "shell/inbound_queue.hpp"
+#include "shell/machine_hal.hpp"
+#include "shell/setup.hpp"
+#include "vend/fw/device_core.hpp"
+#include "vend/paho_transport.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::fw {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr const char* kLog = "daemon";
+constexpr milliseconds kTickInterval{20};
+constexpr size_t kInboundCapacity = 1024;
+
+// Signals are the one process-wide input: the handler only counts them.
+std::atomic<int> g_signals{0};
+
+extern "C" void on_stop_signal(int) { g_signals.fetch_add(1); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+PahoOptions transport_options(const DeviceConfig& c, const Identity& identity, int64_t now_ms) {
+  PahoOptions o;
+  o.server_uri = c.broker_url;
+  o.client_id = c.device_id;
+  if (!c.username.empty()) o.username = c.username;
+  if (!c.username.empty()) o.password = c.password;
+  if (c.broker_url.rfind("ssl://", 0) == 0) {  // config: ssl:// always names its CA
+    o.tls = PahoTlsOptions{c.tls_ca_file, c.tls_cert_file, c.tls_key_file};
+  }
+  Message offline = DeviceCore::presence(identity, false, now_ms);
+  o.will = Will{offline.topic, offline.payload, offline.qos, offline.retained};
+  o.clean_session = false;  // commands sent while we were away are kept for us
+  // Room for a window of events, their retransmissions and presence.
+  o.max_inflight = std::max(1000, 2 * c.core.outbox_window + 16);
+  return o;
+}
+
+// Retries the first connection with jittered backoff on its own thread; once
+// connected, the transport reconnects by itself. Non-copyable.
+class Connector {
+ public:
+  Connector(Transport& transport, Random& random, Logger& log)
+      : transport_(transport), random_(random), log_(log) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Connector() { stop(); }
+  Connector(const Connector&) = delete;
+  Connector& operator=(const Connector&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    for (int attempt = 0;; ++attempt) {
+      if (transport_.connect().ok()) return;  // the transport logged why not
+      milliseconds delay =
+          reconnect_delay(attempt, milliseconds(1000), milliseconds(30000), random_.uniform());
+      log_.info(kLog, "broker not reachable; next attempt in " + std::to_string(delay.count()) +
+                          " ms (working offline meanwhile)");
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, delay, [this] { return stopping_; })) return;
+    }
+  }
+
+  Transport& transport_;
+  Random& random_;
+  Logger& log_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+class Daemon {
+ public:
+  Daemon(DeviceSetup setup, Logger& log) : setup_(std::move(setup)), log_(log) {}
+  int run();
+
+ private:
+  Status start();
+  void serve();
+  void finish_rotation();
+  void deliver(InboundQueue::Batch& batch, bool accept_commands);
+  void tick();
+  void publish_offline();
+
+  DeviceSetup setup_;
+  Logger& log_;
+  SystemClock clock_;
+  SecureRandom random_;
+  std::optional<Ledger> ledger_;
+  std::unique_ptr<MachineHal> hal_;
+  InboundQueue inbound_{kInboundCapacity};
+  std::unique_ptr<PahoTransport> transport_;  // after inbound_: its handlers push there
+  std::unique_ptr<DeviceCore> core_;
+  std::unique_ptr<Connector> connector_;
+  uint64_t ignored_while_stopping_ = 0;
+};
+
+Status Daemon::start() {
+  const DeviceConfig& c = setup_.config;
+  Identity identity{c.device_id, setup_.key, random_.id128()};
+  auto ledger = Ledger::open(c.ledger_path, identity, sync_mode(c));
+  if (!ledger.ok()) return ledger.error();
+  ledger_.emplace(std::move(ledger).value());
+  if (auto s = ledger_->sync_slots(c.slots); !s.ok()) return s;
+  auto hal = MachineHal::create(c, *ledger_, clock_, random_.next_u64(), log_);
+  if (!hal.ok()) return hal.error();
+  hal_ = std::move(hal).value();
+
+  transport_ =
+      std::make_unique<PahoTransport>(transport_options(c, identity, clock_.wall_ms()), log_);
+  std::string cmd_topic = topics::device_cmd(c.device_id);
+  transport_->on_message([this, cmd_topic](const Message& m) {
+    // A full queue drops and counts; the core thread reports the drops.
+    if (m.topic == cmd_topic) inbound_.push_command(m.payload);
+  });
+  transport_->on_connection([this](bool up) { inbound_.push_connection(up); });
+
+  core_ = std::make_unique<DeviceCore>(*ledger_, hal_->hal(), *transport_, clock_, random_, log_,
+                                       c.core);
+  if (auto s = core_->boot(); !s.ok()) return s;
+  log_.info(kLog, "device " + c.device_id + " booted (boot " + identity.boot_id + ", ledger " +
+                      c.ledger_path + ", broker " + c.broker_url + ")");
+  connector_ = std::make_unique<Connector>(*transport_, random_, log_);
+  return {};
+}
+
+void Daemon::deliver(InboundQueue::Batch& batch, bool accept_commands) {
+  for (bool up : batch.connection_changes) core_->on_connection(up);
+  if (batch.dropped_since_last > 0) {
+    log_.warn(kLog, "inbound queue full: dropped " + std::to_string(batch.dropped_since_last) +
+                        " commands (the cloud re-sends them)");
+  }
+  for (const auto& payload : batch.commands) {
+    if (!accept_commands) {
+      ++ignored_while_stopping_;
+      continue;
+    }
+    CommandOutcome o = core_->on_command(payload);
+    log_.debug(kLog, "command " + (o.type.empty() ? std::string("?") : o.type) + ": " + o.result +
+                         (o.reason.empty() ? "" : " (" + o.reason + ")"));
+  }
+}
+
+void Daemon::tick() {
+  core_->tick();
+  hal_->between_ticks(*ledger_, core_->idle());
+}
+
+void Daemon::serve() {
+  Steady::time_point next_tick = Steady::now();
+  while (g_signals.load() == 0) {
+    InboundQueue::Batch batch = inbound_.take_until(next_tick);
+    deliver(batch, /*accept_commands=*/true);
+    Steady::time_point now = Steady::now();
+    if (now < next_tick) continue;
+    tick();
+    // Late ticks are not caught up in a burst: the next one is a period away.
+    next_tick = std::max(next_tick + kTickInterval, now);
+  }
+}
+
+// After a stop signal: no new commands; the rotation under way (and dispenses
+// already accepted) finish, bounded by the motor timeout.
+void Daemon::finish_rotation() {
+  int64_t budget_ms = setup_.config.core.motor_timeout_ms;
+  Steady::time_point deadline = Steady::now() + milliseconds(budget_ms);
+  if (!core_->idle()) log_.info(kLog, "stopping: letting the running dispense finish");
+  while (!core_->idle() && g_signals.load() < 2 && Steady::now() < deadline) {
+    InboundQueue::Batch batch = inbound_.take_until(Steady::now() + kTickInterval);
+    deliver(batch, /*accept_commands=*/false);
+    tick();
+  }
+  if (!core_->idle()) log_.warn(kLog, "stopping with a dispense unfinished: it will be UNCERTAIN");
+  if (ignored_while_stopping_ > 0) {
+    log_.info(kLog, std::to_string(ignored_while_stopping_) +
+                        " commands ignored while stopping (the cloud re-sends them)");
+  }
+}
+
+void Daemon::publish_offline() {
+  if (!transport_->connected()) return;
+  Message offline = DeviceCore::presence(core_->identity(), false, clock_.wall_ms());
+  if (auto s = transport_->publish(offline); !s.ok()) {
+    log_.warn(kLog, "offline status not published: " + s.error().to_string());
+  }
+}
+
+int Daemon::run() {
+  if (auto s = start(); !s.ok()) {
+    log_.error(kLog, s.error().to_string());
+    return exit_code_for(s.error());
+  }
+  serve();
+  log_.info(kLog, "stop requested");
+  finish_rotation();
+  connector_->stop();
+  publish_offline();
+  transport_->disconnect();  // waits briefly for in-flight publishes
+  const CoreStats& st = core_->stats();
+  log_.info(kLog, "stopped: " + std::to_string(st.dispensed) + " dispensed, " +
+                      std::to_string(st.failed) + " failed, " + std::to_string(st.rejected) +
+                      " rejected, " + std::to_string(st.refused) + " refused, " +
+                      std::to_string(inbound_.dropped_total()) + " dropped this run");
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_daemon(const DaemonArgs& args) {
+  StderrLogger log(args.log_level);
+  install_signal_handlers();
+  auto setup = load_setup(args.config_path, /*with_key=*/true);
+  if (!setup.ok()) {
+    log.error(kLog, setup.error().to_string());
+    return exit_code_for(setup.error());
+  }
+  Daemon daemon(std::move(setup).value(), log);
+  return daemon.run();
+}
+
+}  // namespace vend::fw

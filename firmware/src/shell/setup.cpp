@@ -1,0 +1,40 @@
+#include "shell/setup.hpp"
+
+#include <filesystem>
+
+namespace vend::fw {
+
+int exit_code_for(const Error& error) {
+  const std::string& c = error.code;
+  return c == "bad_config" || c == "bad_key" || c == "usage" ? kExitUsage : kExitFailure;
+}
+
+Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key) {
+  auto config = load_device_config(config_path);
+  if (!config.ok()) return config.error();
+  DeviceSetup setup{std::move(config).value(), {}};
+  if (with_key) {
+    auto key = crypto::Key::load_file(setup.config.key_file);
+    if (!key.ok()) return key.error();
+    setup.key = std::move(key).value();
+  }
+  return setup;
+}
+
+sql::Sync sync_mode(const DeviceConfig& config) {
+  return config.synchronous == "normal" ? sql::Sync::kNormal : sql::Sync::kFull;
+}
+
+Result<Ledger> open_ledger(const DeviceSetup& setup, const std::string& boot_id, bool must_exist) {
+  const std::string& path = setup.config.ledger_path;
+  std::error_code ec;
+  if (must_exist && !std::filesystem::exists(path, ec)) {
+    return make_error("no_ledger", "ledger '" + path +
+                                       "' does not exist (the daemon or `vend-firmware "
+                                       "restock` creates it)");
+  }
+  Identity identity{setup.config.device_id, setup.key, boot_id};
+  return Ledger::open(path, std::move(identity), sync_mode(setup.config));
+}
+
+}  // namespace vend::fw

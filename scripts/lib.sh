@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/*. Source it; it does not run anything.
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# The repository root, whatever the caller's working directory.
+# shellcheck disable=SC2034  # used by the scripts sourcing this file
+VEND_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Parallel jobs for builds and ctest. The default 2 suits the shared CI box.
+# shellcheck disable=SC2034
+VEND_JOBS="${VEND_JOBS:-2}"
+
+log() { printf '%s: %s\n' "$(basename "$0")" "$*"; }
+die() {
+  printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2
+  exit 1
+}
+
+# Maps a --cross name to its GNU triple and Debian architecture.
+#   triple_of aarch64 -> aarch64-linux-gnu      deb_arch_of aarch64 -> arm64
+triple_of() {
+  case "$1" in
+    aarch64) echo aarch64-linux-gnu ;;
+    armhf) echo arm-linux-gnueabihf ;;
+    *) die "unknown ARM target '$1' (expected aarch64 or armhf)" ;;
+  esac
+}
+deb_arch_of() {
+  case "$1" in
+    aarch64) echo arm64 ;;
+    armhf) echo armhf ;;
+    *) die "unknown ARM target '$1' (expected aarch64 or armhf)" ;;
+  esac
+}

@@ -1,0 +1,181 @@
+// Protocol v1 codec. The golden examples here are the ones in
+// docs/protocol.md: change both together.
+#include "vend/protocol.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "protocol_examples.hpp"
+#include "test_support.hpp"
+#include "vend/crypto.hpp"
+
+namespace vend::proto {
+namespace {
+
+using nlohmann::json;
+using namespace examples;  // NOLINT: the example messages are the test's vocabulary
+
+TEST_CASE("golden canonical form of every command") {
+  CHECK(encode_canonical(Command{dispense()}) == kDispenseGolden);
+  CHECK(encode_canonical(Command{restock()}) == kRestockGolden);
+  CHECK(encode_canonical(Command{snapshot_request()}) == kSnapshotRequestGolden);
+  CHECK(encode_canonical(Command{ack()}) == kAckGolden);
+}
+
+TEST_CASE("golden canonical form of every event and of status") {
+  CHECK(encode_canonical(dispense_result()) == kDispenseResultGolden);
+  CHECK(encode_canonical(tokens_minted()) == kTokensGolden);
+  CHECK(encode_canonical(full_snapshot()) == kFullSnapshotGolden);
+  CHECK(encode_canonical(periodic_snapshot()) == kPeriodicSnapshotGolden);
+  CHECK(encode_canonical(fault()) == kFaultGolden);
+  CHECK(encode_canonical(online()) == kStatusGolden);
+  PresenceStatus offline = online();
+  offline.online = false;
+  CHECK(encode_canonical(offline).find(R"("state":"offline")") != std::string::npos);
+}
+
+TEST_CASE("wire form is the canonical object plus mac, and the golden MAC") {
+  // The signed example of docs/protocol.md: key 00 01 02 ... 1f.
+  auto key =
+      crypto::Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
+  REQUIRE(key.ok());
+  const std::string mac = crypto::sign(*key, kDispenseGolden);
+  CHECK(mac == "3b404350e296241f31fc00f7188ab9ca6684cf59a13b376bea6056e8d489c7bb");
+  CHECK(encode(Command{dispense()}, mac) ==
+        R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
+        R"("mac":"3b404350e296241f31fc00f7188ab9ca6684cf59a13b376bea6056e8d489c7bb",)"
+        R"("order_id":"ord-7f3a","slot":12,"token":"0123456789abcdef0123456789abcdef",)"
+        R"("type":"dispense","v":1})");
+}
+
+TEST_CASE("docs/protocol.md shows every golden example") {
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");  // set by ctest
+  REQUIRE_MESSAGE(source_dir != nullptr, "run through ctest (VEND_SOURCE_DIR unset)");
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  REQUIRE_FALSE(doc.empty());
+  for (const char* golden :
+       {kDispenseGolden, kRestockGolden, kSnapshotRequestGolden, kAckGolden, kDispenseResultGolden,
+        kTokensGolden, kFullSnapshotGolden, kPeriodicSnapshotGolden, kFaultGolden, kStatusGolden}) {
+    CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
+  }
+}
+
+TEST_CASE("every command round-trips") {
+  for (const Command& command :
+       {Command{dispense()}, Command{restock()}, Command{snapshot_request()}, Command{ack()},
+        Command{Ack{kDevice, 0}}, Command{SnapshotRequest{kDevice, "r", false}}}) {
+    CAPTURE(encode_canonical(command));
+    auto decoded = decode_command(encode(command, kMac));
+    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    CHECK(decoded->message == command);
+    CHECK(decoded->mac == kMac);
+    CHECK(decoded->canonical == encode_canonical(command));
+  }
+}
+
+TEST_CASE("every event round-trips") {
+  DeviceEvent rejected =
+      event(1, DispenseResult{"o", 1, kToken, DispenseStatus::kRejected, reason::kExpired, false});
+  DeviceEvent uncertain = event(
+      2, DispenseResult{"o", 255, kToken, DispenseStatus::kUncertain, reason::kPowerLoss, true});
+  DeviceEvent no_slot_fault = event(3, Fault{"outbox_near_full", "", 0});
+  for (const DeviceEvent& e : {dispense_result(), tokens_minted(), full_snapshot(),
+                               periodic_snapshot(), fault(), rejected, uncertain, no_slot_fault}) {
+    CAPTURE(encode_canonical(e));
+    auto decoded = decode_event(encode(e, kMac));
+    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    CHECK(decoded->message == e);
+    CHECK(decoded->mac == kMac);
+    CHECK(decoded->canonical == encode_canonical(e));
+  }
+}
+
+TEST_CASE("status round-trips, online and offline") {
+  PresenceStatus offline = online();
+  offline.online = false;
+  for (const PresenceStatus& s : {online(), offline}) {
+    auto decoded = decode_status(encode(s, kMac));
+    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    CHECK(decoded->message == s);
+    CHECK(decoded->canonical == encode_canonical(s));
+  }
+}
+
+TEST_CASE("whitespace, key order and escapes do not change the canonical form") {
+  const std::string spaced =
+      "\n { \"v\" : 1 ,\t\"type\":\"dispense\", \"slot\" : 12,"
+      " \"token\":\"0123456789abcdef0123456789abcdef\", \"mac\": \"" +
+      kMac +
+      "\",\r\n \"order_id\" : \"ord\\u002d7f3a\", \"expires_at_ms\":"
+      "1700000060000, \"device\" : \"vm\\u002D0042\" } ";
+  auto decoded = decode_command(spaced);
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  CHECK(decoded->canonical == kDispenseGolden);
+  CHECK(decoded->message == Command{dispense()});
+
+  json reordered = json::parse(kFaultGolden);
+  reordered["mac"] = kMac;
+  reordered["message"] = "motor stalled after 1500 ms";
+  std::string text = reordered.dump(2);  // indented; nlohmann sorts keys
+  text.replace(text.find("motor stalled"), 13, "motor\\u0020stalled");
+  auto decoded_fault = decode_event(text);
+  REQUIRE_MESSAGE(decoded_fault.ok(), decoded_fault.error().to_string());
+  CHECK(decoded_fault->canonical == kFaultGolden);
+  // Unicode text survives as raw UTF-8 in the canonical form.
+  DeviceEvent accented = event(7, Fault{"jam", "caf\xc3\xa9 \"slot\"\n", 1});
+  auto again = decode_event(encode(accented, kMac));
+  REQUIRE(again.ok());
+  CHECK(again->message == accented);
+}
+
+TEST_CASE("limits at the edge are accepted") {
+  std::vector<std::string> many;
+  for (size_t i = 0; i < kMaxTokensPerMessage; ++i) {
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%032zx", i);
+    many.emplace_back(buf);
+  }
+  DeviceEvent big = event(UINT64_MAX, TokensMinted{std::string(64, 'r'), kMaxSlot, many, 100000});
+  auto decoded = decode_event(encode(big, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  CHECK(decoded->message == big);
+  Command max_restock = RestockCommand{kDevice, "r", kMaxSlot, kMaxRestockCount};
+  CHECK(decode_command(encode(max_restock, kMac)).ok());
+  DeviceEvent long_text = event(1, Fault{"x", std::string(kMaxTextLength, 'm'), 0});
+  CHECK(decode_event(encode(long_text, kMac)).ok());
+}
+
+TEST_CASE("command_device, type_name and DispenseStatus names") {
+  CHECK(command_device(Command{restock()}) == kDevice);
+  CHECK(std::string(type_name(Command{snapshot_request()})) == "snapshot_request");
+  CHECK(std::string(type_name(EventBody{TokensMinted{}})) == "tokens");
+  for (auto s : {DispenseStatus::kDispensed, DispenseStatus::kFailed, DispenseStatus::kRejected,
+                 DispenseStatus::kUncertain}) {
+    CHECK(parse_dispense_status(to_string(s)) == s);
+  }
+  CHECK_FALSE(parse_dispense_status("dispensed").has_value());
+}
+
+TEST_CASE("is_valid_id and is_valid_token") {
+  CHECK(is_valid_id("a"));
+  CHECK(is_valid_id("Vm-01.x_y"));
+  CHECK(is_valid_id(std::string(64, 'a')));
+  CHECK_FALSE(is_valid_id(""));
+  CHECK_FALSE(is_valid_id(std::string(65, 'a')));
+  for (const char* bad : {"a/b", "a+b", "a#b", "a b", "caf\xc3\xa9", "a\n"}) {
+    CHECK_FALSE(is_valid_id(bad));
+  }
+  CHECK(is_valid_token(kToken));
+  CHECK_FALSE(is_valid_token("0123456789ABCDEF0123456789abcdef"));
+  CHECK_FALSE(is_valid_token("0123456789abcdef0123456789abcde"));
+  CHECK_FALSE(is_valid_token("0123456789abcdef0123456789abcdeg"));
+}
+
+}  // namespace
+}  // namespace vend::proto

@@ -199,7 +199,7 @@ void parse_sim(ObjectReader r, SimulatedMachineOptions& sim) {
 void parse_core(ObjectReader r, CoreOptions& core) {
   r.only({"expiry_skew_ms", "dispense_queue_max", "motor_timeout_ms", "outbox_max",
           "outbox_drain_per_s", "outbox_window", "retransmit_ms", "reconnect_jitter_max_ms",
-          "snapshot_interval_ms", "auto_confirm_restock"});
+          "snapshot_interval_ms", "presence_interval_ms", "auto_confirm_restock"});
   r.integer("expiry_skew_ms", int64_t{0}, int64_t{3'600'000}, core.expiry_skew_ms);
   r.integer("dispense_queue_max", 1, 1000, core.dispense_queue_max);
   r.integer("motor_timeout_ms", int64_t{100}, int64_t{600'000}, core.motor_timeout_ms);
@@ -212,6 +212,7 @@ void parse_core(ObjectReader r, CoreOptions& core) {
   if (core.snapshot_interval_ms > 0 && core.snapshot_interval_ms < 1000) {
     r.add("snapshot_interval_ms", "must be 0 (off) or 1000..86400000");
   }
+  r.integer("presence_interval_ms", int64_t{0}, int64_t{86'400'000}, core.presence_interval_ms);
   r.boolean("auto_confirm_restock", core.auto_confirm_restock);
 }
 

@@ -84,6 +84,8 @@ void DeviceCore::on_connection(bool connected) {
   }
   if (auto s = transport_.publish(presence(identity(), true, clock_.wall_ms())); !s.ok()) {
     log_.warn(kLog, "online status not published: " + s.error().to_string());
+  } else {
+    last_presence_ms_ = clock_.monotonic_ms();
   }
   auto acked = ledger_.acked_seq();
   if (acked.ok()) sent_upto_ = *acked;  // resend what the cloud has not acknowledged

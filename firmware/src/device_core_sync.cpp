@@ -19,7 +19,17 @@ void DeviceCore::tick() {
   maybe_periodic_snapshot();
   check_outbox_pressure();
   report_refusals();
+  maybe_republish_presence();
   drain_outbox();
+}
+
+void DeviceCore::maybe_republish_presence() {
+  if (!connected_ || options_.presence_interval_ms <= 0) return;
+  int64_t now = clock_.monotonic_ms();
+  if (now - last_presence_ms_ < options_.presence_interval_ms) return;
+  if (transport_.publish(presence(identity(), true, clock_.wall_ms())).ok()) {
+    last_presence_ms_ = now;
+  }
 }
 
 CommandOutcome DeviceCore::handle_ack(const proto::Ack& ack) {

@@ -126,3 +126,21 @@ TEST_CASE("near the outbox bound a fault is raised; at it new work is refused, r
   for (auto& r : rig.ledger.outbox_after(0, 100).value()) results += r.type == "dispense_result";
   CHECK(results == 6);
 }
+
+TEST_CASE("the online status is re-published while connected, so a late will cannot stick") {
+  CoreOptions o = Rig::default_options();
+  o.presence_interval_ms = 1000;
+  Rig rig(o);
+  rig.connect();
+  rig.run_for(2050);
+  int online = 0;
+  for (const auto& m : rig.transport.published) {
+    if (m.topic != topics::device_status(vend::fw::test::kDevice)) continue;
+    auto s = proto::decode_status(m.payload);
+    REQUIRE(s.ok());
+    CHECK(s->message.online);
+    CHECK(m.retained);
+    ++online;
+  }
+  CHECK(online == 3);  // on connect, then at 1 s and 2 s
+}

@@ -37,7 +37,10 @@ struct CoreOptions {
   int64_t retransmit_ms = 10000;           // resend unacknowledged events after this
   int64_t reconnect_jitter_max_ms = 3000;  // drain start delay, derived from the id
   int64_t snapshot_interval_ms = 300000;   // periodic snapshot; 0 disables
-  bool auto_confirm_restock = false;       // load cloud restocks at once via Hal::loader (sim)
+  // Re-publish the retained `online` status this often while connected, so a
+  // late last will of an old session cannot leave the device marked offline.
+  int64_t presence_interval_ms = 60000;  // 0 disables
+  bool auto_confirm_restock = false;     // load cloud restocks at once via Hal::loader (sim)
 };
 
 struct DeviceConfig {

@@ -93,6 +93,7 @@ class DeviceCore {
   CommandOutcome repeat_result(const DispenseRow& dispense);
   bool outbox_full();
   void report_refusals();
+  void maybe_republish_presence();
   std::optional<std::string> check_dispense(const proto::DispenseCommand& command);
   void start_next_dispense();
   void poll_motor();
@@ -127,6 +128,7 @@ class DeviceCore {
   bool outbox_dirty_ = true;  // rows may be waiting to publish
   int64_t last_scan_ms_ = 0;
   int64_t last_snapshot_ms_ = 0;
+  int64_t last_presence_ms_ = 0;
   int64_t last_pressure_check_ms_ = 0;
   bool outbox_alarm_ = false;
   int64_t refused_unreported_ = 0;

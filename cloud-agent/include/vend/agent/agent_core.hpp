@@ -1,0 +1,208 @@
+// AgentCore: the cloud agent's core. Orders (reserve -> pay -> dispatch ->
+// settle), device events, presence, restock orders and provisioning, on an
+// injected Clock, Random, StockStore, Transport and Repository. No httplib,
+// no Paho, no threads of its own: the shell (vend-agent) calls it from HTTP
+// worker threads and the MQTT callback thread, and calls tick() periodically.
+//
+// Thread-safety: every public method is safe to call from any thread; the
+// core serialises them on one internal mutex ("the core lock"). Methods that
+// promise durability (pay, provision_device, set_slot, request_restock) wait
+// for their group commit *outside* the lock; so does tick() for the commits
+// its acks cover.
+//
+// Promise kept here: a reservation takes one token from the slot's pool and
+// the stock counter equals the pool size, so the cloud never sells more than
+// the device minted tokens for; a dispense command is published only after
+// the DISPATCHED state is durable; a paid order ends COMPLETED, REFUNDED or
+// NEEDS_REVIEW, never lost; every transition is conditional on its
+// from-state, so duplicates and races are harmless.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vend/agent/stock_store.hpp"
+#include "vend/clock.hpp"
+#include "vend/log.hpp"
+#include "vend/random.hpp"
+#include "vend/result.hpp"
+#include "vend/transport.hpp"
+
+namespace vend::agent {
+
+class Repository;
+
+enum class OrderState {
+  kReserved,
+  kPaid,
+  kDispatched,
+  kCompleted,
+  kExpired,
+  kCancelled,
+  kFailed,
+  kRefunded,
+  kNeedsReview,
+};
+const char* to_string(OrderState state);
+std::optional<OrderState> parse_order_state(std::string_view text);
+// RESERVED->PAID->DISPATCHED->COMPLETED; RESERVED->EXPIRED|CANCELLED;
+// DISPATCHED->FAILED->REFUNDED; DISPATCHED->NEEDS_REVIEW; EXPIRED->REFUNDED
+// and CANCELLED->REFUNDED (a payment that arrives for an expired or
+// cancelled order is refunded). Nothing else, not even X->X.
+bool is_legal_transition(OrderState from, OrderState to);
+
+struct Order {
+  std::string id;
+  std::string device;
+  int slot = 0;
+  std::string token;
+  int64_t price_cents = 0;
+  OrderState state = OrderState::kReserved;
+  int64_t created_ms = 0;  // wall clock
+  int64_t updated_ms = 0;
+  int64_t reserve_deadline_ms = 0;     // wall clock: RESERVED expires after this
+  int64_t dispatch_expires_at_ms = 0;  // the command's expires_at_ms (0 before dispatch)
+  std::string payment_id;
+  std::string reason;  // why FAILED / REFUNDED / NEEDS_REVIEW
+  std::string idempotency_key;
+  // Only in pay()'s answer: what happened to THIS payment. "applied" (it
+  // paid the order), "duplicate_payment_refunded" (the order was already
+  // paid by another payment), "late_payment_refunded" (the order had
+  // expired or was cancelled). Empty elsewhere.
+  std::string payment_outcome;
+};
+
+struct SlotSpec {
+  int slot = 0;
+  std::string product;
+  int64_t price_cents = 0;
+  int capacity = 10;
+};
+
+struct SlotView {
+  std::string device;
+  int slot = 0;
+  std::string product;
+  int64_t price_cents = 0;
+  int capacity = 0;
+  int64_t pool = 0;        // tokens for sale (== the stock counter)
+  int64_t reserved = 0;    // held by RESERVED/PAID orders
+  int64_t dispatched = 0;  // held by DISPATCHED orders
+  int64_t sold = 0;        // COMPLETED
+  int64_t burned = 0;      // consumed without a sale (FAILED, NEEDS_REVIEW)
+};
+
+struct DeviceView {
+  std::string id;
+  bool online = false;
+  std::string boot_id;
+  int64_t last_seen_ms = 0;  // wall clock of the last message from it
+  uint64_t last_processed_seq = 0;
+};
+
+struct ProvisionedDevice {
+  std::string id;
+  std::string key_hex;  // returned once, at provisioning
+};
+
+struct AgentOptions {
+  int64_t reservation_ttl_ms = 5 * 60 * 1000;
+  int64_t dispatch_ttl_ms = 60 * 1000;    // command expires_at = dispatch + this
+  int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
+  int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines
+  int64_t busy_retry_ms = 2000;           // re-send a command a busy device refused
+  int64_t ack_interval_ms = 50;           // cumulative acks are batched this long
+  // A DISPATCHED order past expires_at + expiry_skew with no result: a full
+  // snapshot is requested, and asked again this often while it stays so.
+  int64_t dispatch_recheck_ms = 30 * 1000;
+  // Finished orders kept in memory (get_order/list_orders/idempotency
+  // answers); older ones are read back from the repository on demand.
+  size_t finished_orders_max = 100'000;
+};
+
+// Counters for /metrics. Read under the core lock.
+struct AgentMetrics {
+  std::vector<std::pair<std::string, int64_t>> orders_by_state;  // current counts
+  int64_t reservations_total = 0;
+  int64_t reservations_rejected_total = 0;  // sold out / offline
+  int64_t store_errors_total = 0;
+  int64_t events_processed_total = 0;
+  int64_t events_rejected_total = 0;  // bad MAC, unknown device, malformed
+  int64_t duplicate_events_total = 0;
+  std::vector<double> dispatch_latency_ms;  // paid -> result, since the last take
+  int64_t stock_total = 0;                  // sum of pools
+  int devices_online = 0;
+  bool storage_failed = false;  // see AgentCore::health()
+};
+
+// Error codes (they become HTTP errors in the shell): not_found,
+// device_offline, sold_out, unknown_slot, invalid_state, conflict,
+// bad_request, unavailable.
+class AgentCore {
+ public:
+  AgentCore(Repository& repo, StockStore& store, Transport& transport, const Clock& clock,
+            Random& random, Logger& log, AgentOptions options = {});
+  ~AgentCore();
+  AgentCore(const AgentCore&) = delete;
+  AgentCore& operator=(const AgentCore&) = delete;
+
+  // Loads devices, slots, pools, open orders and processed seqs from the
+  // repository, warms the stock store from the pools, and schedules every
+  // stored deadline. Call once before anything else.
+  Status start();
+
+  // ---- orders (HTTP) ----
+  // Reserves one item: one token leaves the pool. The same idempotency key
+  // (non-empty) returns the same order.
+  Result<Order> create_order(const std::string& device, int slot,
+                             const std::string& idempotency_key);
+  Result<Order> get_order(const std::string& order_id);
+  // A verified payment notification. Idempotent per payment_id. RESERVED ->
+  // PAID -> DISPATCHED (durable, then the command is published); EXPIRED ->
+  // REFUNDED. Returns after the group commit.
+  Result<Order> pay(const std::string& order_id, const std::string& payment_id,
+                    int64_t amount_cents);
+  Result<Order> cancel(const std::string& order_id);
+  Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit);
+
+  // ---- devices and slots (HTTP, operator) ----
+  Result<ProvisionedDevice> provision_device(const std::string& device_id,
+                                             const std::vector<SlotSpec>& slots);
+  std::vector<DeviceView> devices();
+  Result<std::vector<SlotView>> slots(const std::string& device_id);
+  Status set_slot(const std::string& device_id, const SlotSpec& slot);
+  // Sends a signed restock order to the device; returns the restock id.
+  Result<std::string> request_restock(const std::string& device_id, int slot, int count);
+
+  // ---- MQTT ----
+  // The shell subscribes to topics::all_device_evt() and all_device_status()
+  // and hands every message here.
+  void on_message(const Message& message);
+  // The transport's connection changed. On every connect the core (re)
+  // subscribes to both filters itself: the SUBSCRIBE makes the broker send
+  // the retained presence statuses again, which a persistent session that
+  // still holds the subscription would not (devices would look offline
+  // after an agent restart). Subscribing in the shell as well is harmless.
+  void on_connection(bool connected);
+
+  // Fires due deadlines, runs the periodic sweep, flushes batched acks.
+  void tick();
+
+  AgentMetrics take_metrics();
+
+  // ok, or "unavailable" once a repository write failed: memory then holds
+  // changes the log lacks, so the core stops changing anything (every
+  // mutation answers "unavailable", events are left unacknowledged) until
+  // the process is restarted and rebuilds its state from the log. For
+  // /healthz.
+  Status health();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace vend::agent

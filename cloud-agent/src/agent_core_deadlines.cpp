@@ -1,0 +1,116 @@
+// AgentCore::State: time. The timing wheel fires reservation and dispatch
+// deadlines (wall-clock ms, as stored with the orders); a periodic sweep
+// over the open orders is the backstop for any deadline the wheel missed.
+#include <algorithm>
+#include <vector>
+
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+namespace {
+// At most one check snapshot request per device this often, however many
+// of its orders are overdue at once.
+constexpr int64_t kMinCheckIntervalMs = 1000;
+}  // namespace
+
+using detail::DeviceRec;
+using detail::OrderRec;
+using detail::TimerKind;
+
+void AgentCore::State::tick_locked() {
+  if (!started) return;
+  std::vector<uint64_t> due;
+  wheel.advance(clock.wall_ms(), [&due](uint64_t payload, int64_t) { due.push_back(payload); });
+  for (uint64_t payload : due) fire_timer(payload);
+  int64_t now = clock.monotonic_ms();
+  if (now - last_sweep_mono_ms >= options.sweep_interval_ms) {
+    last_sweep_mono_ms = now;
+    sweep();
+  }
+  evict_finished();
+}
+
+// A DISPATCHED order without a result past expires_at + skew. Do not guess:
+// the device stores every result, or still holds the token. Ask it.
+void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
+  if (rec.order.state != OrderState::kDispatched) return;
+  auto dev = devices.find(rec.order.device);
+  if (dev == devices.end()) return;
+  log.info(detail::kLog, "order " + rec.order.id + " has no result past its deadline; checking " +
+                             rec.order.device);
+  request_check_snapshot(dev->second);
+  schedule_deadline(rec, TimerKind::kDispatchDeadline,
+                    clock.wall_ms() + options.dispatch_recheck_ms);
+}
+
+void AgentCore::State::request_check_snapshot(DeviceRec& device) {
+  // Offline, a request would only queue up; the recheck asks again later.
+  if (!device.online) return;
+  int64_t now = clock.wall_ms();
+  if (device.check_requested_ms != 0 && now - device.check_requested_ms < kMinCheckIntervalMs) {
+    return;
+  }
+  device.check_requested_ms = now;
+  proto::SnapshotRequest request{device.id, "chk-" + random.id128().substr(0, 16), true};
+  (void)publish_command(device, request);
+}
+
+// A full snapshot arrived. For each of the device's overdue DISPATCHED
+// orders: if the device's clock was already past the command's expiry when
+// it took the snapshot, the command can never run any more; then a token
+// still available means the command never ran (FAILED -> REFUNDED, token
+// back), and a token gone means a result is on its way (keep waiting).
+void AgentCore::State::resolve_overdue(DeviceRec& device, int64_t device_ts_ms,
+                                       const proto::Snapshot& snapshot, Changeset& changes) {
+  int64_t now = clock.wall_ms();
+  std::vector<OrderRec*> overdue;
+  for (const auto& id : open_orders) {
+    OrderRec& rec = orders.at(id);
+    if (rec.order.device != device.id || rec.order.state != OrderState::kDispatched) continue;
+    int64_t cutoff = rec.order.dispatch_expires_at_ms + options.expiry_skew_ms;
+    if (now >= cutoff && device_ts_ms > cutoff) overdue.push_back(&rec);
+  }
+  for (OrderRec* rec : overdue) {
+    auto slot =
+        std::find_if(snapshot.slots.begin(), snapshot.slots.end(),
+                     [&](const proto::SlotSnapshot& s) { return s.slot == rec->order.slot; });
+    if (slot == snapshot.slots.end() || !slot->tokens) continue;
+    const auto& tokens = *slot->tokens;
+    if (std::find(tokens.begin(), tokens.end(), rec->order.token) == tokens.end()) {
+      log.info(detail::kLog, "order " + rec->order.id + ": token spent on the device; " +
+                                 "waiting for its result");
+      continue;
+    }
+    token_to_pool(*rec, TokenState::kDispatched, changes);
+    rec->order.reason = "never_dispensed";
+    set_state(*rec, OrderState::kFailed, changes, "expired unused on the device");
+    refund_order(*rec, "never_dispensed", changes);
+    log.info(detail::kLog, "order " + rec->order.id + " never ran on " + device.id +
+                               ": refunded, token back in the pool");
+  }
+}
+
+void AgentCore::State::on_resend(OrderRec& rec) {
+  if (rec.order.state != OrderState::kDispatched) return;
+  if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) return;  // the deadline check takes over
+  publish_dispense(rec);
+}
+
+void AgentCore::State::sweep() {
+  int64_t now = clock.wall_ms();
+  std::vector<std::string> ids(open_orders.begin(), open_orders.end());
+  for (const auto& id : ids) {
+    OrderRec* rec = find_order(id);
+    if (rec == nullptr) continue;
+    const Order& o = rec->order;
+    if (o.state == OrderState::kReserved && now >= o.reserve_deadline_ms) {
+      expire_reservation(*rec, "reservation expired");
+    } else if (o.state == OrderState::kDispatched && rec->deadline_timer == 0 &&
+               now >= o.dispatch_expires_at_ms + options.expiry_skew_ms) {
+      on_dispatch_deadline(*rec);
+    }
+  }
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,141 @@
+// AgentCore::State: provisioning, slots and restock orders (operator calls).
+#include <set>
+
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr size_t kMaxProduct = 128;
+constexpr int kMaxCapacity = 1000;
+
+Status check_slot_spec(const SlotSpec& s) {
+  std::string at = "slot " + std::to_string(s.slot);
+  if (s.slot < 1 || s.slot > proto::kMaxSlot) {
+    return make_error("bad_request", "slot must be 1.." + std::to_string(proto::kMaxSlot));
+  }
+  if (s.price_cents < 0) return make_error("bad_request", at + ": price_cents is negative");
+  if (s.capacity < 1 || s.capacity > kMaxCapacity) {
+    return make_error("bad_request", at + ": capacity must be 1.." + std::to_string(kMaxCapacity));
+  }
+  if (s.product.size() > kMaxProduct) {
+    return make_error("bad_request",
+                      at + ": product is longer than " + std::to_string(kMaxProduct));
+  }
+  return {};
+}
+
+}  // namespace
+
+using detail::DeviceRec;
+
+void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
+  auto [it, inserted] = device.slots.try_emplace(spec.slot);
+  it->second.spec = spec;
+  if (!inserted) return;
+  // A new slot has an empty pool: its counter is 0, not missing.
+  auto s = store.load(stock_key(device.id, spec.slot), 0);
+  if (!s.ok()) {
+    ++counters.store_errors_total;
+    log.warn(detail::kLog,
+             "init " + stock_key(device.id, spec.slot) + ": " + s.error().to_string());
+  }
+}
+
+Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
+    const std::string& id, const std::vector<SlotSpec>& slots) {
+  if (!proto::is_valid_id(id)) {
+    return make_error("bad_request", "device id must be 1..64 chars of [A-Za-z0-9._-]");
+  }
+  std::set<int> seen;
+  for (const auto& s : slots) {
+    if (auto st = check_slot_spec(s); !st.ok()) return st.error();
+    if (!seen.insert(s.slot).second) {
+      return make_error("bad_request", "slot " + std::to_string(s.slot) + " given twice");
+    }
+  }
+  if (devices.count(id) != 0) return make_error("conflict", "device " + id + " already exists");
+  if (auto s = writable(); !s.ok()) return s.error();
+
+  crypto::Key key = crypto::Key::generate();
+  DeviceRec& dev = devices[id];
+  dev.id = id;
+  dev.key = key;
+  dev.created_ms = clock.wall_ms();
+  Changeset changes;
+  changes.insert_device(id, key.to_hex(), dev.created_ms);
+  for (const auto& s : slots) {
+    add_slot(dev, s);
+    changes.upsert_slot(id, s);
+  }
+  Ticket t = commit(std::move(changes));
+  log.info(detail::kLog, "provisioned " + id + " with " + std::to_string(slots.size()) + " slots");
+  return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
+}
+
+std::vector<DeviceView> AgentCore::State::device_views() {
+  std::vector<DeviceView> out;
+  out.reserve(devices.size());
+  for (const auto& [id, d] : devices) {
+    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq});
+  }
+  return out;
+}
+
+Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& device_id) {
+  auto dev = devices.find(device_id);
+  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  std::vector<SlotView> out;
+  for (const auto& [n, s] : dev->second.slots) {
+    out.push_back(SlotView{device_id, n, s.spec.product, s.spec.price_cents, s.spec.capacity,
+                           static_cast<int64_t>(s.pool.size()), s.reserved, s.dispatched, s.sold,
+                           s.burned});
+  }
+  return out;
+}
+
+Result<Ticket> AgentCore::State::set_slot(const std::string& device_id, const SlotSpec& slot) {
+  if (auto s = check_slot_spec(slot); !s.ok()) return s.error();
+  auto dev = devices.find(device_id);
+  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  if (auto s = writable(); !s.ok()) return s.error();
+  // A new price applies to new reservations; open orders keep theirs.
+  add_slot(dev->second, slot);
+  Changeset changes;
+  changes.upsert_slot(device_id, slot);
+  return commit(std::move(changes));
+}
+
+Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock(
+    const std::string& device_id, int slot, int count) {
+  if (count < 1 || count > proto::kMaxRestockCount) {
+    return make_error("bad_request", "count must be 1.." + std::to_string(proto::kMaxRestockCount));
+  }
+  auto dev = devices.find(device_id);
+  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  if (dev->second.slots.count(slot) == 0) {
+    return make_error("unknown_slot", device_id + " has no slot " + std::to_string(slot));
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  StoredRestock restock{"rst-" + random.id128(), device_id, slot, count, false};
+  restocks[{device_id, restock.restock_id}] = restock;
+  Changeset changes;
+  changes.put_restock(restock, clock.wall_ms());
+  Ticket t = commit(std::move(changes));
+  return detail::Durable<proto::RestockCommand>{
+      proto::RestockCommand{device_id, restock.restock_id, slot, count}, t};
+}
+
+Result<std::string> AgentCore::State::publish_restock(const proto::RestockCommand& command) {
+  auto dev = devices.find(command.device);
+  if (dev == devices.end()) return make_error("not_found", "no device '" + command.device + "'");
+  if (auto s = publish_command(dev->second, command); !s.ok()) {
+    return make_error("unavailable", "restock " + command.restock_id +
+                                         " recorded but not sent: " + s.error().message);
+  }
+  log.info(detail::kLog, "restock " + command.restock_id + " sent to " + command.device);
+  return command.restock_id;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,166 @@
+// AgentCore::State: messages from devices (events, presence), their
+// authentication and (device, seq) dedup, and the cumulative acks.
+#include "agent_state.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::agent {
+
+using detail::DeviceRec;
+
+void AgentCore::State::on_message(const Message& message) {
+  auto topic = topics::parse_device_topic(message.topic);
+  if (!topic.ok()) {
+    ++counters.events_rejected_total;
+    log.debug(detail::kLog, "ignored message on '" + message.topic + "'");
+    return;
+  }
+  if (!started) {
+    // Not acknowledged, so the device sends it again.
+    log.warn(detail::kLog, "message from " + topic->device + " before start(): dropped");
+    return;
+  }
+  switch (topic->kind) {
+    case topics::DeviceTopic::Kind::kEvt: on_event(topic->device, message.payload); break;
+    case topics::DeviceTopic::Kind::kStatus: on_status(topic->device, message.payload); break;
+    case topics::DeviceTopic::Kind::kCmd: break;  // commands are ours
+  }
+}
+
+void AgentCore::State::reject_message(const std::string& device, const std::string& why) {
+  ++counters.events_rejected_total;
+  log.warn(detail::kLog, "rejected message from '" + device + "': " + why);
+}
+
+void AgentCore::State::on_event(const std::string& topic_device, const std::string& payload) {
+  auto decoded = proto::decode_event(payload);
+  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  const proto::DeviceEvent& event = decoded->message;
+  if (event.device != topic_device) {
+    return reject_message(topic_device, "event names device '" + event.device + "'");
+  }
+  auto it = devices.find(event.device);
+  if (it == devices.end()) return reject_message(topic_device, "unknown device");
+  DeviceRec& dev = it->second;
+  std::string what =
+      std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
+  if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
+    // A forged result could claim FAILED for a delivered item (refund fraud).
+    return reject_message(topic_device, "bad_mac on " + what + ": not signed by the device");
+  }
+  dev.last_seen_ms = clock.wall_ms();
+  if (event.seq <= dev.last_processed_seq) {
+    ++counters.duplicate_events_total;
+    want_ack(dev);  // its ack may have been lost
+    return;
+  }
+  if (event.seq != dev.last_processed_seq + 1) {
+    log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
+                                std::to_string(dev.last_processed_seq + 1));
+    return;  // the device resends in order from its acked seq
+  }
+  if (!writable().ok()) return;  // left unacknowledged: it comes again
+  Changeset changes;
+  if (auto s = apply_event(dev, event, changes); !s.ok()) {
+    log.warn(detail::kLog, dev.id + " " + what + " not processed yet: " + s.error().to_string());
+    return;
+  }
+  changes.advance_device_seq(dev.id, dev.last_processed_seq, event.seq);
+  dev.last_processed_seq = event.seq;
+  dev.unacked.push_back(detail::PendingAck{event.seq, commit(std::move(changes))});
+  if (dev.ack_due_mono_ms == 0)
+    dev.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
+  ++counters.events_processed_total;
+}
+
+Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent& event,
+                                     Changeset& changes) {
+  if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
+    on_dispense_result(device, *r, changes);
+    return {};
+  }
+  if (const auto* t = std::get_if<proto::TokensMinted>(&event.body)) {
+    return on_tokens(device, *t, changes);
+  }
+  if (const auto* s = std::get_if<proto::Snapshot>(&event.body)) {
+    on_snapshot(device, event, *s, changes);
+    return {};
+  }
+  on_fault(device, std::get<proto::Fault>(event.body), changes);
+  return {};
+}
+
+void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload) {
+  auto decoded = proto::decode_status(payload);
+  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  const proto::PresenceStatus& status = decoded->message;
+  if (status.device != topic_device) {
+    return reject_message(topic_device, "status names device '" + status.device + "'");
+  }
+  auto it = devices.find(status.device);
+  if (it == devices.end()) return reject_message(topic_device, "status of an unknown device");
+  DeviceRec& dev = it->second;
+  if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
+    return reject_message(topic_device, "bad_mac on status");
+  }
+  dev.last_seen_ms = clock.wall_ms();
+  if (status.online) {
+    if (!dev.online || dev.boot_id != status.boot_id) {
+      log.info(detail::kLog, dev.id + " online (boot " + status.boot_id + ")");
+    }
+    dev.online = true;
+    dev.boot_id = status.boot_id;
+    return;
+  }
+  if (!dev.boot_id.empty() && status.boot_id != dev.boot_id) {
+    // The last will of an older session, published late: the device is up.
+    log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +
+                               " ignored (current boot " + dev.boot_id + ")");
+    return;
+  }
+  if (dev.online) log.info(detail::kLog, dev.id + " offline (boot " + status.boot_id + ")");
+  dev.online = false;
+}
+
+// ---- acks ------------------------------------------------------------------
+
+void AgentCore::State::want_ack(DeviceRec& device) {
+  device.ack_wanted = true;
+  if (device.ack_due_mono_ms == 0) {
+    device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
+  }
+}
+
+std::vector<Ticket> AgentCore::State::due_ack_tickets() {
+  std::vector<Ticket> out;
+  int64_t now = clock.monotonic_ms();
+  for (const auto& [id, dev] : devices) {
+    if (dev.ack_due_mono_ms == 0 || now < dev.ack_due_mono_ms) continue;
+    if (!dev.unacked.empty()) out.push_back(dev.unacked.back().ticket);
+  }
+  return out;
+}
+
+void AgentCore::State::flush_acks() {
+  if (!storage_failed && repo.stats().failed_writes > 0) fail_storage("a repository write failed");
+  if (storage_failed) return;  // nothing is acknowledged: after a restart, events come again
+  int64_t now = clock.monotonic_ms();
+  for (auto& [id, dev] : devices) {
+    if (dev.ack_due_mono_ms == 0 || now < dev.ack_due_mono_ms) continue;
+    bool advanced = false;
+    while (!dev.unacked.empty() && detail::is_ready(dev.unacked.front().ticket)) {
+      Status s = dev.unacked.front().ticket.get();
+      if (!s.ok()) return fail_storage("event write of " + id + ": " + s.error().to_string());
+      dev.committed_seq = dev.unacked.front().seq;
+      dev.unacked.pop_front();
+      advanced = true;
+    }
+    if (advanced || dev.ack_wanted) {
+      (void)publish_command(dev, proto::Ack{id, dev.committed_seq});
+      dev.ack_wanted = false;
+    }
+    // Events still committing get their ack on a later tick.
+    dev.ack_due_mono_ms = dev.unacked.empty() ? 0 : now + options.ack_interval_ms;
+  }
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,224 @@
+// AgentCore::State: reservations (create, cancel, expire), order look-ups and
+// the token moves they make.
+#include <algorithm>
+#include <cassert>
+
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+namespace {
+constexpr size_t kMaxIdempotencyKey = 128;
+constexpr size_t kDefaultListLimit = 100;
+constexpr size_t kMaxListLimit = 10'000;
+}  // namespace
+
+using detail::OrderRec;
+using detail::SlotRec;
+using detail::TimerKind;
+
+Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std::string& key) {
+  auto it = by_idempotency_key.find(key);
+  if (it != by_idempotency_key.end()) {
+    if (OrderRec* rec = find_order(it->second)) return std::optional<Order>(rec->order);
+  }
+  if (all_orders_in_memory) return std::optional<Order>();
+  auto stored = repo.find_order_by_idempotency_key(key);
+  if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
+  if (!stored->has_value()) return std::optional<Order>();
+  auto rec = find_or_load_order((*stored)->id);
+  if (!rec.ok()) return rec.error();
+  return std::optional<Order>((*rec)->order);
+}
+
+Result<Order> AgentCore::State::create_order(const std::string& device, int slot,
+                                             const std::string& key) {
+  if (auto s = detail::check_text("idempotency key", key, kMaxIdempotencyKey, true); !s.ok()) {
+    return s.error();
+  }
+  if (!started) return make_error("unavailable", "the agent core is not started");
+  if (!key.empty()) {
+    auto existing = find_by_idempotency_key(key);
+    if (!existing.ok()) return existing.error();
+    if (existing->has_value()) {
+      const Order& o = **existing;
+      if (o.device != device || o.slot != slot) {
+        return make_error("conflict", "idempotency key was used for " + o.device + " slot " +
+                                          std::to_string(o.slot));
+      }
+      return o;  // the same request again: the same order
+    }
+  }
+  auto slot_rec = sellable_slot(device, slot);
+  if (!slot_rec.ok()) return slot_rec.error();
+  if (auto s = writable(); !s.ok()) return s.error();
+
+  auto reserved = reserve_stock(device, slot, **slot_rec);
+  if (!reserved.ok()) {
+    ++counters.store_errors_total;
+    log.warn(detail::kLog,
+             "reserve " + stock_key(device, slot) + ": " + reserved.error().to_string());
+    return make_error("unavailable", "stock store: " + reserved.error().message);
+  }
+  if (*reserved == ReserveResult::kOk && (*slot_rec)->pool.empty()) {
+    // The counter said yes but there is no token: never sell without one.
+    assert(false && "stock counter above the pool");
+    log.error(detail::kLog, stock_key(device, slot) + " counter above an empty pool");
+    release_stock(device, slot, 1);
+    reserved = ReserveResult::kInsufficient;
+  }
+  if (*reserved != ReserveResult::kOk) {
+    ++counters.reservations_rejected_total;
+    return make_error("sold_out", device + " slot " + std::to_string(slot) + " is sold out");
+  }
+  return open_reservation(device, slot, **slot_rec, key);
+}
+
+Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
+  auto dev = devices.find(device);
+  if (dev == devices.end()) return make_error("not_found", "no device '" + device + "'");
+  auto it = dev->second.slots.find(slot);
+  if (it == dev->second.slots.end()) {
+    return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));
+  }
+  if (!dev->second.online) {
+    ++counters.reservations_rejected_total;
+    return make_error("device_offline", device + " is offline");
+  }
+  return &it->second;
+}
+
+// The counter is already decremented: take the token that goes with it.
+Order AgentCore::State::open_reservation(const std::string& device, int slot, SlotRec& slot_rec,
+                                         const std::string& key) {
+  Order o;
+  o.id = "ord-" + random.id128();
+  o.device = device;
+  o.slot = slot;
+  o.token = slot_rec.pool.front();
+  o.price_cents = slot_rec.spec.price_cents;
+  o.state = OrderState::kReserved;
+  o.created_ms = o.updated_ms = clock.wall_ms();
+  o.reserve_deadline_ms = o.created_ms + options.reservation_ttl_ms;
+  o.idempotency_key = key;
+  slot_rec.pool.pop_front();
+  ++slot_rec.reserved;
+
+  Changeset changes;
+  changes.insert_order(o, "reserved");
+  changes.move_token(o.token, TokenState::kPool, TokenState::kReserved, o.id);
+  OrderRec& rec = orders[o.id];
+  rec.order = o;
+  open_orders.insert(o.id);
+  token_owner[o.token] = o.id;
+  if (!key.empty()) by_idempotency_key[key] = o.id;
+  ++state_counts[static_cast<size_t>(OrderState::kReserved)];
+  ++counters.reservations_total;
+  schedule_deadline(rec, TimerKind::kReservation, o.reserve_deadline_ms);
+  rec.last_write = rec.durable = commit(std::move(changes));
+  check_stock(device, slot, slot_rec);
+  return o;
+}
+
+Result<ReserveResult> AgentCore::State::reserve_stock(const std::string& device, int slot,
+                                                      const SlotRec& rec) {
+  const std::string key = stock_key(device, slot);
+  auto r = store.reserve(key, 1);
+  if (!r.ok() || *r != ReserveResult::kMissing) return r;
+  // The store lost the key (never warmed, or wiped): warm it from the pool
+  // (the core lock makes pool and counter move together) and retry once.
+  log.info(detail::kLog, "warming up " + key + " = " + std::to_string(rec.pool.size()));
+  if (auto s = store.load(key, static_cast<int64_t>(rec.pool.size())); !s.ok()) return s.error();
+  r = store.reserve(key, 1);
+  if (r.ok() && *r == ReserveResult::kMissing) {
+    return make_error("store_error", key + " missing right after its warm-up");
+  }
+  return r;
+}
+
+void AgentCore::State::release_stock(const std::string& device, int slot, int64_t n) {
+  if (n <= 0) return;
+  auto s = store.release(stock_key(device, slot), n);
+  if (!s.ok()) {
+    // The counter stays below the pool: under-sells until repaired, never over-sells.
+    ++counters.store_errors_total;
+    log.warn(detail::kLog, "release " + stock_key(device, slot) + " +" + std::to_string(n) + ": " +
+                               s.error().to_string());
+  }
+}
+
+void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
+  const Order& o = rec.order;
+  SlotRec* slot = find_slot(o.device, o.slot);
+  assert(slot != nullptr);
+  if (from == TokenState::kReserved) --slot->reserved;
+  if (from == TokenState::kDispatched) --slot->dispatched;
+  slot->pool.push_front(o.token);
+  token_owner[o.token] = "";
+  changes.move_token(o.token, from, TokenState::kPool, "");
+  release_stock(o.device, o.slot, 1);
+  check_stock(o.device, o.slot, *slot);
+}
+
+void AgentCore::State::token_spent(OrderRec& rec, TokenState to, Changeset& changes) {
+  const Order& o = rec.order;
+  SlotRec* slot = find_slot(o.device, o.slot);
+  assert(slot != nullptr);
+  --slot->dispatched;
+  if (to == TokenState::kSold) ++slot->sold;
+  if (to == TokenState::kBurned) ++slot->burned;
+  changes.move_token(o.token, TokenState::kDispatched, to, o.id);
+}
+
+Result<Order> AgentCore::State::cancel(const std::string& order_id) {
+  auto found = find_or_load_order(order_id);
+  if (!found.ok()) return found.error();
+  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+  OrderRec& rec = **found;
+  if (rec.order.state == OrderState::kCancelled) return rec.order;  // repeated cancel
+  if (rec.order.state != OrderState::kReserved) {
+    return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
+                                           "; only RESERVED cancels");
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  Changeset changes;
+  token_to_pool(rec, TokenState::kReserved, changes);
+  rec.order.reason = "cancelled";
+  set_state(rec, OrderState::kCancelled, changes, "cancelled by the customer");
+  rec.last_write = commit(std::move(changes));
+  return rec.order;
+}
+
+void AgentCore::State::expire_reservation(OrderRec& rec, const std::string& why) {
+  // Only a RESERVED order expires: a paid one is never taken back.
+  if (rec.order.state != OrderState::kReserved) return;
+  if (!writable().ok()) return;  // the sweep tries again
+  Changeset changes;
+  token_to_pool(rec, TokenState::kReserved, changes);
+  rec.order.reason = why;
+  set_state(rec, OrderState::kExpired, changes, why);
+  rec.last_write = commit(std::move(changes));
+  log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
+}
+
+std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state, size_t limit) {
+  if (limit == 0) limit = kDefaultListLimit;
+  limit = std::min(limit, kMaxListLimit);
+  std::vector<const Order*> matching;
+  for (const auto& [id, rec] : orders) {
+    if (!state || rec.order.state == *state) matching.push_back(&rec.order);
+  }
+  // Newest first; ties by id, so the answer does not depend on hashing.
+  auto newer = [](const Order* a, const Order* b) {
+    return a->created_ms != b->created_ms ? a->created_ms > b->created_ms : a->id < b->id;
+  };
+  size_t n = std::min(limit, matching.size());
+  std::partial_sort(matching.begin(), matching.begin() + static_cast<std::ptrdiff_t>(n),
+                    matching.end(), newer);
+  std::vector<Order> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(*matching[i]);
+  return out;
+}
+
+}  // namespace vend::agent

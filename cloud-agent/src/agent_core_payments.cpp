@@ -1,0 +1,158 @@
+// AgentCore::State: payment notifications. A payment either pays a RESERVED
+// order (which is then dispatched) or is refunded; it is recorded once per
+// payment id, and a repeat of the same id gets the same answer.
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+namespace {
+constexpr size_t kMaxPaymentId = 128;
+constexpr const char* kApplied = "applied";
+constexpr const char* kDuplicateRefunded = "duplicate_payment_refunded";
+constexpr const char* kLateRefunded = "late_payment_refunded";
+}  // namespace
+
+using detail::OrderRec;
+using detail::PayStep;
+
+Result<std::optional<detail::PaymentRec>> AgentCore::State::find_payment(
+    const std::string& payment_id) {
+  auto it = payments.find(payment_id);
+  if (it != payments.end()) return std::optional<detail::PaymentRec>(it->second);
+  if (all_orders_in_memory) return std::optional<detail::PaymentRec>();
+  auto stored = repo.find_payment(payment_id);  // an order evicted from memory
+  if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
+  if (!stored->has_value()) return std::optional<detail::PaymentRec>();
+  const StoredPayment& p = **stored;
+  return std::optional<detail::PaymentRec>(
+      detail::PaymentRec{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
+}
+
+Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::string& payment_id,
+                                      int64_t amount_cents) {
+  if (auto s = detail::check_text("payment id", payment_id, kMaxPaymentId, false); !s.ok()) {
+    return s.error();
+  }
+  if (amount_cents < 0) return make_error("bad_request", "amount_cents is negative");
+  if (!started) return make_error("unavailable", "the agent core is not started");
+  auto found = find_or_load_order(order_id);
+  if (!found.ok()) return found.error();
+  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+  OrderRec& rec = **found;
+
+  auto known = find_payment(payment_id);
+  if (!known.ok()) return known.error();
+  if (known->has_value()) {
+    const detail::PaymentRec& p = **known;
+    if (p.order_id != order_id) {
+      return make_error("conflict", "payment " + payment_id + " belongs to order " + p.order_id);
+    }
+    return PayStep{rec.order, p.outcome, p.recorded};  // same id, same answer
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  if (rec.order.state == OrderState::kReserved &&
+      clock.wall_ms() >= rec.order.reserve_deadline_ms) {
+    // Past the deadline but the timer has not fired yet: it is expired.
+    expire_reservation(rec, "reservation expired");
+  }
+  if (rec.order.state != OrderState::kReserved)
+    return refund_payment(rec, payment_id, amount_cents);
+  if (amount_cents != rec.order.price_cents) {
+    return make_error("bad_request", "amount " + std::to_string(amount_cents) +
+                                         " does not match the price " +
+                                         std::to_string(rec.order.price_cents));
+  }
+  return dispatch_paid(rec, payment_id, amount_cents);
+}
+
+PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& payment_id,
+                                        int64_t amount_cents) {
+  int64_t now = clock.wall_ms();
+  Changeset changes;
+  changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, kApplied, now});
+  rec.order.payment_id = payment_id;
+  set_state(rec, OrderState::kPaid, changes, "payment " + payment_id);
+  rec.order.dispatch_expires_at_ms = now + options.dispatch_ttl_ms;
+  set_state(rec, OrderState::kDispatched, changes,
+            "dispense command, expires at " + std::to_string(rec.order.dispatch_expires_at_ms));
+  if (detail::SlotRec* slot = find_slot(rec.order.device, rec.order.slot)) {
+    --slot->reserved;
+    ++slot->dispatched;
+  }
+  changes.move_token(rec.order.token, TokenState::kReserved, TokenState::kDispatched, rec.order.id);
+  rec.paid_mono_ms = clock.monotonic_ms();
+  rec.command_published = false;
+  schedule_deadline(rec, detail::TimerKind::kDispatchDeadline,
+                    rec.order.dispatch_expires_at_ms + options.expiry_skew_ms);
+  Ticket t = commit(std::move(changes));
+  rec.last_write = rec.durable = t;
+  payments[payment_id] = detail::PaymentRec{rec.order.id, amount_cents, kApplied, t};
+  rec.payment_ids.push_back(payment_id);
+  return PayStep{rec.order, kApplied, t};
+}
+
+PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payment_id,
+                                         int64_t amount_cents) {
+  int64_t now = clock.wall_ms();
+  Changeset changes;
+  OrderState state = rec.order.state;
+  bool late = state == OrderState::kExpired || state == OrderState::kCancelled;
+  const char* outcome = late ? kLateRefunded : kDuplicateRefunded;
+  changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, outcome, now});
+  changes.insert_refund(StoredRefund{payment_id, rec.order.id, amount_cents,
+                                     late ? "late_payment" : "duplicate_payment", now});
+  if (late) {
+    // The payment is the order's (it never had another); the order ends REFUNDED.
+    rec.order.payment_id = payment_id;
+    rec.order.reason = state == OrderState::kExpired ? "paid after the reservation expired"
+                                                     : "paid after the order was cancelled";
+    set_state(rec, OrderState::kRefunded, changes, "payment " + payment_id + " refunded");
+  }
+  Ticket t = commit(std::move(changes));
+  rec.last_write = t;
+  payments[payment_id] = detail::PaymentRec{rec.order.id, amount_cents, outcome, t};
+  rec.payment_ids.push_back(payment_id);
+  log.info(detail::kLog, "payment " + payment_id + " for " + to_string(state) + " order " +
+                             rec.order.id + ": " + outcome);
+  return PayStep{rec.order, outcome, t};
+}
+
+Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const PayStep& step,
+                                           const Status& committed) {
+  if (!committed.ok()) {
+    fail_storage("payment for " + order_id + ": " + committed.error().to_string());
+    return make_error("unavailable", "payment not stored: " + committed.error().message);
+  }
+  auto found = find_or_load_order(order_id);
+  if (!found.ok()) return found.error();
+  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+  OrderRec& rec = **found;
+  // DISPATCHED is durable now: the command may go out (once; a concurrent
+  // repeat of the same payment may have sent it already).
+  if (rec.order.state == OrderState::kDispatched && !rec.command_published) {
+    publish_dispense(rec);
+  }
+  Order answer = rec.order;
+  answer.payment_outcome = step.outcome;
+  return answer;
+}
+
+void AgentCore::State::publish_dispense(OrderRec& rec) {
+  auto dev = devices.find(rec.order.device);
+  if (dev == devices.end()) return;
+  const Order& o = rec.order;
+  proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
+  if (publish_command(dev->second, command).ok()) {
+    rec.command_published = true;
+  } else {
+    schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
+  }
+}
+
+void AgentCore::State::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
+  changes.insert_refund(StoredRefund{rec.order.payment_id, rec.order.id, rec.order.price_cents,
+                                     reason, clock.wall_ms()});
+  set_state(rec, OrderState::kRefunded, changes, "refunded: " + reason);
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,175 @@
+// AgentCore::State: what devices report — dispense results, minted tokens,
+// snapshots, faults. Called for an authenticated event with the next seq;
+// the writes go into the event's changeset (committed with its seq).
+#include <algorithm>
+#include <set>
+
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+using detail::DeviceRec;
+using detail::OrderRec;
+
+void AgentCore::State::on_dispense_result(DeviceRec& device, const proto::DispenseResult& r,
+                                          Changeset& changes) {
+  OrderRec* rec = find_order(r.order_id);
+  std::string what = std::string(proto::to_string(r.status)) +
+                     (r.reason.empty() ? "" : " (" + r.reason + ")") + " for order " + r.order_id;
+  if (rec == nullptr || rec->order.device != device.id) {
+    log.info(detail::kLog, device.id + ": " + what + ": no such open order, ignored");
+    return;
+  }
+  if (rec->order.state != OrderState::kDispatched) {
+    // A re-report of a settled order, or a late answer: never a second settlement.
+    bool contradicts =
+        r.status == proto::DispenseStatus::kDispensed && rec->order.state != OrderState::kCompleted;
+    log.log(contradicts ? LogLevel::kError : LogLevel::kInfo, detail::kLog,
+            device.id + ": " + what + " but the order is " + to_string(rec->order.state) +
+                ": no transition");
+    return;
+  }
+  if (r.token != rec->order.token || r.slot != rec->order.slot) {
+    log.warn(detail::kLog, device.id + ": " + what + " names another token or slot: ignored");
+    return;
+  }
+  if (r.status == proto::DispenseStatus::kRejected) return settle_rejected(*rec, r, changes);
+  if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
+    counters.dispatch_latency_ms.push_back(
+        static_cast<double>(clock.monotonic_ms() - rec->paid_mono_ms));
+  }
+  switch (r.status) {
+    case proto::DispenseStatus::kDispensed:
+      token_spent(*rec, TokenState::kSold, changes);
+      set_state(*rec, OrderState::kCompleted, changes, "dispensed");
+      break;
+    case proto::DispenseStatus::kFailed:
+      // The motor ran: the token is spent, the customer gets the money back.
+      token_spent(*rec, TokenState::kBurned, changes);
+      rec->order.reason = r.reason;
+      set_state(*rec, OrderState::kFailed, changes, "dispense failed: " + r.reason);
+      refund_order(*rec, "dispense_failed_" + r.reason, changes);
+      break;
+    case proto::DispenseStatus::kUncertain:
+      // Maybe dropped, maybe not: an operator decides; no automatic refund.
+      token_spent(*rec, TokenState::kBurned, changes);
+      rec->order.reason = r.reason;
+      set_state(*rec, OrderState::kNeedsReview, changes, "dispense uncertain: " + r.reason);
+      break;
+    case proto::DispenseStatus::kRejected: break;
+  }
+  log.info(detail::kLog, device.id + ": " + what + " -> " + to_string(rec->order.state));
+}
+
+// REJECTED: the motor never ran for this command. Only "busy" is transient.
+// The token goes back to the pool only for "expired": the device restored
+// it as available. For unknown_slot / unknown_token / token_consumed the
+// device does not hold the token as available for this slot, so selling it
+// again could only fail: it is burned (reconciliation sorts out why).
+void AgentCore::State::settle_rejected(OrderRec& rec, const proto::DispenseResult& r,
+                                       Changeset& changes) {
+  if (r.reason == proto::reason::kBusy && !r.token_consumed) {
+    if (clock.wall_ms() < rec.order.dispatch_expires_at_ms) {
+      schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
+      log.info(detail::kLog, rec.order.device + " busy; order " + rec.order.id + " re-sent soon");
+    }
+    return;  // past expiry, the dispatch deadline check settles it
+  }
+  if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
+    counters.dispatch_latency_ms.push_back(
+        static_cast<double>(clock.monotonic_ms() - rec.paid_mono_ms));
+  }
+  if (r.reason == proto::reason::kExpired && !r.token_consumed) {
+    token_to_pool(rec, TokenState::kDispatched, changes);
+  } else {
+    token_spent(rec, TokenState::kBurned, changes);
+  }
+  rec.order.reason = "rejected_" + r.reason;
+  set_state(rec, OrderState::kFailed, changes, "device rejected: " + r.reason);
+  refund_order(rec, "rejected_" + r.reason, changes);
+  log.info(detail::kLog,
+           rec.order.device + " rejected order " + rec.order.id + " (" + r.reason + "): refunded");
+}
+
+Result<std::vector<std::string>> AgentCore::State::fresh_tokens(
+    const std::vector<std::string>& tokens) {
+  std::vector<std::string> unknown;
+  for (const auto& t : tokens) {
+    if (token_owner.count(t) == 0) unknown.push_back(t);
+  }
+  if (unknown.empty()) return unknown;
+  // Tokens of orders evicted from memory are only in the database.
+  auto known = repo.known_tokens(unknown);
+  if (!known.ok()) return known.error();
+  std::set<std::string> seen(known->begin(), known->end());
+  std::vector<std::string> fresh;
+  for (auto& t : unknown) {
+    if (seen.count(t) == 0) fresh.push_back(std::move(t));
+  }
+  return fresh;
+}
+
+Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted& minted,
+                                   Changeset& changes) {
+  auto it = restocks.find({device.id, minted.restock_id});
+  bool done = it != restocks.end() && it->second.minted;
+  if (it == restocks.end()) {
+    auto stored = repo.find_restock(device.id, minted.restock_id);
+    if (!stored.ok()) return stored.error();
+    done = stored->has_value() && (*stored)->minted;
+  }
+  if (done) {
+    log.info(detail::kLog, device.id + ": restock " + minted.restock_id + " already minted");
+    return {};
+  }
+  StoredRestock restock{minted.restock_id, device.id, minted.slot, 0, true};
+  detail::SlotRec* slot = find_slot(device.id, minted.slot);
+  if (slot == nullptr) {
+    // Unsellable until an operator defines the slot; the device keeps the
+    // tokens and reconciliation reports the difference.
+    std::string message = std::to_string(minted.tokens.size()) + " tokens of restock " +
+                          minted.restock_id + " for unknown slot " + std::to_string(minted.slot);
+    log.error(detail::kLog, device.id + ": " + message);
+    changes.insert_fault(
+        StoredFault{device.id, "tokens_for_unknown_slot", message, minted.slot, clock.wall_ms()});
+  } else {
+    auto fresh = fresh_tokens(minted.tokens);
+    if (!fresh.ok()) return fresh.error();
+    if (fresh->size() != minted.tokens.size()) {
+      log.warn(detail::kLog, device.id + ": restock " + minted.restock_id + " repeats " +
+                                 std::to_string(minted.tokens.size() - fresh->size()) +
+                                 " known tokens: skipped");
+    }
+    for (const auto& t : *fresh) {
+      slot->pool.push_back(t);
+      token_owner[t] = "";
+    }
+    restock.count = static_cast<int>(fresh->size());
+    changes.insert_pool_tokens(device.id, minted.slot, minted.restock_id, *fresh);
+    release_stock(device.id, minted.slot, restock.count);
+    check_stock(device.id, minted.slot, *slot);
+    log.info(detail::kLog, device.id + " slot " + std::to_string(minted.slot) + ": +" +
+                               std::to_string(restock.count) + " tokens (restock " +
+                               minted.restock_id + ")");
+  }
+  changes.put_restock(restock, clock.wall_ms());
+  restocks[{device.id, restock.restock_id}] = restock;
+  return {};
+}
+
+void AgentCore::State::on_snapshot(DeviceRec& device, const proto::DeviceEvent& event,
+                                   const proto::Snapshot& snapshot, Changeset& changes) {
+  changes.put_snapshot(device.id, proto::encode_canonical(event), clock.wall_ms());
+  bool full = std::any_of(snapshot.slots.begin(), snapshot.slots.end(),
+                          [](const proto::SlotSnapshot& s) { return s.tokens.has_value(); });
+  if (full) resolve_overdue(device, event.ts_ms, snapshot, changes);
+}
+
+void AgentCore::State::on_fault(DeviceRec& device, const proto::Fault& fault, Changeset& changes) {
+  changes.insert_fault(
+      StoredFault{device.id, fault.code, fault.message, fault.slot, clock.wall_ms()});
+  log.warn(detail::kLog, device.id + " fault " + fault.code + " (slot " +
+                             std::to_string(fault.slot) + "): " + fault.message);
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,365 @@
+// AgentCore::State: start-up from the repository, submitting writes, order
+// state bookkeeping, timers and metrics.
+#include <algorithm>
+#include <cassert>
+
+#include "agent_state.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::agent {
+
+namespace detail {
+
+bool is_open(OrderState state) {
+  return state == OrderState::kReserved || state == OrderState::kPaid ||
+         state == OrderState::kDispatched;
+}
+
+Ticket ready_ticket(Status status) {
+  std::promise<Status> p;
+  p.set_value(std::move(status));
+  return p.get_future().share();
+}
+
+bool is_ready(const Ticket& ticket) {
+  return ticket.valid() && ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+Status check_text(const std::string& what, const std::string& value, size_t max_len,
+                  bool allow_empty) {
+  if (value.empty()) {
+    if (allow_empty) return {};
+    return make_error("bad_request", what + " is empty");
+  }
+  if (value.size() > max_len) {
+    return make_error("bad_request", what + " is longer than " + std::to_string(max_len));
+  }
+  for (unsigned char c : value) {
+    if (c < 0x21 || c > 0x7e) return make_error("bad_request", what + " has a non-printable byte");
+  }
+  return {};
+}
+
+}  // namespace detail
+
+using detail::OrderRec;
+using detail::TimerKind;
+
+AgentCore::State::State(Repository& repo_, StockStore& store_, Transport& transport_,
+                        const Clock& clock_, Random& random_, Logger& log_, AgentOptions options_)
+    : repo(repo_),
+      store(store_),
+      transport(transport_),
+      clock(clock_),
+      random(random_),
+      log(log_),
+      options(options_),
+      wheel(clock_.wall_ms(), 10) {}
+
+// ---- start-up ----------------------------------------------------------------
+
+Status AgentCore::State::start() {
+  if (started) return make_error("invalid_state", "start() was already called");
+  auto loaded = repo.load(options.finished_orders_max);
+  if (!loaded.ok()) return loaded.error();
+  if (auto s = load_devices(*loaded); !s.ok()) return s;
+  load_orders(*loaded);
+  warm_up_store();
+  started = true;
+  last_sweep_mono_ms = clock.monotonic_ms();
+  // A crash between the DISPATCHED commit and the publish loses the
+  // command: publish every live one again (the device dedups by order id).
+  size_t republished = 0;
+  for (const auto& id : open_orders) {
+    OrderRec& rec = orders.at(id);
+    if (rec.order.state != OrderState::kDispatched) continue;
+    if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
+    publish_dispense(rec);
+    ++republished;
+  }
+  log.info(detail::kLog, "started: " + std::to_string(devices.size()) + " devices, " +
+                             std::to_string(open_orders.size()) + " open orders, " +
+                             std::to_string(loaded->pool.size()) + " tokens for sale, " +
+                             std::to_string(republished) + " commands re-sent");
+  return {};
+}
+
+Status AgentCore::State::load_devices(const LoadedState& loaded) {
+  for (const auto& d : loaded.devices) {
+    auto key = crypto::Key::from_hex(d.key_hex);
+    if (!key.ok())
+      return make_error("corrupt", "key of device " + d.id + ": " + key.error().message);
+    detail::DeviceRec& dev = devices[d.id];
+    dev.id = d.id;
+    dev.key = std::move(key).value();
+    dev.created_ms = d.created_ms;
+    dev.last_processed_seq = d.last_processed_seq;
+    dev.committed_seq = d.last_processed_seq;
+  }
+  for (const auto& s : loaded.slots) {
+    auto it = devices.find(s.device);
+    if (it == devices.end()) continue;
+    detail::SlotRec& slot = it->second.slots[s.spec.slot];
+    slot.spec = s.spec;
+    slot.sold = s.sold;
+    slot.burned = s.burned;
+  }
+  for (const auto& t : loaded.pool) {
+    detail::SlotRec* slot = find_slot(t.device, t.slot);
+    if (slot == nullptr) continue;
+    slot->pool.push_back(t.token);
+    token_owner[t.token] = "";
+  }
+  for (const auto& r : loaded.requested) restocks[{r.device, r.restock_id}] = r;
+  return {};
+}
+
+void AgentCore::State::load_orders(const LoadedState& loaded) {
+  for (const auto& o : loaded.open_orders) restore_order(o);
+  // recent_orders is newest first; `finished` is oldest first.
+  for (auto it = loaded.recent_orders.rbegin(); it != loaded.recent_orders.rend(); ++it) {
+    OrderRec& rec = orders[it->id];
+    rec.order = *it;
+    rec.last_write = rec.durable = detail::ready_ticket();
+    finished.push_back(it->id);
+    if (!it->idempotency_key.empty()) by_idempotency_key[it->idempotency_key] = it->id;
+  }
+  for (const auto& p : loaded.payments) {
+    payments[p.payment_id] =
+        detail::PaymentRec{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()};
+    if (OrderRec* rec = find_order(p.order_id)) rec->payment_ids.push_back(p.payment_id);
+  }
+  int64_t total = 0;
+  for (const auto& [state, n] : loaded.order_counts) {
+    state_counts[static_cast<size_t>(state)] = n;
+    total += n;
+  }
+  all_orders_in_memory =
+      total == static_cast<int64_t>(loaded.open_orders.size() + loaded.recent_orders.size());
+}
+
+void AgentCore::State::restore_order(const Order& order) {
+  OrderRec& rec = orders[order.id];
+  rec.order = order;
+  rec.last_write = rec.durable = detail::ready_ticket();
+  open_orders.insert(order.id);
+  token_owner[order.token] = order.id;
+  if (!order.idempotency_key.empty()) by_idempotency_key[order.idempotency_key] = order.id;
+  detail::SlotRec* slot = find_slot(order.device, order.slot);
+  if (order.state == OrderState::kDispatched) {
+    if (slot != nullptr) ++slot->dispatched;
+    rec.paid_mono_ms = clock.monotonic_ms();
+    schedule_deadline(rec, TimerKind::kDispatchDeadline,
+                      order.dispatch_expires_at_ms + options.expiry_skew_ms);
+    return;
+  }
+  if (slot != nullptr) ++slot->reserved;
+  if (order.state == OrderState::kReserved) {
+    schedule_deadline(rec, TimerKind::kReservation, order.reserve_deadline_ms);
+  } else {
+    // PAID is only ever written together with DISPATCHED, in one commit.
+    log.error(detail::kLog, "order " + order.id + " is PAID but not DISPATCHED: needs an operator");
+  }
+}
+
+void AgentCore::State::warm_up_store() {
+  for (const auto& [id, dev] : devices) {
+    for (const auto& [n, slot] : dev.slots) {
+      auto s = store.load(stock_key(id, n), static_cast<int64_t>(slot.pool.size()));
+      if (!s.ok()) {
+        ++counters.store_errors_total;
+        log.warn(detail::kLog, "warm-up of " + stock_key(id, n) + " failed (a reservation " +
+                                   "retries it): " + s.error().to_string());
+      }
+    }
+  }
+}
+
+// ---- writes ------------------------------------------------------------------
+
+Status AgentCore::State::writable() {
+  if (!started) return make_error("unavailable", "the agent core is not started");
+  if (!storage_failed && repo.stats().failed_writes > 0) {
+    fail_storage("a repository write failed");
+  }
+  if (storage_failed) {
+    return make_error("unavailable", "storage failed; restart the agent to recover");
+  }
+  if (!repo.accepting()) return make_error("unavailable", "write queue full; retry later");
+  return {};
+}
+
+Ticket AgentCore::State::commit(Changeset changes) {
+  auto ticket = repo.submit(std::move(changes));
+  if (!ticket.ok()) {
+    fail_storage("submit refused after writable(): " + ticket.error().to_string());
+    touched.clear();
+    return detail::ready_ticket(ticket.error());
+  }
+  for (const auto& id : touched) {
+    if (OrderRec* rec = find_order(id)) rec->last_write = *ticket;
+  }
+  touched.clear();
+  return *ticket;
+}
+
+void AgentCore::State::fail_storage(const std::string& why) {
+  if (!storage_failed) {
+    log.error(detail::kLog,
+              "storage failed, the core stops changing state until a restart: " + why);
+  }
+  storage_failed = true;
+}
+
+void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& changes,
+                                 const std::string& detail) {
+  OrderState from = rec.order.state;
+  assert(is_legal_transition(from, to));
+  rec.order.state = to;
+  rec.order.updated_ms = clock.wall_ms();
+  --state_counts[static_cast<size_t>(from)];
+  ++state_counts[static_cast<size_t>(to)];
+  changes.transition_order(rec.order, from, detail);
+  touched.push_back(rec.order.id);
+  if (detail::is_open(from) && !detail::is_open(to)) {
+    open_orders.erase(rec.order.id);
+    finished.push_back(rec.order.id);
+    cancel_timers(rec);
+  }
+}
+
+OrderRec* AgentCore::State::find_order(const std::string& order_id) {
+  auto it = orders.find(order_id);
+  return it == orders.end() ? nullptr : &it->second;
+}
+
+Result<OrderRec*> AgentCore::State::find_or_load_order(const std::string& order_id) {
+  if (OrderRec* rec = find_order(order_id)) return rec;
+  if (all_orders_in_memory) return static_cast<OrderRec*>(nullptr);
+  // Not in memory: finished long ago (evicted), or unknown.
+  auto stored = repo.find_order(order_id);
+  if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
+  if (!stored->has_value()) return static_cast<OrderRec*>(nullptr);
+  if (detail::is_open((*stored)->state)) {
+    log.error(detail::kLog, "open order " + order_id + " was not in memory");
+    return make_error("unavailable", "order " + order_id + " is inconsistent; restart");
+  }
+  OrderRec& rec = orders[order_id];
+  rec.order = **stored;
+  rec.last_write = rec.durable = detail::ready_ticket();
+  finished.push_back(order_id);
+  if (!rec.order.idempotency_key.empty()) by_idempotency_key[rec.order.idempotency_key] = order_id;
+  return &rec;
+}
+
+detail::SlotRec* AgentCore::State::find_slot(const std::string& device, int slot) {
+  auto d = devices.find(device);
+  if (d == devices.end()) return nullptr;
+  auto s = d->second.slots.find(slot);
+  return s == d->second.slots.end() ? nullptr : &s->second;
+}
+
+// ---- timers --------------------------------------------------------------------
+
+void AgentCore::State::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
+  if (rec.deadline_timer != 0) {
+    wheel.cancel(rec.deadline_timer_id);
+    timers.erase(rec.deadline_timer);
+  }
+  rec.deadline_timer = next_timer++;
+  timers[rec.deadline_timer] = detail::TimerTarget{rec.order.id, kind};
+  rec.deadline_timer_id = wheel.schedule(at_ms, rec.deadline_timer);
+}
+
+void AgentCore::State::schedule_resend(OrderRec& rec, int64_t at_ms) {
+  if (rec.resend_timer != 0) return;
+  rec.resend_timer = next_timer++;
+  timers[rec.resend_timer] = detail::TimerTarget{rec.order.id, TimerKind::kResend};
+  rec.resend_timer_id = wheel.schedule(at_ms, rec.resend_timer);
+}
+
+void AgentCore::State::cancel_timers(OrderRec& rec) {
+  for (auto [payload, id] : {std::pair{&rec.deadline_timer, &rec.deadline_timer_id},
+                             std::pair{&rec.resend_timer, &rec.resend_timer_id}}) {
+    if (*payload == 0) continue;
+    wheel.cancel(*id);
+    timers.erase(*payload);
+    *payload = 0;
+  }
+}
+
+void AgentCore::State::fire_timer(uint64_t payload) {
+  auto it = timers.find(payload);
+  if (it == timers.end()) return;
+  detail::TimerTarget target = std::move(it->second);
+  timers.erase(it);
+  OrderRec* rec = find_order(target.order_id);
+  if (rec == nullptr) return;
+  if (rec->deadline_timer == payload) rec->deadline_timer = 0;
+  if (rec->resend_timer == payload) rec->resend_timer = 0;
+  switch (target.kind) {
+    case TimerKind::kReservation: expire_reservation(*rec, "reservation expired"); break;
+    case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
+    case TimerKind::kResend: on_resend(*rec); break;
+  }
+}
+
+// ---- output and checks -----------------------------------------------------------
+
+Status AgentCore::State::publish_command(const detail::DeviceRec& device,
+                                         const proto::Command& command) {
+  std::string mac = crypto::sign(device.key, proto::encode_canonical(command));
+  Message m{topics::device_cmd(device.id), proto::encode(command, mac), 1, false};
+  auto s = transport.publish(m);
+  if (!s.ok()) {
+    log.warn(detail::kLog, std::string(proto::type_name(command)) + " to " + device.id +
+                               " not published: " + s.error().to_string());
+  }
+  return s;
+}
+
+void AgentCore::State::check_stock([[maybe_unused]] const std::string& device,
+                                   [[maybe_unused]] int slot,
+                                   [[maybe_unused]] const detail::SlotRec& rec) {
+#ifndef NDEBUG
+  // Pool size == counter. A counter ABOVE the pool could sell a token that
+  // does not exist: a bug. Below it (a release lost by an unreachable or
+  // wiped store) only under-sells until a warm-up or reconciliation.
+  auto values = store.mget({stock_key(device, slot)});
+  if (!values.ok() || !(*values)[0]) return;
+  assert(*(*values)[0] <= static_cast<int64_t>(rec.pool.size()));
+#endif
+}
+
+void AgentCore::State::evict_finished() {
+  while (finished.size() > options.finished_orders_max) {
+    auto it = orders.find(finished.front());
+    if (it != orders.end()) {
+      OrderRec& rec = it->second;
+      if (!detail::is_ready(rec.last_write)) return;  // not durable yet: keep it
+      for (const auto& p : rec.payment_ids) payments.erase(p);
+      by_idempotency_key.erase(rec.order.idempotency_key);
+      auto owner = token_owner.find(rec.order.token);
+      if (owner != token_owner.end() && owner->second == rec.order.id) token_owner.erase(owner);
+      orders.erase(it);
+      all_orders_in_memory = false;
+    }
+    finished.pop_front();
+  }
+}
+
+AgentMetrics AgentCore::State::take_metrics() {
+  AgentMetrics m = counters;
+  counters.dispatch_latency_ms.clear();
+  for (size_t i = 0; i < detail::kStateCount; ++i) {
+    m.orders_by_state.emplace_back(to_string(static_cast<OrderState>(i)), state_counts[i]);
+  }
+  for (const auto& [id, dev] : devices) {
+    if (dev.online) ++m.devices_online;
+    for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
+  }
+  m.storage_failed = storage_failed;
+  return m;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,266 @@
+// Private to the agent core: its in-memory state and the functions that
+// work on it. Every State member function REQUIRES the core lock (`mu`)
+// unless it says otherwise. The public AgentCore methods take the lock and
+// forward here; the only waits (group commits) happen in AgentCore, outside
+// the lock.
+//
+// Memory is the working truth, the Repository its durable log: each change
+// is applied to memory and its writes are submitted in the same critical
+// section, so the log receives changes in the order memory saw them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vend/agent/agent_core.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/agent/timing_wheel.hpp"
+#include "vend/crypto.hpp"
+#include "vend/protocol.hpp"
+
+namespace vend::agent {
+
+namespace detail {
+
+inline constexpr const char* kLog = "agent";
+inline constexpr size_t kStateCount = 9;
+inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
+
+struct SlotRec {
+  SlotSpec spec;
+  std::deque<std::string> pool;  // tokens for sale; front = next to sell
+  int64_t reserved = 0;          // held by RESERVED (or PAID) orders
+  int64_t dispatched = 0;        // held by DISPATCHED orders
+  int64_t sold = 0;
+  int64_t burned = 0;
+};
+
+struct PendingAck {
+  uint64_t seq = 0;
+  Ticket ticket;  // the event's writes, device_seq included
+};
+
+struct DeviceRec {
+  std::string id;
+  crypto::Key key;
+  int64_t created_ms = 0;
+  bool online = false;
+  std::string boot_id;  // the session that last said "online"
+  int64_t last_seen_ms = 0;
+  uint64_t last_processed_seq = 0;  // applied in memory (its write may still be queued)
+  uint64_t committed_seq = 0;       // durable; what an ack may cover
+  std::deque<PendingAck> unacked;   // processed, commit not yet observed
+  bool ack_wanted = false;          // a duplicate asks for a re-ack
+  int64_t ack_due_mono_ms = 0;      // batched acks go out at or after this
+  int64_t check_requested_ms = 0;   // wall time of the last full snapshot request
+  std::map<int, SlotRec> slots;
+};
+
+enum class TimerKind : uint8_t {
+  kReservation,       // RESERVED order's reserve_deadline_ms
+  kDispatchDeadline,  // DISPATCHED order's expires_at + skew, then every recheck
+  kResend,            // re-publish a dispense command (busy device, publish failure)
+};
+
+struct TimerTarget {
+  std::string order_id;
+  TimerKind kind = TimerKind::kReservation;
+};
+
+struct OrderRec {
+  Order order;
+  Ticket last_write;  // the latest write touching the order (eviction waits for it)
+  Ticket durable;     // what a pay() answer about this order waits for
+  bool command_published = false;
+  int64_t paid_mono_ms = 0;
+  uint64_t deadline_timer = 0;  // payload of the pending deadline timer, 0 = none
+  TimerId deadline_timer_id;
+  uint64_t resend_timer = 0;
+  TimerId resend_timer_id;
+  std::vector<std::string> payment_ids;  // every payment id seen for the order
+};
+
+struct PaymentRec {
+  std::string order_id;
+  int64_t amount_cents = 0;
+  std::string outcome;
+  Ticket recorded;
+};
+
+// What pay() does after the lock: wait for `wait`, then finish.
+struct PayStep {
+  Order answer;
+  std::string outcome;
+  Ticket wait;
+};
+
+// What a durable operator call waits for before answering.
+template <typename T>
+struct Durable {
+  T value;
+  Ticket wait;
+};
+
+bool is_open(OrderState state);
+Ticket ready_ticket(Status status = {});
+bool is_ready(const Ticket& ticket);
+Status check_text(const std::string& what, const std::string& value, size_t max_len,
+                  bool allow_empty);
+
+}  // namespace detail
+
+struct AgentCore::State {
+  State(Repository& repo, StockStore& store, Transport& transport, const Clock& clock,
+        Random& random, Logger& log, AgentOptions options);
+
+  // ---- agent_core_state.cpp: start-up, writes, timers, metrics ----
+  Status start();
+  Status load_devices(const LoadedState& loaded);
+  void load_orders(const LoadedState& loaded);
+  void warm_up_store();
+  void restore_order(const Order& order);
+  // ok when a mutation may proceed: started, storage healthy, queue room.
+  Status writable();
+  // Submits, and makes the ticket the last_write of every order set_state()
+  // touched since the previous commit. A refused submit (writable() said
+  // yes) fails storage.
+  Ticket commit(Changeset changes);
+  void fail_storage(const std::string& why);
+  void set_state(detail::OrderRec& rec, OrderState to, Changeset& changes,
+                 const std::string& detail);
+  detail::OrderRec* find_order(const std::string& order_id);  // nullptr if unknown
+  Result<detail::OrderRec*> find_or_load_order(const std::string& order_id);
+  detail::SlotRec* find_slot(const std::string& device, int slot);
+  // One deadline timer per order (a new one replaces it), one resend timer
+  // (kept if already pending).
+  void schedule_deadline(detail::OrderRec& rec, detail::TimerKind kind, int64_t at_ms);
+  void schedule_resend(detail::OrderRec& rec, int64_t at_ms);
+  void cancel_timers(detail::OrderRec& rec);
+  Status publish_command(const detail::DeviceRec& device, const proto::Command& command);
+  void check_stock(const std::string& device, int slot, const detail::SlotRec& rec);
+  void evict_finished();
+  AgentMetrics take_metrics();
+
+  // ---- agent_core_orders.cpp ----
+  Result<Order> create_order(const std::string& device, int slot, const std::string& key);
+  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
+  // The slot, if the device is known, has it, and is online.
+  Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
+  Order open_reservation(const std::string& device, int slot, detail::SlotRec& slot_rec,
+                         const std::string& key);
+  // The one place a reservation touches the stock store (the database
+  // fallback behind a circuit breaker will wrap it).
+  Result<ReserveResult> reserve_stock(const std::string& device, int slot,
+                                      const detail::SlotRec& rec);
+  void release_stock(const std::string& device, int slot, int64_t n);
+  Result<Order> cancel(const std::string& order_id);
+  void expire_reservation(detail::OrderRec& rec, const std::string& why);
+  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit);
+  // Token moves of an order, with the slot counters and the store.
+  void token_to_pool(detail::OrderRec& rec, TokenState from, Changeset& changes);
+  void token_spent(detail::OrderRec& rec, TokenState to, Changeset& changes);
+
+  // ---- agent_core_payments.cpp ----
+  Result<detail::PayStep> pay(const std::string& order_id, const std::string& payment_id,
+                              int64_t amount_cents);
+  Result<std::optional<detail::PaymentRec>> find_payment(const std::string& payment_id);
+  detail::PayStep dispatch_paid(detail::OrderRec& rec, const std::string& payment_id,
+                                int64_t amount_cents);
+  detail::PayStep refund_payment(detail::OrderRec& rec, const std::string& payment_id,
+                                 int64_t amount_cents);
+  Result<Order> finish_pay(const std::string& order_id, const detail::PayStep& step,
+                           const Status& committed);
+  void publish_dispense(detail::OrderRec& rec);
+  void refund_order(detail::OrderRec& rec, const std::string& reason, Changeset& changes);
+
+  // ---- agent_core_devices.cpp ----
+  Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
+                                                              const std::vector<SlotSpec>& slots);
+  std::vector<DeviceView> device_views();
+  Result<std::vector<SlotView>> slot_views(const std::string& device_id);
+  Result<Ticket> set_slot(const std::string& device_id, const SlotSpec& slot);
+  Result<detail::Durable<proto::RestockCommand>> request_restock(const std::string& device_id,
+                                                                 int slot, int count);
+  Result<std::string> publish_restock(const proto::RestockCommand& command);
+  void add_slot(detail::DeviceRec& device, const SlotSpec& spec);
+
+  // ---- agent_core_events.cpp: MQTT in, acks out ----
+  void on_message(const Message& message);
+  void on_event(const std::string& topic_device, const std::string& payload);
+  void on_status(const std::string& topic_device, const std::string& payload);
+  void reject_message(const std::string& device, const std::string& why);
+  Status apply_event(detail::DeviceRec& device, const proto::DeviceEvent& event,
+                     Changeset& changes);
+  void want_ack(detail::DeviceRec& device);
+  // Tickets the due acks wait for (the caller waits outside the lock).
+  std::vector<Ticket> due_ack_tickets();
+  void flush_acks();
+
+  // ---- agent_core_results.cpp: what devices report ----
+  void on_dispense_result(detail::DeviceRec& device, const proto::DispenseResult& result,
+                          Changeset& changes);
+  void settle_rejected(detail::OrderRec& rec, const proto::DispenseResult& result,
+                       Changeset& changes);
+  Status on_tokens(detail::DeviceRec& device, const proto::TokensMinted& minted,
+                   Changeset& changes);
+  Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
+  void on_snapshot(detail::DeviceRec& device, const proto::DeviceEvent& event,
+                   const proto::Snapshot& snapshot, Changeset& changes);
+  void on_fault(detail::DeviceRec& device, const proto::Fault& fault, Changeset& changes);
+
+  // ---- agent_core_deadlines.cpp ----
+  void tick_locked();
+  void fire_timer(uint64_t payload);
+  void on_dispatch_deadline(detail::OrderRec& rec);
+  void request_check_snapshot(detail::DeviceRec& device);
+  void resolve_overdue(detail::DeviceRec& device, int64_t device_ts_ms,
+                       const proto::Snapshot& snapshot, Changeset& changes);
+  void on_resend(detail::OrderRec& rec);
+  void sweep();
+
+  // Injected.
+  Repository& repo;
+  StockStore& store;
+  Transport& transport;
+  const Clock& clock;
+  Random& random;
+  Logger& log;
+  const AgentOptions options;
+
+  std::mutex mu;  // the core lock
+  bool started = false;
+  bool storage_failed = false;
+  TimingWheel wheel;
+  std::unordered_map<uint64_t, detail::TimerTarget> timers;  // wheel payload -> target
+  uint64_t next_timer = 1;
+  int64_t last_sweep_mono_ms = 0;
+
+  std::map<std::string, detail::DeviceRec> devices;          // ordered: deterministic iteration
+  std::unordered_map<std::string, detail::OrderRec> orders;  // open + recent finished
+  std::set<std::string> open_orders;                         // RESERVED/PAID/DISPATCHED ids
+  std::deque<std::string> finished;                          // finished ids, oldest first
+  // Every order of the log is in memory (nothing evicted yet): a miss in
+  // memory is a miss, with no repository look-up on the request path.
+  bool all_orders_in_memory = true;
+  std::unordered_map<std::string, std::string> by_idempotency_key;  // key -> order id
+  std::unordered_map<std::string, detail::PaymentRec> payments;     // payment id -> record
+  // Tokens in a pool ("" owner) or held by an order in memory.
+  std::unordered_map<std::string, std::string> token_owner;
+  // (device, restock id) -> restock seen this run or pending. Per device:
+  // ids confirmed locally at a machine are only unique on that machine.
+  std::map<std::pair<std::string, std::string>, StoredRestock> restocks;
+
+  std::vector<std::string> touched;  // orders set_state() changed since the last commit()
+  std::array<int64_t, detail::kStateCount> state_counts{};
+  AgentMetrics counters;  // the monotonic counters and latency samples
+};
+
+}  // namespace vend::agent

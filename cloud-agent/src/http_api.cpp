@@ -1,0 +1,189 @@
+#include "http_api.hpp"
+
+#include <exception>
+#include <vector>
+
+#include "http_json.hpp"
+#include "vend/crypto.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr const char* kLog = "http";
+constexpr const char* kJson = "application/json";
+// Ids in paths: the same alphabet as ids in bodies (validated again there).
+constexpr const char* kId = "([A-Za-z0-9._-]+)";
+
+std::string lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// Compares two equal-size strings without an early exit.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return diff == 0;
+}
+
+// What httplib's own errors (no route, 413 on an oversize body, 400 on a
+// broken request line) become when no handler wrote a JSON body.
+std::pair<std::string, std::string> default_error(const httplib::Request& req, int status) {
+  switch (status) {
+    case 404: return {"not_found", "no route for " + req.method + " " + req.path};
+    case 413: return {"payload_too_large", "the request body is too large"};
+    case 400: return {"bad_request", "malformed HTTP request"};
+    case 405: return {"not_found", "no route for " + req.method + " " + req.path};
+    case 503: return {"unavailable", "the agent is overloaded"};
+    default: return {"internal", "HTTP error " + std::to_string(status)};
+  }
+}
+
+}  // namespace
+
+int http_status_of(const std::string& code) {
+  if (code == "bad_request") return 400;
+  if (code == "unauthorized" || code == "bad_signature") return 401;
+  if (code == "not_found" || code == "unknown_slot") return 404;
+  if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
+      code == "conflict") {
+    return 409;
+  }
+  if (code == "payload_too_large") return 413;
+  if (code == "unavailable" || code == "store_unavailable") return 503;
+  return 500;
+}
+
+std::string gateway_signature(std::string_view secret, std::string_view body) {
+  std::vector<uint8_t> key(secret.begin(), secret.end());
+  std::vector<uint8_t> mac = crypto::hmac_sha256(key, body);
+  return crypto::to_hex(mac.data(), mac.size());
+}
+
+bool verify_gateway_signature(std::string_view secret, std::string_view body,
+                              std::string_view signature_hex) {
+  return constant_time_equal(gateway_signature(secret, body), lowercase(signature_hex));
+}
+
+HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, Logger& log)
+    : core_(core), options_(std::move(options)), log_(log) {}
+
+void HttpApi::install(httplib::Server& s) {
+  s.set_payload_max_length(options_.max_body_bytes);
+  std::string order = std::string("/v1/orders/") + kId;
+  std::string device = std::string("/v1/devices/") + kId;
+  s.Post("/v1/orders", wrap(&HttpApi::create_order, Access::kPublic));
+  s.Get("/v1/orders", wrap(&HttpApi::list_orders, Access::kOperator));
+  s.Get(order, wrap(&HttpApi::get_order, Access::kPublic));
+  s.Post(order + "/payment", wrap(&HttpApi::pay_order, Access::kPublic));
+  s.Post(order + "/cancel", wrap(&HttpApi::cancel_order, Access::kPublic));
+  s.Post("/v1/devices", wrap(&HttpApi::provision_device, Access::kOperator));
+  s.Get("/v1/devices", wrap(&HttpApi::list_devices, Access::kOperator));
+  s.Get(device + "/slots", wrap(&HttpApi::list_slots, Access::kOperator));
+  s.Put(device + "/slots/([0-9]{1,9})", wrap(&HttpApi::update_slot, Access::kOperator));
+  s.Post(device + "/restock", wrap(&HttpApi::restock, Access::kOperator));
+  s.Get("/metrics", wrap(&HttpApi::metrics, Access::kPublic));
+  s.Get("/healthz", wrap(&HttpApi::healthz, Access::kPublic));
+
+  // httplib calls this for every status >= 400; only fill in its own errors.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        auto [code, message] = default_error(req, res.status);
+        res.set_content(http::error_body(code, message), kJson);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    log_.debug(kLog, req.method + " " + req.path + " -> " + std::to_string(res.status));
+  });
+  // Handlers catch what they expect; anything else is a bug, reported as 500.
+  s.set_exception_handler(
+      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        log_.error(kLog, req.method + " " + req.path + ": " + what);
+        res.status = 500;
+        res.set_content(http::error_body("internal", "internal error"), kJson);
+      });
+}
+
+httplib::Server::Handler HttpApi::wrap(Handler handler, Access access) {
+  return [this, handler, access](const httplib::Request& req, httplib::Response& res) {
+    if (access == Access::kOperator) {
+      if (Status auth = authorize_operator(req); !auth.ok()) {
+        res.set_header("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
+        return respond(req, res, auth.error());
+      }
+    }
+    // httplib enforces the cap on Content-Length; this also covers chunked bodies.
+    if (req.body.size() > options_.max_body_bytes) {
+      return respond(
+          req, res,
+          make_error("payload_too_large", "the request body is over " +
+                                              std::to_string(options_.max_body_bytes) + " bytes"));
+    }
+    respond(req, res, (this->*handler)(req));
+  };
+}
+
+Status HttpApi::authorize_operator(const httplib::Request& req) const {
+  if (options_.operator_token.empty()) return {};  // --insecure-no-auth
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (header.rfind(prefix, 0) != 0) {
+    return make_error("unauthorized", "operator endpoint: send 'Authorization: Bearer <token>'");
+  }
+  // Hash both sides so the comparison leaks neither content nor length.
+  std::string given = crypto::sha256_hex(std::string_view(header).substr(prefix.size()));
+  if (!constant_time_equal(given, crypto::sha256_hex(options_.operator_token))) {
+    return make_error("unauthorized", "operator endpoint: wrong bearer token");
+  }
+  return {};
+}
+
+void HttpApi::respond(const httplib::Request& req, httplib::Response& res,
+                      const Result<HttpReply>& r) {
+  if (r.ok()) {
+    res.status = r->status;
+    res.set_content(r->body, r->content_type.c_str());
+    return;
+  }
+  const Error& e = r.error();
+  res.status = http_status_of(e.code);
+  if (res.status == 500) {
+    log_.error(kLog, req.method + " " + req.path + ": " + e.to_string());
+    res.set_content(http::error_body("internal", "internal error (the agent log has details)"),
+                    kJson);
+    return;
+  }
+  if (res.status == 503) log_.warn(kLog, req.method + " " + req.path + ": " + e.to_string());
+  res.set_content(http::error_body(e.code, e.message), kJson);
+}
+
+bool HttpApi::mqtt_connected() const {
+  return options_.mqtt_connected && options_.mqtt_connected();
+}
+
+Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
+  return HttpReply{200, metrics_.scrape(core_, mqtt_connected()),
+                   "text/plain; version=0.0.4; charset=utf-8"};
+}
+
+Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
+  http::Json body = {{"status", "ok"}, {"mqtt_connected", mqtt_connected()}};
+  return HttpReply{200, body.dump()};
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,111 @@
+// HttpApi: the agent's HTTP/JSON API on cpp-httplib, a thin adapter over
+// AgentCore. docs/openapi.yaml is the contract; docs/agent.md shows a session.
+//
+//   customers   POST /v1/orders, GET /v1/orders/{id}, POST /v1/orders/{id}/cancel
+//   gateway     POST /v1/orders/{id}/payment   (X-Vend-Signature: HMAC of the body)
+//   operators   /v1/devices..., GET /v1/orders (Authorization: Bearer <token>)
+//   anyone      GET /metrics, GET /healthz
+//
+// Errors are {"error":{"code","message"}} with 400 bad_request, 401
+// unauthorized / bad_signature, 404 not_found / unknown_slot, 409 sold_out /
+// device_offline / invalid_state / conflict, 413 payload_too_large, 503
+// unavailable, 500 internal. Every request body is validated strictly here
+// (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400,
+// the message names the field) before the core sees it; no exception leaves
+// a handler.
+#pragma once
+
+#include <httplib.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "metrics.hpp"
+#include "vend/agent/agent_core.hpp"
+#include "vend/log.hpp"
+#include "vend/result.hpp"
+
+namespace vend::agent {
+
+struct HttpApiOptions {
+  // Bearer token of the operator endpoints. Empty: they are open to anyone
+  // (vend-agent --insecure-no-auth, local demos only).
+  std::string operator_token;
+  // HMAC-SHA256 key (the string's bytes) of X-Vend-Signature on payment
+  // notifications. REQUIRES: not empty.
+  std::string gateway_secret;
+  // Larger bodies are refused with 413 before they are read.
+  size_t max_body_bytes = 16 * 1024;
+  // For /healthz and /metrics; may be empty (reported as not connected).
+  std::function<bool()> mqtt_connected;
+};
+
+// A handler's successful answer.
+struct HttpReply {
+  int status = 200;
+  std::string body;  // JSON text unless content_type says otherwise
+  std::string content_type = "application/json";
+};
+
+// Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
+// must outlive every server it was installed on. Thread-safe: handlers run
+// on the server's worker threads concurrently (AgentCore is thread-safe).
+class HttpApi {
+ public:
+  HttpApi(AgentCore& core, HttpApiOptions options, Logger& log);
+  HttpApi(const HttpApi&) = delete;
+  HttpApi& operator=(const HttpApi&) = delete;
+
+  // Registers every route, the payload cap and the JSON error and exception
+  // handlers on `server`. Call before the server listens.
+  void install(httplib::Server& server);
+
+ private:
+  enum class Access { kPublic, kOperator };
+  using Handler = Result<HttpReply> (HttpApi::*)(const httplib::Request&);
+
+  httplib::Server::Handler wrap(Handler handler, Access access);
+  Status authorize_operator(const httplib::Request& req) const;
+  void respond(const httplib::Request& req, httplib::Response& res, const Result<HttpReply>& r);
+
+  // Orders (http_orders.cpp).
+  Result<HttpReply> create_order(const httplib::Request& req);
+  Result<HttpReply> get_order(const httplib::Request& req);
+  Result<HttpReply> pay_order(const httplib::Request& req);
+  Result<HttpReply> cancel_order(const httplib::Request& req);
+  Result<HttpReply> list_orders(const httplib::Request& req);
+
+  // Devices (http_devices.cpp).
+  Result<HttpReply> provision_device(const httplib::Request& req);
+  Result<HttpReply> list_devices(const httplib::Request& req);
+  Result<HttpReply> list_slots(const httplib::Request& req);
+  Result<HttpReply> update_slot(const httplib::Request& req);
+  Result<HttpReply> restock(const httplib::Request& req);
+
+  // Probes.
+  Result<HttpReply> metrics(const httplib::Request& req);
+  Result<HttpReply> healthz(const httplib::Request& req);
+
+  bool mqtt_connected() const;
+
+  AgentCore& core_;
+  HttpApiOptions options_;
+  Logger& log_;
+  MetricsExporter metrics_;
+};
+
+// HTTP status of an error code (core codes and the API's own).
+int http_status_of(const std::string& code);
+
+// True when `signature_hex` (64 hex chars, either case) is the HMAC-SHA256
+// of `body` under `secret`. Constant-time in the signature's content.
+bool verify_gateway_signature(std::string_view secret, std::string_view body,
+                              std::string_view signature_hex);
+
+// Lowercase hex HMAC-SHA256 of `body` under `secret`: what a payment gateway
+// (or `openssl dgst -sha256 -hmac "$secret"`) puts in X-Vend-Signature.
+std::string gateway_signature(std::string_view secret, std::string_view body);
+
+}  // namespace vend::agent

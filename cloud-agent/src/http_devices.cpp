@@ -1,0 +1,158 @@
+// Operator endpoints of HttpApi: provisioning, devices, slots, restock orders.
+#include <set>
+
+#include "http_api.hpp"
+#include "http_json.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr size_t kMaxProduct = 128;
+constexpr int64_t kMaxPriceCents = 10'000'000;
+constexpr int64_t kMaxCapacity = 1000;  // the firmware's slot capacity range
+constexpr int64_t kMaxRestockCount = 1000;
+constexpr size_t kMaxSlots = 255;
+
+Result<std::string> device_id_of(const httplib::Request& req) {
+  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (!http::is_valid_id(id)) return make_error("not_found", "no device '" + id + "'");
+  return id;
+}
+
+// One element of "slots" in a provisioning request.
+Result<SlotSpec> read_slot_spec(const http::Json& element, const std::string& path) {
+  if (!element.is_object()) return http::bad_request("'" + path + "' must be an object");
+  http::FieldReader f(element, path);
+  if (Status s = f.only({"slot", "product", "price_cents", "capacity"}); !s.ok()) {
+    return s.error();
+  }
+  SlotSpec spec;
+  auto slot = f.integer("slot", 1, 255);
+  if (!slot.ok()) return slot.error();
+  auto product = f.text("product", kMaxProduct);
+  if (!product.ok()) return product.error();
+  auto price = f.integer("price_cents", 0, kMaxPriceCents);
+  if (!price.ok()) return price.error();
+  auto capacity = f.integer("capacity", 1, kMaxCapacity);
+  if (!capacity.ok()) return capacity.error();
+  spec.slot = static_cast<int>(*slot);
+  spec.product = *product;
+  spec.price_cents = *price;
+  spec.capacity = static_cast<int>(*capacity);
+  return spec;
+}
+
+Result<std::vector<SlotSpec>> read_slot_specs(const http::Json& slots) {
+  std::vector<SlotSpec> specs;
+  std::set<int> seen;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::string path = "slots[" + std::to_string(i) + "]";
+    auto spec = read_slot_spec(slots[i], path);
+    if (!spec.ok()) return spec.error();
+    if (!seen.insert(spec->slot).second) {
+      return http::bad_request("'" + path + ".slot': slot " + std::to_string(spec->slot) +
+                               " is listed twice");
+    }
+    specs.push_back(std::move(spec).value());
+  }
+  return specs;
+}
+
+// The {slot} of /v1/devices/{id}/slots/{slot} (digits by the route).
+Result<int> path_slot_of(const httplib::Request& req) {
+  int64_t slot = req.matches.size() > 2 ? std::stoll(req.matches[2].str()) : 0;
+  if (slot < 1 || slot > 255) return http::bad_request("the slot in the path must be 1..255");
+  return static_cast<int>(slot);
+}
+
+Result<SlotView> find_slot(AgentCore& core, const std::string& device, int slot) {
+  auto slots = core.slots(device);
+  if (!slots.ok()) return slots.error();
+  for (const SlotView& s : *slots) {
+    if (s.slot == slot) return s;
+  }
+  return make_error("unknown_slot", "device '" + device + "' has no slot " + std::to_string(slot));
+}
+
+}  // namespace
+
+Result<HttpReply> HttpApi::provision_device(const httplib::Request& req) {
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"id", "slots"}); !s.ok()) return s.error();
+  auto id = fields.id("id");
+  if (!id.ok()) return id.error();
+  auto slots = fields.array("slots", 1, kMaxSlots);
+  if (!slots.ok()) return slots.error();
+  auto specs = read_slot_specs(**slots);
+  if (!specs.ok()) return specs.error();
+  auto device = core_.provision_device(*id, *specs);
+  if (!device.ok()) return device.error();
+  log_.info("http", "provisioned device '" + device->id + "'");
+  http::Json reply = {{"id", device->id}, {"key", device->key_hex}};
+  return HttpReply{201, reply.dump()};
+}
+
+Result<HttpReply> HttpApi::list_devices(const httplib::Request&) {
+  http::Json list = http::Json::array();
+  for (const DeviceView& d : core_.devices()) list.push_back(http::device_json(d));
+  return HttpReply{200, http::Json{{"devices", std::move(list)}}.dump()};
+}
+
+Result<HttpReply> HttpApi::list_slots(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  auto slots = core_.slots(*device);
+  if (!slots.ok()) return slots.error();
+  http::Json list = http::Json::array();
+  for (const SlotView& s : *slots) list.push_back(http::slot_json(s));
+  return HttpReply{200, http::Json{{"device", *device}, {"slots", std::move(list)}}.dump()};
+}
+
+// Changes product and price (and optionally capacity) of an existing slot.
+Result<HttpReply> HttpApi::update_slot(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  auto slot = path_slot_of(req);
+  if (!slot.ok()) return slot.error();
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"product", "price_cents", "capacity"}); !s.ok()) return s.error();
+  auto product = fields.text("product", kMaxProduct);
+  if (!product.ok()) return product.error();
+  auto price = fields.integer("price_cents", 0, kMaxPriceCents);
+  if (!price.ok()) return price.error();
+  auto current = find_slot(core_, *device, *slot);
+  if (!current.ok()) return current.error();
+  SlotSpec spec{*slot, *product, *price, current->capacity};
+  if (fields.has("capacity")) {
+    auto capacity = fields.integer("capacity", 1, kMaxCapacity);
+    if (!capacity.ok()) return capacity.error();
+    spec.capacity = static_cast<int>(*capacity);
+  }
+  if (Status s = core_.set_slot(*device, spec); !s.ok()) return s.error();
+  auto updated = find_slot(core_, *device, *slot);
+  if (!updated.ok()) return updated.error();
+  return HttpReply{200, http::slot_json(*updated).dump()};
+}
+
+Result<HttpReply> HttpApi::restock(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"slot", "count"}); !s.ok()) return s.error();
+  auto slot = fields.integer("slot", 1, 255);
+  if (!slot.ok()) return slot.error();
+  auto count = fields.integer("count", 1, kMaxRestockCount);
+  if (!count.ok()) return count.error();
+  auto id = core_.request_restock(*device, static_cast<int>(*slot), static_cast<int>(*count));
+  if (!id.ok()) return id.error();
+  return HttpReply{202, http::Json{{"restock_id", *id}}.dump()};
+}
+
+}  // namespace vend::agent

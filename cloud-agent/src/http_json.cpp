@@ -1,0 +1,215 @@
+#include "http_json.hpp"
+
+#include <limits>
+#include <set>
+#include <vector>
+
+namespace vend::agent::http {
+
+namespace {
+
+// nlohmann messages start with "[json.exception.parse_error.101] ": the
+// client needs the part after it.
+std::string strip_exception_prefix(const std::string& what) {
+  size_t end = what.find("] ");
+  return (what.rfind("[json.exception.", 0) == 0 && end != std::string::npos) ? what.substr(end + 2)
+                                                                              : what;
+}
+
+// Tracks keys per open object (duplicates) and the nesting depth while
+// nlohmann parses. nlohmann itself accepts duplicate keys (the last wins),
+// which would let a proxy and the agent read different values.
+struct StrictnessCheck {
+  std::vector<std::set<std::string>> keys;
+  int depth = 0;
+  std::string problem;
+
+  bool on_event(Json::parse_event_t event, const Json& parsed) {
+    using E = Json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (++depth > kMaxJsonDepth && problem.empty()) {
+        problem = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+      }
+      if (event == E::object_start) keys.emplace_back();
+    } else if (event == E::object_end || event == E::array_end) {
+      --depth;
+      if (event == E::object_end && !keys.empty()) keys.pop_back();
+    } else if (event == E::key && !keys.empty()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (!keys.back().insert(key).second && problem.empty()) {
+        problem = "duplicate key '" + key + "'";
+      }
+    }
+    return true;
+  }
+};
+
+const char* type_name(const Json& value) {
+  if (value.is_number_float()) return "a float";
+  if (value.is_number()) return "an integer";
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+}  // namespace
+
+Error bad_request(std::string message) { return make_error("bad_request", std::move(message)); }
+
+bool is_valid_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<Json> parse_object(std::string_view body) {
+  StrictnessCheck check;
+  Json value;
+  try {
+    value = Json::parse(body.begin(), body.end(),
+                        [&check](int, Json::parse_event_t event, Json& parsed) {
+                          return check.on_event(event, parsed);
+                        });
+  } catch (const Json::exception& e) {
+    return bad_request("malformed JSON: " + strip_exception_prefix(e.what()));
+  }
+  if (!check.problem.empty()) return bad_request("malformed JSON: " + check.problem);
+  if (!value.is_object()) {
+    return bad_request(std::string("the body must be a JSON object, not ") + type_name(value));
+  }
+  return value;
+}
+
+FieldReader::FieldReader(const Json& object, std::string path)
+    : object_(object), path_(std::move(path)) {}
+
+std::string FieldReader::name(const char* field) const {
+  return path_.empty() ? std::string(field) : path_ + "." + field;
+}
+
+Result<const Json*> FieldReader::required(const char* field) const {
+  auto it = object_.find(field);
+  if (it == object_.end()) return bad_request("missing field '" + name(field) + "'");
+  return &*it;
+}
+
+Result<std::string> FieldReader::id(const char* field) const {
+  auto v = required(field);
+  if (!v.ok()) return v.error();
+  if (!(*v)->is_string()) {
+    return bad_request("field '" + name(field) + "' must be a string, not " + type_name(**v));
+  }
+  const auto& s = (*v)->get_ref<const std::string&>();
+  if (!is_valid_id(s)) {
+    return bad_request("field '" + name(field) + "' must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  return s;
+}
+
+Result<int64_t> FieldReader::integer(const char* field, int64_t lo, int64_t hi) const {
+  auto v = required(field);
+  if (!v.ok()) return v.error();
+  const Json& j = **v;
+  if (!j.is_number_integer()) {
+    return bad_request("field '" + name(field) + "' must be an integer, not " + type_name(j));
+  }
+  std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  if (j.is_number_unsigned() &&
+      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return bad_request("field '" + name(field) + "' must be " + range);
+  }
+  int64_t n = j.get<int64_t>();
+  if (n < lo || n > hi) return bad_request("field '" + name(field) + "' must be " + range);
+  return n;
+}
+
+Result<std::string> FieldReader::text(const char* field, size_t max_bytes) const {
+  auto v = required(field);
+  if (!v.ok()) return v.error();
+  if (!(*v)->is_string()) {
+    return bad_request("field '" + name(field) + "' must be a string, not " + type_name(**v));
+  }
+  const auto& s = (*v)->get_ref<const std::string&>();
+  if (s.size() > max_bytes) {
+    return bad_request("field '" + name(field) + "' must be at most " + std::to_string(max_bytes) +
+                       " bytes");
+  }
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      return bad_request("field '" + name(field) + "' must not contain control characters");
+    }
+  }
+  return s;
+}
+
+Result<const Json*> FieldReader::array(const char* field, size_t min_size, size_t max_size) const {
+  auto v = required(field);
+  if (!v.ok()) return v.error();
+  if (!(*v)->is_array()) {
+    return bad_request("field '" + name(field) + "' must be an array, not " + type_name(**v));
+  }
+  size_t n = (*v)->size();
+  if (n < min_size || n > max_size) {
+    return bad_request("field '" + name(field) + "' must have " + std::to_string(min_size) + ".." +
+                       std::to_string(max_size) + " elements");
+  }
+  return *v;
+}
+
+Status FieldReader::only(std::initializer_list<const char*> known) const {
+  for (const auto& item : object_.items()) {
+    bool found = false;
+    for (const char* k : known) found = found || item.key() == k;
+    if (!found) return bad_request("unknown field '" + name(item.key().c_str()) + "'");
+  }
+  return {};
+}
+
+Json order_json(const Order& order) {
+  Json j = {{"id", order.id},
+            {"device", order.device},
+            {"slot", order.slot},
+            {"state", to_string(order.state)},
+            {"price_cents", order.price_cents},
+            {"created_ms", order.created_ms},
+            {"updated_ms", order.updated_ms},
+            {"reserve_deadline_ms", order.reserve_deadline_ms}};
+  if (order.dispatch_expires_at_ms > 0) j["dispatch_expires_at_ms"] = order.dispatch_expires_at_ms;
+  if (!order.payment_id.empty()) j["payment_id"] = order.payment_id;
+  if (!order.reason.empty()) j["reason"] = order.reason;
+  return j;
+}
+
+Json slot_json(const SlotView& s) {
+  return {{"slot", s.slot},
+          {"product", s.product},
+          {"price_cents", s.price_cents},
+          {"capacity", s.capacity},
+          {"pool", s.pool},
+          {"reserved", s.reserved},
+          {"dispatched", s.dispatched},
+          {"sold", s.sold},
+          {"burned", s.burned}};
+}
+
+Json device_json(const DeviceView& d) {
+  return {{"id", d.id},
+          {"online", d.online},
+          {"boot_id", d.boot_id},
+          {"last_seen_ms", d.last_seen_ms},
+          {"last_processed_seq", d.last_processed_seq}};
+}
+
+std::string error_body(const std::string& code, const std::string& message) {
+  Json j = {{"error", {{"code", code}, {"message", message}}}};
+  // Messages may quote client bytes: never let a bad byte make dump() throw.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace vend::agent::http

@@ -1,0 +1,73 @@
+// Strict JSON for the HTTP API: request bodies read field by field with
+// errors that name the field, and the response bodies (orders, slots,
+// devices, errors). Independent of the MQTT protocol codec: the HTTP API is
+// a different contract with its own limits (docs/openapi.yaml).
+//
+// Every error returned here has code "bad_request" and a message naming the
+// field with its path ("slots[1].capacity must be 1..1000").
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "vend/agent/agent_core.hpp"
+#include "vend/result.hpp"
+
+namespace vend::agent::http {
+
+using Json = nlohmann::json;
+
+inline constexpr int kMaxJsonDepth = 8;
+
+// Parses a request body that must be one JSON object. Rejects malformed
+// JSON, invalid UTF-8, duplicate keys, nesting deeper than kMaxJsonDepth and
+// any top-level value that is not an object. Never throws.
+Result<Json> parse_object(std::string_view body);
+
+// Reads the fields of one JSON object. `path` prefixes field names in
+// messages ("" at the top level, "slots[2]" for an array element). The
+// object must outlive the reader. Not thread-safe (a value type).
+class FieldReader {
+ public:
+  FieldReader(const Json& object, std::string path = "");
+
+  // A required id: 1..64 chars of [A-Za-z0-9._-].
+  Result<std::string> id(const char* field) const;
+  // A required JSON integer (not 1.0, not "1", not true) in [lo, hi].
+  Result<int64_t> integer(const char* field, int64_t lo, int64_t hi) const;
+  // A required string of at most max_bytes bytes (UTF-8, no control chars).
+  Result<std::string> text(const char* field, size_t max_bytes) const;
+  // A required array; its elements are checked by the caller.
+  Result<const Json*> array(const char* field, size_t min_size, size_t max_size) const;
+  bool has(const char* field) const { return object_.contains(field); }
+  // Fails on the first key not in `known`.
+  Status only(std::initializer_list<const char*> known) const;
+
+  // "slots[1].capacity" for field "capacity" under path "slots[1]".
+  std::string name(const char* field) const;
+
+ private:
+  Result<const Json*> required(const char* field) const;
+
+  const Json& object_;
+  std::string path_;
+};
+
+// A "bad_request" error.
+Error bad_request(std::string message);
+
+// True for 1..64 chars of [A-Za-z0-9._-] (ids in URLs and bodies).
+bool is_valid_id(std::string_view id);
+
+// Response bodies. Orders never carry their sale token (an internal
+// capability) nor the idempotency key.
+Json order_json(const Order& order);
+Json slot_json(const SlotView& slot);
+Json device_json(const DeviceView& device);
+// {"error":{"code":...,"message":...}}
+std::string error_body(const std::string& code, const std::string& message);
+
+}  // namespace vend::agent::http

@@ -1,0 +1,148 @@
+// Order endpoints of HttpApi: create, read, pay (gateway), cancel, list.
+#include <charconv>
+
+#include "http_api.hpp"
+#include "http_json.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr size_t kMaxIdempotencyKey = 128;
+constexpr int64_t kMaxAmountCents = 100'000'000;
+constexpr int64_t kMaxListLimit = 1000;
+constexpr int64_t kDefaultListLimit = 100;
+
+// The order id of /v1/orders/{id}...; an id no order can have is not found.
+Result<std::string> order_id_of(const httplib::Request& req) {
+  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (!http::is_valid_id(id)) return make_error("not_found", "no order '" + id + "'");
+  return id;
+}
+
+// Optional Idempotency-Key: 1..128 printable ASCII characters, no spaces.
+Result<std::string> idempotency_key_of(const httplib::Request& req) {
+  if (!req.has_header("Idempotency-Key")) return std::string();
+  if (req.get_header_value_count("Idempotency-Key") > 1) {
+    return http::bad_request("header 'Idempotency-Key' given more than once");
+  }
+  std::string key = req.get_header_value("Idempotency-Key");
+  bool printable = !key.empty() && key.size() <= kMaxIdempotencyKey;
+  for (char c : key) printable = printable && c > 0x20 && c < 0x7f;
+  if (!printable) {
+    return http::bad_request("header 'Idempotency-Key' must be 1..128 printable ASCII characters");
+  }
+  return key;
+}
+
+// Cancel takes no input: an empty body or {}.
+Status expect_empty_body(const httplib::Request& req) {
+  if (req.body.empty()) return {};
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  return http::FieldReader(*body).only({});
+}
+
+Result<int64_t> parse_limit(const std::string& text) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 1 || n > kMaxListLimit) {
+    return http::bad_request("query parameter 'limit' must be an integer 1.." +
+                             std::to_string(kMaxListLimit));
+  }
+  return n;
+}
+
+HttpReply order_reply(int status, const Order& order) {
+  return HttpReply{status, http::order_json(order).dump()};
+}
+
+}  // namespace
+
+Result<HttpReply> HttpApi::create_order(const httplib::Request& req) {
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"device", "slot"}); !s.ok()) return s.error();
+  auto device = fields.id("device");
+  if (!device.ok()) return device.error();
+  auto slot = fields.integer("slot", 1, 255);
+  if (!slot.ok()) return slot.error();
+  auto key = idempotency_key_of(req);
+  if (!key.ok()) return key.error();
+  auto order = core_.create_order(*device, static_cast<int>(*slot), *key);
+  if (!order.ok()) return order.error();
+  return order_reply(201, *order);
+}
+
+Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
+  auto id = order_id_of(req);
+  if (!id.ok()) return id.error();
+  auto order = core_.get_order(*id);
+  if (!order.ok()) return order.error();
+  return order_reply(200, *order);
+}
+
+// The signature is checked over the raw bytes before anything is parsed:
+// an unauthenticated caller learns nothing, not even whether the order exists.
+Result<HttpReply> HttpApi::pay_order(const httplib::Request& req) {
+  const char* header = "X-Vend-Signature";
+  if (req.get_header_value_count(header) != 1) {
+    return make_error("bad_signature", "send exactly one X-Vend-Signature header");
+  }
+  if (!verify_gateway_signature(options_.gateway_secret, req.body, req.get_header_value(header))) {
+    return make_error("bad_signature",
+                      "X-Vend-Signature is not the HMAC-SHA256 of the body under the gateway "
+                      "secret");
+  }
+  auto id = order_id_of(req);
+  if (!id.ok()) return id.error();
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"payment_id", "amount_cents"}); !s.ok()) return s.error();
+  auto payment_id = fields.id("payment_id");
+  if (!payment_id.ok()) return payment_id.error();
+  auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
+  if (!amount.ok()) return amount.error();
+  auto order = core_.pay(*id, *payment_id, *amount);
+  if (!order.ok()) return order.error();
+  return order_reply(200, *order);
+}
+
+Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {
+  auto id = order_id_of(req);
+  if (!id.ok()) return id.error();
+  if (Status s = expect_empty_body(req); !s.ok()) return s.error();
+  auto order = core_.cancel(*id);
+  if (!order.ok()) return order.error();
+  return order_reply(200, *order);
+}
+
+Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {
+  std::optional<OrderState> state;
+  int64_t limit = kDefaultListLimit;
+  for (const auto& [name, value] : req.params) {
+    if (req.get_param_value_count(name) > 1) {
+      return http::bad_request("query parameter '" + name + "' given more than once");
+    }
+    if (name == "state") {
+      state = parse_order_state(value);
+      if (!state)
+        return http::bad_request("query parameter 'state': unknown state '" + value + "'");
+    } else if (name == "limit") {
+      auto n = parse_limit(value);
+      if (!n.ok()) return n.error();
+      limit = *n;
+    } else {
+      return http::bad_request("unknown query parameter '" + name + "'");
+    }
+  }
+  auto orders = core_.list_orders(state, static_cast<size_t>(limit));
+  if (!orders.ok()) return orders.error();
+  http::Json list = http::Json::array();
+  for (const Order& o : *orders) list.push_back(http::order_json(o));
+  return HttpReply{200, http::Json{{"orders", std::move(list)}}.dump()};
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,56 @@
+// Prometheus text exposition (format 0.0.4) of the agent's counters.
+//
+// AgentCore::take_metrics() hands out dispatch-latency samples only once
+// ("since the last take"), so the histogram is accumulated here, for the
+// life of the process. Exactly one MetricsExporter should call
+// take_metrics() on a core, or samples are split between consumers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vend/agent/agent_core.hpp"
+
+namespace vend::agent {
+
+// A cumulative Prometheus histogram with fixed buckets. Not thread-safe.
+class Histogram {
+ public:
+  // Upper bounds in seconds, ascending (+Inf is implicit).
+  static constexpr std::array<double, 14> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1,     2.5,  5,     10,   20,  30,   60};
+
+  void observe(double seconds);
+  // Appends the _bucket, _sum and _count lines of metric `name`.
+  void render(const std::string& name, std::string& out) const;
+  uint64_t count() const { return count_; }
+
+ private:
+  std::array<uint64_t, kBounds.size()> buckets_{};  // non-cumulative
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// Thread-safe: render() may run on many HTTP threads at once.
+class MetricsExporter {
+ public:
+  // Renders `metrics`, folding its latency samples into the histogram.
+  std::string render(AgentMetrics metrics, bool mqtt_connected);
+  // take_metrics() and render() under one lock, so concurrent scrapes never
+  // publish a histogram that misses samples another scrape already took.
+  std::string scrape(AgentCore& core, bool mqtt_connected);
+
+ private:
+  std::mutex scrape_mu_;     // serialises scrape(); taken before histogram_mu_
+  std::mutex histogram_mu_;  // guards dispatch_latency_
+  Histogram dispatch_latency_;
+};
+
+// Shortest round-trip text of a double as Prometheus reads it ("+Inf",
+// "NaN", "0.25", "1e-05").
+std::string format_double(double value);
+
+}  // namespace vend::agent

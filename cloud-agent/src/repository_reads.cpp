@@ -1,0 +1,297 @@
+// Repository: reads on the read connection (start-up load, look-ups, audit).
+#include <utility>
+
+#include "repository_schema.hpp"
+#include "vend/agent/repository.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr const char* kOpenStates = "('RESERVED', 'PAID', 'DISPATCHED')";
+
+// Runs a query, calling on_row for every row.
+template <typename Bind, typename OnRow>
+Status query(sql::Database& db, const std::string& sql, Bind&& bind, OnRow&& on_row) {
+  auto stmt = db.prepare(sql);
+  if (!stmt.ok()) return stmt.error();
+  bind(*stmt);
+  while (true) {
+    auto row = stmt->step();
+    if (!row.ok()) return row.error();
+    if (!*row) return {};
+    on_row(*stmt);
+  }
+}
+
+template <typename OnRow>
+Status query(sql::Database& db, const std::string& sql, OnRow&& on_row) {
+  return query(
+      db, sql, [](sql::Statement&) {}, std::forward<OnRow>(on_row));
+}
+
+StoredPayment read_payment(const sql::Statement& s) {
+  return StoredPayment{s.column_text(0), s.column_text(1), s.column_int64(2), s.column_text(3),
+                       s.column_int64(4)};
+}
+
+constexpr const char* kPaymentColumns = "payment_id, order_id, amount_cents, outcome, at_ms";
+
+Status load_devices(sql::Database& db, LoadedState& out) {
+  return query(db,
+               "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0) "
+               "FROM devices d LEFT JOIN device_seq q ON q.device = d.id ORDER BY d.id",
+               [&](const sql::Statement& s) {
+                 out.devices.push_back({s.column_text(0), s.column_text(1), s.column_int64(2),
+                                        static_cast<uint64_t>(s.column_int64(3))});
+               });
+}
+
+Status load_slots(sql::Database& db, LoadedState& out) {
+  return query(
+      db,
+      "SELECT s.device, s.slot, s.product, s.price_cents, s.capacity, "
+      "(SELECT count(*) FROM pool_tokens t WHERE t.device = s.device AND t.slot = s.slot "
+      " AND t.state = 'SOLD'), "
+      "(SELECT count(*) FROM pool_tokens t WHERE t.device = s.device AND t.slot = s.slot "
+      " AND t.state = 'BURNED') "
+      "FROM slots s ORDER BY s.device, s.slot",
+      [&](const sql::Statement& s) {
+        LoadedState::Slot slot;
+        slot.device = s.column_text(0);
+        slot.spec = SlotSpec{s.column_int(1), s.column_text(2), s.column_int64(3), s.column_int(4)};
+        slot.sold = s.column_int64(5);
+        slot.burned = s.column_int64(6);
+        out.slots.push_back(std::move(slot));
+      });
+}
+
+Status load_orders(sql::Database& db, size_t recent_max, LoadedState& out) {
+  auto s =
+      query(db,
+            std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE state IN " +
+                kOpenStates + " ORDER BY created_ms, id",
+            [&](const sql::Statement& st) { out.open_orders.push_back(detail::read_order(st)); });
+  if (!s.ok()) return s;
+  s = query(
+      db,
+      std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE state NOT IN " +
+          kOpenStates + " ORDER BY updated_ms DESC, id LIMIT ?",
+      [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(recent_max)); },
+      [&](const sql::Statement& st) { out.recent_orders.push_back(detail::read_order(st)); });
+  if (!s.ok()) return s;
+  return query(db, "SELECT state, count(*) FROM orders GROUP BY state",
+               [&](const sql::Statement& st) {
+                 if (auto state = parse_order_state(st.column_text(0))) {
+                   out.order_counts[*state] = st.column_int64(1);
+                 }
+               });
+}
+
+Status load_payments(sql::Database& db, size_t recent_max, LoadedState& out) {
+  return query(
+      db,
+      std::string("SELECT ") + kPaymentColumns +
+          " FROM payments WHERE order_id IN (SELECT id FROM orders WHERE state IN " + kOpenStates +
+          " UNION ALL SELECT id FROM (SELECT id FROM orders WHERE state NOT IN " + kOpenStates +
+          " ORDER BY updated_ms DESC, id LIMIT ?)) ORDER BY at_ms, payment_id",
+      [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(recent_max)); },
+      [&](const sql::Statement& st) { out.payments.push_back(read_payment(st)); });
+}
+
+Status load_pool_and_restocks(sql::Database& db, LoadedState& out) {
+  auto s =
+      query(db, "SELECT token, device, slot FROM pool_tokens WHERE state = 'POOL' ORDER BY rowid",
+            [&](const sql::Statement& st) {
+              out.pool.push_back({st.column_text(0), st.column_text(1), st.column_int(2)});
+            });
+  if (!s.ok()) return s;
+  return query(db, "SELECT restock_id, device, slot, count FROM restocks WHERE state = 'REQUESTED'",
+               [&](const sql::Statement& st) {
+                 out.requested.push_back({st.column_text(0), st.column_text(1), st.column_int(2),
+                                          st.column_int(3), false});
+               });
+}
+
+}  // namespace
+
+Result<LoadedState> Repository::load(size_t recent_orders_max) {
+  std::lock_guard lock(read_mu_);
+  // One read transaction: a consistent snapshot even while the writer runs.
+  if (auto s = read_db_.exec("BEGIN"); !s.ok()) return s.error();
+  LoadedState out;
+  Status s = load_devices(read_db_, out);
+  if (s.ok()) s = load_slots(read_db_, out);
+  if (s.ok()) s = load_pool_and_restocks(read_db_, out);
+  if (s.ok()) s = load_orders(read_db_, recent_orders_max, out);
+  if (s.ok()) s = load_payments(read_db_, recent_orders_max, out);
+  (void)read_db_.exec("COMMIT");
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<Order>> Repository::find_order(const std::string& order_id) {
+  std::lock_guard lock(read_mu_);
+  std::optional<Order> out;
+  auto s = query(
+      read_db_, std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE id = ?",
+      [&](sql::Statement& st) { st.bind(1, order_id); },
+      [&](const sql::Statement& st) { out = detail::read_order(st); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<Order>> Repository::find_order_by_idempotency_key(const std::string& key) {
+  std::lock_guard lock(read_mu_);
+  std::optional<Order> out;
+  auto s = query(
+      read_db_,
+      std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE idempotency_key = ?",
+      [&](sql::Statement& st) { st.bind(1, key); },
+      [&](const sql::Statement& st) { out = detail::read_order(st); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<StoredPayment>> Repository::find_payment(const std::string& payment_id) {
+  std::lock_guard lock(read_mu_);
+  std::optional<StoredPayment> out;
+  auto s = query(
+      read_db_, std::string("SELECT ") + kPaymentColumns + " FROM payments WHERE payment_id = ?",
+      [&](sql::Statement& st) { st.bind(1, payment_id); },
+      [&](const sql::Statement& st) { out = read_payment(st); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<StoredPayment>> Repository::payments_of(const std::string& order_id) {
+  std::lock_guard lock(read_mu_);
+  std::vector<StoredPayment> out;
+  auto s = query(
+      read_db_,
+      std::string("SELECT ") + kPaymentColumns +
+          " FROM payments WHERE order_id = ? ORDER BY at_ms, payment_id",
+      [&](sql::Statement& st) { st.bind(1, order_id); },
+      [&](const sql::Statement& st) { out.push_back(read_payment(st)); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<StoredRestock>> Repository::find_restock(const std::string& device,
+                                                              const std::string& restock_id) {
+  std::lock_guard lock(read_mu_);
+  std::optional<StoredRestock> out;
+  auto s = query(
+      read_db_,
+      "SELECT restock_id, device, slot, count, state FROM restocks WHERE device = ? AND "
+      "restock_id = ?",
+      [&](sql::Statement& st) { st.bind(1, device).bind(2, restock_id); },
+      [&](const sql::Statement& st) {
+        out = StoredRestock{st.column_text(0), st.column_text(1), st.column_int(2),
+                            st.column_int(3), st.column_text(4) == "MINTED"};
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<std::string>> Repository::known_tokens(const std::vector<std::string>& tokens) {
+  std::lock_guard lock(read_mu_);
+  std::vector<std::string> out;
+  for (const auto& token : tokens) {
+    auto s = query(
+        read_db_, "SELECT 1 FROM pool_tokens WHERE token = ?",
+        [&](sql::Statement& st) { st.bind(1, token); },
+        [&](const sql::Statement&) { out.push_back(token); });
+    if (!s.ok()) return s.error();
+  }
+  return out;
+}
+
+Result<std::map<TokenState, int64_t>> Repository::token_counts(const std::string& device,
+                                                               int slot) {
+  std::lock_guard lock(read_mu_);
+  std::map<TokenState, int64_t> out;
+  auto s = query(
+      read_db_,
+      "SELECT state, count(*) FROM pool_tokens WHERE device = ? AND slot = ? GROUP BY state",
+      [&](sql::Statement& st) { st.bind(1, device).bind(2, slot); },
+      [&](const sql::Statement& st) {
+        if (auto state = parse_token_state(st.column_text(0))) out[*state] = st.column_int64(1);
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<TokenState>> Repository::token_state(const std::string& token) {
+  std::lock_guard lock(read_mu_);
+  std::optional<TokenState> out;
+  auto s = query(
+      read_db_, "SELECT state FROM pool_tokens WHERE token = ?",
+      [&](sql::Statement& st) { st.bind(1, token); },
+      [&](const sql::Statement& st) { out = parse_token_state(st.column_text(0)); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<OrderEvent>> Repository::order_events(const std::string& order_id) {
+  std::lock_guard lock(read_mu_);
+  std::vector<OrderEvent> out;
+  auto s = query(
+      read_db_,
+      "SELECT order_id, from_state, to_state, at_ms, detail FROM order_events "
+      "WHERE order_id = ? ORDER BY id",
+      [&](sql::Statement& st) { st.bind(1, order_id); },
+      [&](const sql::Statement& st) {
+        out.push_back({st.column_text(0), st.column_text(1), st.column_text(2), st.column_int64(3),
+                       st.column_text(4)});
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<StoredRefund>> Repository::refunds_of(const std::string& order_id) {
+  std::lock_guard lock(read_mu_);
+  std::vector<StoredRefund> out;
+  auto s = query(
+      read_db_,
+      "SELECT payment_id, order_id, amount_cents, reason, at_ms FROM refunds "
+      "WHERE order_id = ? ORDER BY at_ms, payment_id",
+      [&](sql::Statement& st) { st.bind(1, order_id); },
+      [&](const sql::Statement& st) {
+        out.push_back({st.column_text(0), st.column_text(1), st.column_int64(2), st.column_text(3),
+                       st.column_int64(4)});
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::optional<StoredSnapshot>> Repository::snapshot(const std::string& device) {
+  std::lock_guard lock(read_mu_);
+  std::optional<StoredSnapshot> out;
+  auto s = query(
+      read_db_, "SELECT payload, at_ms FROM snapshots WHERE device = ?",
+      [&](sql::Statement& st) { st.bind(1, device); },
+      [&](const sql::Statement& st) {
+        out = StoredSnapshot{st.column_text(0), st.column_int64(1)};
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<StoredFault>> Repository::faults(const std::string& device, size_t limit) {
+  std::lock_guard lock(read_mu_);
+  std::vector<StoredFault> out;
+  auto s = query(
+      read_db_,
+      "SELECT device, code, message, slot, at_ms FROM faults WHERE device = ? "
+      "ORDER BY id DESC LIMIT ?",
+      [&](sql::Statement& st) { st.bind(1, device).bind(2, static_cast<int64_t>(limit)); },
+      [&](const sql::Statement& st) {
+        out.push_back({st.column_text(0), st.column_text(1), st.column_text(2), st.column_int(3),
+                       st.column_int64(4)});
+      });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+}  // namespace vend::agent

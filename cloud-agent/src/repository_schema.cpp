@@ -1,0 +1,153 @@
+// The agent database schema. Only the repository knows table and column names.
+#include "repository_schema.hpp"
+
+#include "vend/agent/repository.hpp"
+
+namespace vend::agent {
+
+const char* to_string(TokenState state) {
+  switch (state) {
+    case TokenState::kPool: return "POOL";
+    case TokenState::kReserved: return "RESERVED";
+    case TokenState::kDispatched: return "DISPATCHED";
+    case TokenState::kSold: return "SOLD";
+    case TokenState::kBurned: return "BURNED";
+  }
+  return "?";
+}
+
+std::optional<TokenState> parse_token_state(std::string_view text) {
+  for (TokenState s : {TokenState::kPool, TokenState::kReserved, TokenState::kDispatched,
+                       TokenState::kSold, TokenState::kBurned}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+namespace {
+
+// Order and token states are stored as their names; the CHECKs make a bad
+// write fail loudly instead of storing a state no code understands.
+// Restock ids are per device: a machine may confirm restocks of its own,
+// with ids only unique on that machine.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE devices(
+  id TEXT PRIMARY KEY,
+  key_hex TEXT NOT NULL,
+  created_ms INTEGER NOT NULL);
+CREATE TABLE slots(
+  device TEXT NOT NULL REFERENCES devices(id),
+  slot INTEGER NOT NULL CHECK(slot BETWEEN 1 AND 255),
+  product TEXT NOT NULL,
+  price_cents INTEGER NOT NULL CHECK(price_cents >= 0),
+  capacity INTEGER NOT NULL,
+  PRIMARY KEY(device, slot));
+CREATE TABLE pool_tokens(
+  token TEXT PRIMARY KEY,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  restock_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('POOL','RESERVED','DISPATCHED','SOLD','BURNED')),
+  order_id TEXT);
+CREATE INDEX pool_tokens_by_slot ON pool_tokens(device, slot, state);
+CREATE TABLE restocks(
+  restock_id TEXT NOT NULL,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('REQUESTED','MINTED')),
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY(device, restock_id));
+CREATE TABLE orders(
+  id TEXT PRIMARY KEY,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  token TEXT NOT NULL,
+  price_cents INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('RESERVED','PAID','DISPATCHED','COMPLETED','EXPIRED',
+                                      'CANCELLED','FAILED','REFUNDED','NEEDS_REVIEW')),
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  reserve_deadline_ms INTEGER NOT NULL,
+  dispatch_expires_at_ms INTEGER NOT NULL,
+  payment_id TEXT UNIQUE,
+  reason TEXT NOT NULL DEFAULT '',
+  idempotency_key TEXT UNIQUE);
+CREATE INDEX orders_by_state ON orders(state);
+CREATE INDEX orders_by_updated ON orders(updated_ms);
+CREATE TABLE payments(
+  payment_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  amount_cents INTEGER NOT NULL,
+  outcome TEXT NOT NULL,
+  at_ms INTEGER NOT NULL);
+CREATE INDEX payments_by_order ON payments(order_id);
+CREATE TABLE refunds(
+  payment_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  amount_cents INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  at_ms INTEGER NOT NULL);
+CREATE INDEX refunds_by_order ON refunds(order_id);
+CREATE TABLE device_seq(
+  device TEXT PRIMARY KEY,
+  last_processed_seq INTEGER NOT NULL);
+CREATE TABLE snapshots(
+  device TEXT PRIMARY KEY,
+  payload TEXT NOT NULL,
+  at_ms INTEGER NOT NULL);
+CREATE TABLE faults(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  device TEXT NOT NULL,
+  code TEXT NOT NULL,
+  message TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  at_ms INTEGER NOT NULL);
+CREATE TABLE order_events(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  order_id TEXT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  at_ms INTEGER NOT NULL,
+  detail TEXT NOT NULL DEFAULT '');
+CREATE INDEX order_events_by_order ON order_events(order_id);
+)sql";
+
+}  // namespace
+
+const std::vector<sql::Migration>& migrations() {
+  static const std::vector<sql::Migration> all = {{1, kSchemaV1}};
+  return all;
+}
+
+Order read_order(const sql::Statement& s) {
+  Order o;
+  o.id = s.column_text(0);
+  o.device = s.column_text(1);
+  o.slot = s.column_int(2);
+  o.token = s.column_text(3);
+  o.price_cents = s.column_int64(4);
+  o.state = parse_order_state(s.column_text(5)).value_or(OrderState::kNeedsReview);
+  o.created_ms = s.column_int64(6);
+  o.updated_ms = s.column_int64(7);
+  o.reserve_deadline_ms = s.column_int64(8);
+  o.dispatch_expires_at_ms = s.column_int64(9);
+  o.payment_id = s.column_text(10);
+  o.reason = s.column_text(11);
+  o.idempotency_key = s.column_text(12);
+  return o;
+}
+
+void bind_optional(sql::Statement& stmt, int index, const std::string& value) {
+  if (value.empty()) {
+    stmt.bind_null(index);
+  } else {
+    stmt.bind(index, value);
+  }
+}
+
+}  // namespace detail
+
+}  // namespace vend::agent

@@ -1,0 +1,264 @@
+#include "shell.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <thread>
+
+#include "http_api.hpp"
+#include "http_server.hpp"
+#include "shell_inbound.hpp"
+#include "shell_options.hpp"
+#include "shell_threads.hpp"
+#include "vend/agent/agent_core.hpp"
+#include "vend/agent/embedded_stock_store.hpp"
+#include "vend/agent/redis_stock_store.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/paho_transport.hpp"
+#include "vend/topics.hpp"
+
+#ifndef VEND_VERSION
+#define VEND_VERSION "0.0.0"
+#endif
+
+namespace vend::agent {
+
+namespace {
+
+constexpr const char* kLog = "agent";
+
+// Blocks the stop signals in the calling thread, before any other thread
+// exists: every thread inherits the mask, and only wait_for_stop() sees them.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up mid-response is not fatal
+  return set;
+}
+
+std::string listen_url(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+class AgentProcess {
+ public:
+  AgentProcess(ShellOptions options, Secrets secrets, Logger& log)
+      : options_(std::move(options)), secrets_(std::move(secrets)), log_(log) {}
+  ~AgentProcess() { stop(); }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+
+  // Opens the database and the stock store, starts the core, the ticker,
+  // the MQTT connector and the HTTP server; prints the start line to `out`.
+  Status start(std::ostream& out);
+  // Returns when a stop signal arrives (true) or the HTTP server died (false).
+  bool wait_for_stop(const sigset_t& signals);
+  // Stops everything in order. Idempotent.
+  void stop();
+
+ private:
+  Status open_storage();
+  void open_transport();
+  Result<int> bind_http();  // the bound port
+  Status start_mqtt();
+  void serve_http();
+
+  ShellOptions options_;
+  Secrets secrets_;
+  Logger& log_;
+  SystemClock clock_;
+  SecureRandom random_;
+  std::unique_ptr<Repository> repo_;
+  std::unique_ptr<StockStore> store_;
+  std::unique_ptr<InboundPump> pump_;  // outlives the transport that feeds it
+  std::unique_ptr<PahoTransport> transport_;
+  std::unique_ptr<AgentCore> core_;
+  std::unique_ptr<HttpApi> api_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread http_thread_;
+  std::atomic<bool> http_running_{false};
+  std::unique_ptr<PeriodicTicker> ticker_;
+  std::unique_ptr<Connector> connector_;
+  bool stopped_ = false;
+};
+
+Status AgentProcess::open_storage() {
+  RepositoryOptions ro;
+  ro.synchronous = options_.sync_full ? sql::Sync::kFull : sql::Sync::kNormal;
+  auto repo = Repository::open(options_.db_path, ro, log_);
+  if (!repo.ok()) return repo.error();
+  repo_ = std::move(repo).value();
+  if (options_.redis) {
+    store_ = std::make_unique<RedisStockStore>(*options_.redis, clock_, log_);
+  } else {
+    store_ = std::make_unique<EmbeddedStockStore>();
+  }
+  return {};
+}
+
+void AgentProcess::open_transport() {
+  PahoOptions po;
+  po.server_uri = options_.mqtt_url;
+  po.client_id = "vend-agent";
+  po.clean_session = false;  // events published while we were away are kept for us
+  transport_ = std::make_unique<PahoTransport>(po, log_);
+}
+
+// The HTTP port is bound before MQTT connects: a second agent started by
+// mistake on the same address fails here, before its session (same client
+// id) could take the running agent's session over.
+Status AgentProcess::start(std::ostream& out) {
+  if (Status s = open_storage(); !s.ok()) return s;
+  open_transport();
+  AgentOptions ao;
+  ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
+  ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
+  core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
+  auto port = bind_http();  // requests wait in the backlog until serve_http()
+  if (!port.ok()) return port.error();
+  if (Status s = core_->start(); !s.ok()) return s;
+  if (Status s = start_mqtt(); !s.ok()) return s;
+  serve_http();
+  out << "vend-agent: HTTP API on " << listen_url(options_.http_host, *port) << ", MQTT broker "
+      << options_.mqtt_url << "\n"
+      << std::flush;
+  if (secrets_.operator_token.empty()) {
+    log_.warn(kLog, "--insecure-no-auth: operator endpoints need no token");
+  }
+  return {};
+}
+
+Result<int> AgentProcess::bind_http() {
+  HttpApiOptions ho;
+  ho.operator_token = secrets_.operator_token;
+  ho.gateway_secret = secrets_.gateway_secret;
+  PahoTransport* transport = transport_.get();
+  ho.mqtt_connected = [transport] { return transport->connected(); };
+  api_ = std::make_unique<HttpApi>(*core_, ho, log_);
+  server_ = std::make_unique<httplib::Server>();
+  HttpServerLimits limits;
+  limits.threads = static_cast<size_t>(options_.http_threads);
+  configure_server(*server_, limits);
+  api_->install(*server_);
+  int port = options_.http_port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(options_.http_host);
+  } else if (!server_->bind_to_port(options_.http_host, port)) {
+    port = -1;
+  }
+  if (port < 0) {
+    return make_error("http_bind", "cannot listen on " +
+                                       listen_url(options_.http_host, options_.http_port) +
+                                       " (address in use or not local?)");
+  }
+  return port;
+}
+
+Status AgentProcess::start_mqtt() {
+  AgentCore& core = *core_;
+  // Paho threads only queue; the pump thread calls the core (shell_inbound.hpp).
+  pump_ = std::make_unique<InboundPump>(
+      InboundPump::Limits{}, [&core](const Message& m) { core.on_message(m); },
+      [&core](bool up) { core.on_connection(up); }, log_);
+  InboundPump& pump = *pump_;
+  transport_->on_message([&pump](const Message& m) { pump.push_message(m); });
+  transport_->on_connection([&pump](bool up) { pump.push_connection(up); });
+  // Remembered while disconnected; sent (and restored) at every connect.
+  for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
+    if (Status s = transport_->subscribe(filter, 1); !s.ok()) return s;
+  }
+  ticker_ =
+      std::make_unique<PeriodicTicker>(std::chrono::milliseconds(10), [&core] { core.tick(); });
+  connector_ = std::make_unique<Connector>(*transport_, random_, log_);
+  return {};
+}
+
+void AgentProcess::serve_http() {
+  http_running_ = true;
+  http_thread_ = std::thread([this] {
+    server_->listen_after_bind();
+    http_running_ = false;
+  });
+}
+
+bool AgentProcess::wait_for_stop(const sigset_t& signals) {
+  const timespec poll{0, 200 * 1000 * 1000};
+  for (;;) {
+    int sig = sigtimedwait(&signals, nullptr, &poll);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log_.info(kLog, std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+      return true;
+    }
+    if (!http_running_) {
+      log_.error(kLog, "the HTTP server stopped unexpectedly");
+      return false;
+    }
+  }
+}
+
+void AgentProcess::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (server_) server_->stop();  // no new requests; running ones finish
+  if (http_thread_.joinable()) http_thread_.join();
+  if (connector_) connector_->stop();
+  if (pump_) pump_->stop();  // later input is ignored; devices re-send what is unacked
+  if (ticker_) ticker_->stop();
+  if (transport_) transport_->disconnect();
+  transport_.reset();         // joins the Paho threads: no handler runs after this
+  core_.reset();              // nothing calls it any more
+  if (repo_) repo_->flush();  // the destructor commits the rest too
+  log_.info(kLog, "stopped");
+}
+
+int run_agent(ShellOptions options, std::ostream& out, std::ostream& err) {
+  sigset_t signals = block_stop_signals();
+  auto getenv = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto secrets = load_secrets(options, getenv, out);
+  if (!secrets.ok()) {
+    err << "vend-agent: " << secrets.error().to_string() << "\n";
+    return 2;
+  }
+  StderrLogger log(options.log_level);
+  AgentProcess agent(std::move(options), std::move(secrets).value(), log);
+  if (Status s = agent.start(out); !s.ok()) {
+    err << "vend-agent: " << s.error().to_string() << "\n";
+    return 1;
+  }
+  bool clean = agent.wait_for_stop(signals);
+  // A second signal during the stop ends the process at once (default action).
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  agent.stop();
+  return clean ? 0 : 1;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto options = parse_options(args);
+  if (!options.ok()) {
+    err << "vend-agent: " << options.error().message << "\n\n" << usage();
+    return 2;
+  }
+  if (options->help) {
+    out << usage();
+    return 0;
+  }
+  if (options->version) {
+    out << "vend-agent " << VEND_VERSION << "\n";
+    return 0;
+  }
+  return run_agent(std::move(options).value(), out, err);
+}
+
+}  // namespace vend::agent

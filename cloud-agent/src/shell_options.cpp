@@ -1,0 +1,270 @@
+#include "shell_options.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "vend/crypto.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr size_t kMinSecret = 16;
+constexpr size_t kMaxSecret = 1024;
+
+Error bad_usage(const std::string& message) { return make_error("bad_usage", message); }
+
+Result<int64_t> parse_int(const std::string& option, const std::string& text, int64_t lo,
+                          int64_t hi) {
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < lo || n > hi) {
+    return bad_usage(option + ": expected an integer " + std::to_string(lo) + ".." +
+                     std::to_string(hi) + ", got '" + text + "'");
+  }
+  return n;
+}
+
+// "host:port" or "[v6]:port".
+Status parse_listen(const std::string& text, ShellOptions& o) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return bad_usage("--http: expected host:port, got '" + text + "'");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  auto port = parse_int("--http port", text.substr(colon + 1), 0, 65535);
+  if (!port.ok()) return port.error();
+  o.http_host = host;
+  o.http_port = static_cast<int>(*port);
+  return {};
+}
+
+Status parse_stock(const std::string& text, ShellOptions& o) {
+  if (text == "embedded") {
+    o.redis.reset();
+    return {};
+  }
+  if (text.rfind("redis://", 0) != 0) {
+    return bad_usage("--stock: expected 'embedded' or redis://host:port, got '" + text + "'");
+  }
+  auto redis = RedisOptions::parse_url(text);
+  if (!redis.ok()) return bad_usage("--stock: " + redis.error().message);
+  o.redis = *redis;
+  return {};
+}
+
+Status parse_log_level(const std::string& text, ShellOptions& o) {
+  static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug},
+                                                          {"info", LogLevel::kInfo},
+                                                          {"warn", LogLevel::kWarn},
+                                                          {"error", LogLevel::kError}};
+  auto it = kLevels.find(text);
+  if (it == kLevels.end()) return bad_usage("--log-level: expected debug|info|warn|error");
+  o.log_level = it->second;
+  return {};
+}
+
+// An option that takes a value: how to apply it.
+using Setter = std::function<Status(const std::string& value, ShellOptions& o)>;
+
+Setter set_text(std::string ShellOptions::*field) {
+  return [field](const std::string& value, ShellOptions& o) {
+    o.*field = value;
+    return Status{};
+  };
+}
+
+template <typename Int>
+Setter set_int(Int ShellOptions::*field, const char* name, int64_t lo, int64_t hi) {
+  return [field, name, lo, hi](const std::string& value, ShellOptions& o) -> Status {
+    auto n = parse_int(name, value, lo, hi);
+    if (!n.ok()) return n.error();
+    o.*field = static_cast<Int>(*n);
+    return {};
+  };
+}
+
+Status parse_sync(const std::string& value, ShellOptions& o) {
+  if (value != "full" && value != "normal") return bad_usage("--sync: expected full|normal");
+  o.sync_full = value == "full";
+  return {};
+}
+
+const std::map<std::string, Setter>& valued_options() {
+  static const std::map<std::string, Setter> kOptions = {
+      {"--http", parse_listen},
+      {"--mqtt", set_text(&ShellOptions::mqtt_url)},
+      {"--db", set_text(&ShellOptions::db_path)},
+      {"--stock", parse_stock},
+      {"--operator-token-file", set_text(&ShellOptions::operator_token_file)},
+      {"--gateway-secret-file", set_text(&ShellOptions::gateway_secret_file)},
+      {"--reservation-ttl-s",
+       set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
+      {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--sync", parse_sync},
+      {"--log-level", parse_log_level},
+      {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
+  };
+  return kOptions;
+}
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+Status check_secret(const std::string& secret, const std::string& where) {
+  if (secret.size() < kMinSecret || secret.size() > kMaxSecret) {
+    return make_error("bad_secret", where + ": must be " + std::to_string(kMinSecret) + ".." +
+                                        std::to_string(kMaxSecret) + " characters");
+  }
+  for (unsigned char c : secret) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return make_error("bad_secret", where + ": only printable ASCII, no spaces");
+    }
+  }
+  return {};
+}
+
+// Writes a fresh secret to a new file, never overwriting one (O_EXCL).
+Result<std::string> create_secret_file(const std::string& path) {
+  std::string secret = crypto::Key::generate().to_hex();
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error("bad_secret", path + ": cannot create: " + std::strerror(errno));
+  std::string line = secret + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) return make_error("bad_secret", path + ": cannot write: " + std::strerror(errno));
+  return secret;
+}
+
+Result<std::string> read_secret_file(const std::string& path, const char* what, std::ostream& out) {
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    auto created = create_secret_file(path);
+    if (created.ok()) out << "vend-agent: generated a new " << what << " in " << path << "\n";
+    return created;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("bad_secret", path + ": cannot read: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string secret = trim(ss.str());
+  if (Status s = check_secret(secret, path); !s.ok()) return s.error();
+  return secret;
+}
+
+// From the file option, else the variable; nullopt when neither is given.
+Result<std::optional<std::string>> find_secret(const std::string& file, const char* env_name,
+                                               const char* what, const GetEnv& getenv,
+                                               std::ostream& out) {
+  if (!file.empty()) {
+    auto s = read_secret_file(file, what, out);
+    if (!s.ok()) return s.error();
+    return std::optional<std::string>(*s);
+  }
+  std::optional<std::string> value = getenv ? getenv(env_name) : std::nullopt;
+  if (!value) return std::optional<std::string>();
+  std::string secret = trim(*value);
+  if (Status s = check_secret(secret, env_name); !s.ok()) return s.error();
+  return std::optional<std::string>(secret);
+}
+
+}  // namespace
+
+Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
+  ShellOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i];
+    std::optional<std::string> value;
+    if (size_t eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    if (auto it = valued_options().find(name); it != valued_options().end()) {
+      if (!value) {
+        if (i + 1 >= args.size()) return bad_usage(name + ": missing value");
+        value = args[++i];
+      }
+      if (value->empty()) return bad_usage(name + ": empty value");
+      if (Status s = it->second(*value, o); !s.ok()) return s.error();
+      continue;
+    }
+    if (value) return bad_usage(name + ": takes no value");
+    if (name == "--insecure-no-auth") {
+      o.insecure_no_auth = true;
+    } else if (name == "--help" || name == "-h") {
+      o.help = true;
+    } else if (name == "--version") {
+      o.version = true;
+    } else {
+      return bad_usage("unknown option '" + name + "'");
+    }
+  }
+  return o;
+}
+
+std::string usage() {
+  return R"(usage: vend-agent [options]
+
+The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
+
+  --http HOST:PORT              listen address of the HTTP API (127.0.0.1:8080; port 0: any)
+  --mqtt URL                    MQTT broker, tcp://host:port or ssl://host:port
+                                (tcp://127.0.0.1:1883)
+  --db PATH                     SQLite database (./vend-agent.db)
+  --stock embedded|redis://HOST:PORT
+                                stock counters in process (default) or in Redis
+  --operator-token-file FILE    bearer token of the operator endpoints (or env
+                                VEND_OPERATOR_TOKEN); a missing FILE is created with a new token
+  --gateway-secret-file FILE    HMAC secret of payment notifications (or env
+                                VEND_GATEWAY_SECRET); a missing FILE is created with a new secret
+  --insecure-no-auth            operator endpoints without a token (local demos only)
+  --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
+  --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --sync full|normal            SQLite durability (full)
+  --http-threads N              HTTP worker threads (8; 1..256)
+  --log-level debug|info|warn|error  (info)
+  --help, --version
+
+SIGTERM/SIGINT stop it cleanly (exit 0). Exit 2: bad options or secrets; 1: start-up failure.
+See docs/agent.md.
+)";
+}
+
+Result<Secrets> load_secrets(const ShellOptions& o, const GetEnv& getenv, std::ostream& out) {
+  Secrets secrets;
+  auto token =
+      find_secret(o.operator_token_file, "VEND_OPERATOR_TOKEN", "operator token", getenv, out);
+  if (!token.ok()) return token.error();
+  if (token->has_value()) {
+    secrets.operator_token = **token;
+  } else if (!o.insecure_no_auth) {
+    return make_error("no_secret",
+                      "no operator token: give --operator-token-file FILE (created if missing), "
+                      "set VEND_OPERATOR_TOKEN, or --insecure-no-auth for a local demo");
+  }
+  auto gateway =
+      find_secret(o.gateway_secret_file, "VEND_GATEWAY_SECRET", "gateway secret", getenv, out);
+  if (!gateway.ok()) return gateway.error();
+  if (!gateway->has_value()) {
+    return make_error("no_secret",
+                      "no gateway secret: give --gateway-secret-file FILE (created if "
+                      "missing) or set VEND_GATEWAY_SECRET");
+  }
+  secrets.gateway_secret = **gateway;
+  return secrets;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,59 @@
+// The vend-agent command line and its secrets (operator token, gateway
+// secret). Pure parsing, no side effects except load_secrets(), which may
+// create a missing secret file.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "vend/agent/redis_stock_store.hpp"
+#include "vend/log.hpp"
+#include "vend/result.hpp"
+
+namespace vend::agent {
+
+struct ShellOptions {
+  std::string http_host = "127.0.0.1";
+  int http_port = 8080;  // 0: any free port (printed at start)
+  std::string mqtt_url = "tcp://127.0.0.1:1883";
+  std::string db_path = "./vend-agent.db";
+  std::optional<RedisOptions> redis;  // nullopt: the embedded stock store
+  std::string operator_token_file;
+  std::string gateway_secret_file;
+  bool insecure_no_auth = false;
+  int64_t reservation_ttl_s = 300;
+  int64_t dispatch_ttl_s = 60;
+  bool sync_full = true;  // --sync full|normal
+  LogLevel log_level = LogLevel::kInfo;
+  int http_threads = 8;
+  bool help = false;
+  bool version = false;
+};
+
+// `args` excludes argv[0]. Errors have code "bad_usage" and name the option.
+Result<ShellOptions> parse_options(const std::vector<std::string>& args);
+
+// The --help text.
+std::string usage();
+
+struct Secrets {
+  std::string operator_token;  // empty only with --insecure-no-auth
+  std::string gateway_secret;
+};
+
+// Reads an environment variable; nullopt when unset. Injected for tests.
+using GetEnv = std::function<std::optional<std::string>(const char* name)>;
+
+// The operator token from --operator-token-file or VEND_OPERATOR_TOKEN, the
+// gateway secret from --gateway-secret-file or VEND_GATEWAY_SECRET (a file
+// wins over the variable). Surrounding whitespace is trimmed; a secret must
+// be 16..1024 printable ASCII characters. A secret file that does not exist
+// is created (mode 0600) with 64 random hex characters and `out` says where.
+// Errors ("no_secret", "bad_secret") name the option or file.
+Result<Secrets> load_secrets(const ShellOptions& options, const GetEnv& getenv, std::ostream& out);
+
+}  // namespace vend::agent

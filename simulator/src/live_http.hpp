@@ -1,0 +1,75 @@
+// A small client of the agent's HTTP API (docs/agent.md, docs/openapi.yaml)
+// for customers, the restocker and provisioning. One object per thread:
+// not thread-safe. Non-copyable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vend/result.hpp"
+
+namespace httplib {
+class Client;
+}
+
+namespace vend::sim {
+
+struct AgentEndpoint {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string operator_token;
+  std::string gateway_secret;
+  // "http://host:port".
+  static Result<AgentEndpoint> parse(const std::string& url);
+};
+
+struct OrderReply {
+  std::string id;
+  std::string state;
+  int64_t price_cents = 0;
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+};
+
+struct SlotReply {
+  int slot = 0;
+  int capacity = 0;
+  int64_t pool = 0, reserved = 0, dispatched = 0;
+};
+
+struct SlotDef {
+  int slot = 0;
+  std::string product;
+  int64_t price_cents = 0;
+  int capacity = 0;
+};
+
+class AgentClient {
+ public:
+  explicit AgentClient(AgentEndpoint endpoint);
+  ~AgentClient();
+  AgentClient(const AgentClient&) = delete;
+  AgentClient& operator=(const AgentClient&) = delete;
+
+  // Errors carry the API's error code ("sold_out", "device_offline", ...),
+  // or "http_error" when the agent could not be reached.
+  Result<OrderReply> create_order(const std::string& device, int slot);
+  // Signs the body with the gateway secret (X-Vend-Signature).
+  Result<OrderReply> pay(const std::string& order_id, const std::string& payment_id,
+                         int64_t amount_cents);
+  Result<OrderReply> get_order(const std::string& order_id);
+  // Operator: returns the device key (hex).
+  Result<std::string> provision(const std::string& device, const std::vector<SlotDef>& slots);
+  Result<std::vector<SlotReply>> slots(const std::string& device);
+  Status restock(const std::string& device, int slot, int count);
+
+ private:
+  Result<std::string> call(const char* method, const std::string& path, const std::string& body,
+                           bool operator_auth, bool sign);
+  AgentEndpoint endpoint_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace vend::sim

@@ -1,0 +1,266 @@
+// The deterministic world: set-up, the step loop, settling, and the checks.
+#include "vend/sim/world.hpp"
+
+#include <filesystem>
+#include <memory>
+
+#include "trace.hpp"
+#include "vend/sim/invariant_checker.hpp"
+#include "work_dir.hpp"
+#include "world_agent.hpp"
+#include "world_faults.hpp"
+#include "world_machine.hpp"
+#include "world_workload.hpp"
+
+namespace vend::sim {
+
+namespace {
+
+constexpr int64_t kSettleAdvanceMs = 50;
+constexpr int64_t kSettleMaxMs = 10 * 60 * 1000;
+constexpr int64_t kSettleQuietCheckEvery = 20;
+
+agent::AgentOptions world_agent_options() {
+  agent::AgentOptions o;
+  o.reservation_ttl_ms = 4000;
+  o.dispatch_ttl_ms = 8000;
+  o.expiry_skew_ms = 5000;
+  o.sweep_interval_ms = 2000;
+  o.busy_retry_ms = 500;
+  o.ack_interval_ms = 50;
+  return o;
+}
+
+fw::CoreOptions world_core_options() {
+  fw::CoreOptions o;
+  o.expiry_skew_ms = 5000;
+  o.motor_timeout_ms = 2000;
+  o.retransmit_ms = 2000;
+  o.reconnect_jitter_max_ms = 500;
+  o.snapshot_interval_ms = 10000;
+  o.auto_confirm_restock = true;
+  return o;
+}
+
+std::string device_id(int i) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "vm-%03d", i + 1);
+  return buf;
+}
+
+class World {
+ public:
+  World(const WorldOptions& options, std::string dir)
+      : options_(options),
+        dir_(std::move(dir)),
+        random_(options.seed),
+        trace_(options.trace_path),
+        log_(options.verbose ? static_cast<Logger*>(new StderrLogger(LogLevel::kWarn))
+                             : new NullLogger()),
+        agent_(dir_ + "/" + kAgentDbName, world_agent_options(), bus_, clock_, random_, *log_,
+               trace_) {}
+
+  Result<WorldReport> run();
+
+ private:
+  Status set_up();
+  Status provision(const std::string& id);
+  Status one_step(bool workload);
+  bool check(CheckPhase phase);
+  void maybe_plant_violation();
+  bool quiet();
+  void count_outcomes();
+
+  WorldOptions options_;
+  std::string dir_;
+  ManualClock clock_;
+  SeededRandom random_;
+  Trace trace_;
+  std::unique_ptr<Logger> log_;
+  InMemoryBus bus_;
+  WorldAgent agent_;
+  std::vector<std::unique_ptr<WorldMachine>> machines_;
+  std::unique_ptr<WorldWorkload> workload_;
+  std::unique_ptr<WorldFaults> faults_;
+  std::unique_ptr<InvariantChecker> checker_;
+  WorldReport report_;
+  int64_t step_ = 0;
+};
+
+Status World::provision(const std::string& id) {
+  std::vector<agent::SlotSpec> specs;
+  std::vector<fw::SlotConfig> slots;
+  for (int s = 1; s <= options_.slots; ++s) {
+    specs.push_back({s, "product-" + std::to_string(s), 100 + 25 * s, options_.capacity});
+    slots.push_back({s, options_.capacity, "product-" + std::to_string(s), -1});
+  }
+  auto provisioned = agent_.core().provision_device(id, specs);
+  if (!provisioned.ok()) return provisioned.error();
+  auto key = crypto::Key::from_hex(provisioned->key_hex);
+  if (!key.ok()) return key.error();
+  fw::SimulatedMachineOptions mechanics{300, options_.faults.jam};
+  MachineSetup setup{id,       *key, dir_ + "/" + ledger_file_name(id), slots, world_core_options(),
+                     mechanics};
+  machines_.push_back(
+      std::make_unique<WorldMachine>(std::move(setup), bus_, clock_, random_, *log_, trace_));
+  return machines_.back()->boot();
+}
+
+Status World::set_up() {
+  trace_.add("world seed " + std::to_string(options_.seed) + " machines " +
+             std::to_string(options_.machines) + " slots " + std::to_string(options_.slots));
+  if (Status s = agent_.start(); !s.ok()) return s;
+  FleetFiles files;
+  files.agent_db = dir_ + "/" + kAgentDbName;
+  std::vector<std::string> ids;
+  for (int i = 0; i < options_.machines; ++i) {
+    ids.push_back(device_id(i));
+    if (Status s = provision(ids.back()); !s.ok()) return s;
+    files.ledgers[ids.back()] = dir_ + "/" + ledger_file_name(ids.back());
+  }
+  checker_ = std::make_unique<InvariantChecker>(files);
+  workload_ = std::make_unique<WorldWorkload>(options_, world_agent_options().reservation_ttl_ms,
+                                              ids, random_, clock_, trace_);
+  faults_ =
+      std::make_unique<WorldFaults>(options_.faults, random_, bus_, machines_, agent_, trace_);
+  return {};
+}
+
+Status World::one_step(bool workload) {
+  ++step_;
+  clock_.advance(workload ? random_.range(0, options_.max_advance_ms) : kSettleAdvanceMs);
+  trace_.set_step(step_, clock_.monotonic_ms());
+  if (workload) {
+    if (Status s = faults_->step(step_); !s.ok()) return s;
+  }
+  workload_->step(agent_, workload);
+  if (workload) {
+    auto n = random_.range(0, options_.max_deliveries_per_step);
+    for (int64_t i = 0; i < n && bus_.deliver_one(); ++i) {
+    }
+  } else {
+    bus_.deliver_all(100'000);
+  }
+  for (auto& m : machines_) m->tick();
+  agent_.tick();
+  agent_.flush();
+  maybe_plant_violation();
+  return {};
+}
+
+void World::maybe_plant_violation() {
+  if (options_.plant_violation_at_step <= 0 || step_ < options_.plant_violation_at_step) return;
+  auto db = sql::Database::open(dir_ + "/" + ledger_file_name(machines_.front()->id()));
+  if (!db.ok()) return;
+  Status s = db->exec(
+      "UPDATE tokens SET state = 'AVAILABLE', order_id = NULL WHERE token = "
+      "(SELECT token FROM tokens WHERE state = 'CONSUMED' ORDER BY token LIMIT 1)");
+  if (s.ok() && db->changes() > 0) {
+    trace_.add("planted: a consumed token made available again in " + machines_.front()->id());
+    options_.plant_violation_at_step = 0;
+  }
+}
+
+bool World::check(CheckPhase phase) {
+  auto violations = checker_->check(phase);
+  if (violations.ok() && violations->empty()) return true;
+  report_.ok = false;
+  report_.failed_step = step_;
+  std::string what = violations.ok() ? format_violations(*violations)
+                                     : "checker error: " + violations.error().to_string() + "\n";
+  report_.failure = "seed " + std::to_string(options_.seed) + ", step " + std::to_string(step_) +
+                    (phase == CheckPhase::kSettled ? " (settled)" : "") + ":\n" + what +
+                    "last trace lines:\n" + trace_.last_lines();
+  return false;
+}
+
+bool World::quiet() {
+  if (bus_.pending() != 0 || !agent_.up()) return false;
+  for (auto& m : machines_) {
+    if (!m->idle() || m->outbox_depth() != 0) return false;
+  }
+  for (auto state : {agent::OrderState::kReserved, agent::OrderState::kPaid,
+                     agent::OrderState::kDispatched, agent::OrderState::kFailed}) {
+    auto open = agent_.core().list_orders(state, 1);
+    if (!open.ok() || !open->empty()) return false;
+  }
+  return true;
+}
+
+void World::count_outcomes() {
+  if (!agent_.up()) return;
+  using agent::OrderState;
+  auto count = [&](OrderState s) {
+    auto orders = agent_.core().list_orders(s, 1'000'000);
+    return orders.ok() ? static_cast<int64_t>(orders->size()) : -1;
+  };
+  report_.completed = count(OrderState::kCompleted);
+  report_.refunded = count(OrderState::kRefunded);
+  report_.needs_review = count(OrderState::kNeedsReview);
+  report_.expired = count(OrderState::kExpired);
+  report_.cancelled = count(OrderState::kCancelled);
+  report_.orders = workload_->orders_created();
+  report_.rejected_orders = workload_->orders_refused();
+  const FaultCounters& f = faults_->counters();
+  report_.machine_crashes = f.machine_crashes;
+  report_.agent_crashes = f.agent_crashes;
+  report_.partitions = f.partitions;
+  report_.store_wipes = f.store_wipes;
+}
+
+Result<WorldReport> World::run() {
+  report_.seed = options_.seed;
+  if (Status s = set_up(); !s.ok()) return s.error();
+  bool ok = true;
+  for (int64_t i = 0; ok && i < options_.steps; ++i) {
+    if (Status s = one_step(true); !s.ok()) return s.error();
+    ok = !options_.check_every_step || check(CheckPhase::kRunning);
+  }
+  if (ok) {
+    if (Status s = faults_->heal_all(); !s.ok()) return s.error();
+    for (int64_t t = 0; ok && t < kSettleMaxMs; t += kSettleAdvanceMs) {
+      if (Status s = one_step(false); !s.ok()) return s.error();
+      ok = !options_.check_every_step || check(CheckPhase::kRunning);
+      if ((step_ % kSettleQuietCheckEvery) == 0 && quiet()) break;
+    }
+    ok = ok && check(CheckPhase::kSettled);
+  }
+  trace_.add(ok ? "world ok" : "world FAILED");
+  count_outcomes();
+  report_.steps = step_;
+  report_.trace_hash = trace_.hash();
+  report_.trace_lines = trace_.lines();
+  return report_;
+}
+
+}  // namespace
+
+std::string WorldReport::summary() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "seed %llu: %s after %lld steps; orders %lld (refused %lld): completed %lld, "
+                "refunded %lld, needs_review %lld, expired %lld, cancelled %lld; crashes: "
+                "machine %lld, agent %lld; partitions %lld; store wipes %lld; trace %016llx",
+                static_cast<unsigned long long>(seed), ok ? "ok" : "FAILED",
+                static_cast<long long>(steps), static_cast<long long>(orders),
+                static_cast<long long>(rejected_orders), static_cast<long long>(completed),
+                static_cast<long long>(refunded), static_cast<long long>(needs_review),
+                static_cast<long long>(expired), static_cast<long long>(cancelled),
+                static_cast<long long>(machine_crashes), static_cast<long long>(agent_crashes),
+                static_cast<long long>(partitions), static_cast<long long>(store_wipes),
+                static_cast<unsigned long long>(trace_hash));
+  return buf;
+}
+
+Result<WorldReport> run_world(const WorldOptions& options) {
+  auto dir = WorkDir::make(options.work_dir);
+  if (!dir.ok()) return dir.error();
+  Result<WorldReport> report = make_error("internal", "not run");
+  {
+    World world(options, dir->path());
+    report = world.run();
+  }  // every file closed before the directory goes
+  return report;
+}
+
+}  // namespace vend::sim

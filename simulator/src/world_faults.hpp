@@ -1,0 +1,69 @@
+// Fault injection of the deterministic world, every decision drawn from the
+// world's one Random. Network faults (partition, offline) and crashes never
+// overlap on one machine; each fault schedules its own healing a random
+// number of steps later. Not thread-safe. Non-copyable.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trace.hpp"
+#include "vend/in_memory_bus.hpp"
+#include "vend/sim/world.hpp"
+#include "world_agent.hpp"
+#include "world_machine.hpp"
+
+namespace vend::sim {
+
+struct FaultCounters {
+  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, store_wipes = 0,
+          skews = 0;
+};
+
+class WorldFaults {
+ public:
+  // References must outlive this object. Installs the bus filter.
+  WorldFaults(const FaultRates& rates, Random& random, InMemoryBus& bus,
+              std::vector<std::unique_ptr<WorldMachine>>& machines, WorldAgent& agent,
+              Trace& trace);
+  ~WorldFaults() { bus_.set_filter({}); }
+  WorldFaults(const WorldFaults&) = delete;
+  WorldFaults& operator=(const WorldFaults&) = delete;
+
+  // Heals what is due at `step`, then maybe injects new faults.
+  Status step(int64_t step);
+  // Heals everything now and stops injecting (the settle phase).
+  Status heal_all();
+  const FaultCounters& counters() const { return counters_; }
+
+ private:
+  using Heal = std::function<Status()>;
+  InMemoryBus::Fault filter(const InMemoryBus::Envelope& envelope);
+  void schedule(int64_t at_step, Heal heal) { heals_.emplace(at_step, std::move(heal)); }
+  WorldMachine* pick_healthy_machine();
+  void partition(WorldMachine& m);
+  void offline(WorldMachine& m);
+  void crash_machine(WorldMachine& m);
+  void crash_agent();
+  void skew_clock(WorldMachine& m);
+  Status publish_late_will(const Message& will);
+
+  FaultRates rates_;
+  Random& random_;
+  InMemoryBus& bus_;
+  std::vector<std::unique_ptr<WorldMachine>>& machines_;
+  WorldAgent& agent_;
+  Trace& trace_;
+  bool enabled_ = true;
+  int64_t step_ = 0;
+  std::multimap<int64_t, Heal> heals_;          // step -> healing, FIFO per step
+  std::set<std::string> faulted_;               // machines under a fault
+  std::unique_ptr<InMemoryClient> late_wills_;  // publishes wills the broker sent late
+  FaultCounters counters_;
+};
+
+}  // namespace vend::sim

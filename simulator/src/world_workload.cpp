@@ -1,0 +1,120 @@
+#include "world_workload.hpp"
+
+#include <algorithm>
+
+namespace vend::sim {
+
+namespace {
+constexpr int64_t kRestockCheckMs = 500;
+constexpr int64_t kRestockQuietMs = 3000;  // one refill order per slot at a time
+}  // namespace
+
+WorldWorkload::WorldWorkload(const WorldOptions& options, int64_t reservation_ttl_ms,
+                             std::vector<std::string> devices, Random& random, const Clock& clock,
+                             Trace& trace)
+    : options_(options),
+      reservation_ttl_ms_(reservation_ttl_ms),
+      devices_(std::move(devices)),
+      random_(random),
+      clock_(clock),
+      trace_(trace) {}
+
+void WorldWorkload::step(WorldAgent& agent, bool new_orders) {
+  if (!agent.up()) return;
+  agent::AgentCore& core = agent.core();
+  if (clock_.wall_ms() >= next_restock_ms_) {
+    restock(core);
+    next_restock_ms_ = clock_.wall_ms() + kRestockCheckMs;
+  }
+  if (new_orders && random_.chance(options_.order_rate)) create_order(core);
+  for (Customer& c : customers_) {
+    if (c.act_at_ms <= clock_.wall_ms()) act(core, c);
+  }
+  std::erase_if(customers_, [](const Customer& c) { return c.act_at_ms < 0; });
+}
+
+WorldWorkload::Plan WorldWorkload::pick_plan() {
+  double u = random_.uniform();
+  const double cuts[] = {options_.abandon, options_.cancel, options_.late_pay, options_.pay_twice,
+                         options_.retry_pay};
+  const Plan plans[] = {Plan::kAbandon, Plan::kCancel, Plan::kLatePay, Plan::kPayTwice,
+                        Plan::kRetryPay};
+  for (size_t i = 0; i < 5; ++i) {
+    if (u < cuts[i]) return plans[i];
+    u -= cuts[i];
+  }
+  return Plan::kPay;
+}
+
+void WorldWorkload::create_order(agent::AgentCore& core) {
+  const std::string& device = devices_[random_.range(0, devices_.size() - 1)];
+  int slot = static_cast<int>(random_.range(1, options_.slots));
+  auto order = core.create_order(device, slot, "");
+  std::string where = device + "/" + std::to_string(slot);
+  if (!order.ok()) {
+    ++refused_;
+    trace_.add("customer order " + where + " refused " + order.error().code);
+    return;
+  }
+  ++created_;
+  Customer c{order->id, order->price_cents, pick_plan(), 0, 0};
+  c.act_at_ms = clock_.wall_ms() + random_.range(50, 2000);
+  if (c.plan == Plan::kLatePay) c.act_at_ms += reservation_ttl_ms_ + 1000;
+  trace_.add("customer order " + where + " -> " + order->id);
+  customers_.push_back(std::move(c));
+}
+
+void WorldWorkload::pay(agent::AgentCore& core, Customer& c, const std::string& payment_id) {
+  auto paid = core.pay(c.order_id, payment_id, c.price_cents);
+  trace_.add("customer pay " + c.order_id + " " + payment_id + " -> " +
+             (paid.ok() ? std::string(agent::to_string(paid->state)) : paid.error().code));
+}
+
+// One action of a customer; a finished customer gets act_at_ms = -1.
+void WorldWorkload::act(agent::AgentCore& core, Customer& c) {
+  ++c.acts;
+  std::string payment_id = "pay-" + std::to_string(++payments_);
+  switch (c.plan) {
+    case Plan::kAbandon: trace_.add("customer abandons " + c.order_id); break;
+    case Plan::kCancel: {
+      auto r = core.cancel(c.order_id);
+      trace_.add("customer cancel " + c.order_id + " -> " +
+                 (r.ok() ? std::string(agent::to_string(r->state)) : r.error().code));
+      break;
+    }
+    case Plan::kRetryPay:
+      pay(core, c, payment_id);
+      pay(core, c, payment_id);  // the gateway repeats the notification
+      break;
+    case Plan::kPayTwice:
+      pay(core, c, payment_id);
+      if (c.acts == 1) {
+        c.act_at_ms = clock_.wall_ms() + random_.range(10, 3000);
+        return;
+      }
+      break;
+    case Plan::kPay:
+    case Plan::kLatePay: pay(core, c, payment_id); break;
+  }
+  c.act_at_ms = -1;
+}
+
+void WorldWorkload::restock(agent::AgentCore& core) {
+  int64_t now = clock_.wall_ms();
+  for (const std::string& device : devices_) {
+    auto slots = core.slots(device);
+    if (!slots.ok()) continue;
+    for (const agent::SlotView& s : *slots) {
+      int64_t have = s.pool + s.reserved + s.dispatched;
+      std::string key = device + "/" + std::to_string(s.slot);
+      if (have * 2 >= s.capacity || restock_quiet_until_[key] > now) continue;
+      int count = static_cast<int>(s.capacity - have);
+      auto id = core.request_restock(device, s.slot, count);
+      restock_quiet_until_[key] = now + kRestockQuietMs;
+      trace_.add("restocker " + key + " +" + std::to_string(count) + " -> " +
+                 (id.ok() ? *id : id.error().code));
+    }
+  }
+}
+
+}  // namespace vend::sim

@@ -1,0 +1,65 @@
+// Customers and the restocker of the deterministic world. They call the agent
+// core directly (no HTTP in deterministic mode), only while it is up.
+// Customers order a random slot and then pay, pay twice, have the gateway
+// repeat the payment, pay after the reservation expired, cancel, or abandon
+// the order. The restocker orders a refill of every slot whose sellable stock
+// runs low. Not thread-safe. Non-copyable.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trace.hpp"
+#include "vend/clock.hpp"
+#include "vend/random.hpp"
+#include "vend/sim/world.hpp"
+#include "world_agent.hpp"
+
+namespace vend::sim {
+
+class WorldWorkload {
+ public:
+  WorldWorkload(const WorldOptions& options, int64_t reservation_ttl_ms,
+                std::vector<std::string> devices, Random& random, const Clock& clock, Trace& trace);
+  WorldWorkload(const WorldWorkload&) = delete;
+  WorldWorkload& operator=(const WorldWorkload&) = delete;
+
+  // One step of customers (new orders when `new_orders`, due payments) and
+  // the restocker. No-op while the agent is down.
+  void step(WorldAgent& agent, bool new_orders);
+  int64_t orders_created() const { return created_; }
+  int64_t orders_refused() const { return refused_; }
+
+ private:
+  enum class Plan { kPay, kPayTwice, kRetryPay, kLatePay, kCancel, kAbandon };
+  struct Customer {
+    std::string order_id;
+    int64_t price_cents = 0;
+    Plan plan = Plan::kPay;
+    int64_t act_at_ms = 0;
+    int acts = 0;  // actions taken so far
+  };
+
+  void create_order(agent::AgentCore& core);
+  Plan pick_plan();
+  void act(agent::AgentCore& core, Customer& customer);
+  void pay(agent::AgentCore& core, Customer& customer, const std::string& payment_id);
+  void restock(agent::AgentCore& core);
+
+  const WorldOptions& options_;
+  int64_t reservation_ttl_ms_;
+  std::vector<std::string> devices_;
+  Random& random_;
+  const Clock& clock_;
+  Trace& trace_;
+  std::vector<Customer> customers_;  // still acting, in creation order
+  int64_t created_ = 0;
+  int64_t refused_ = 0;
+  int64_t payments_ = 0;
+  int64_t next_restock_ms_ = 0;
+  std::map<std::string, int64_t> restock_quiet_until_;  // "device/slot" -> wall ms
+};
+
+}  // namespace vend::sim

@@ -1,0 +1,584 @@
+// The agent core against real firmware device cores on an in-memory bus:
+// orders end to end, the stock invariant, payments, deadlines, forged and
+// duplicated events, presence, and crash-restart from the repository.
+#include "vend/agent/agent_core.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "agent_rig.hpp"
+
+using namespace vend;
+using namespace vend::agent;
+using vend::agent::test::AgentRig;
+using vend::agent::test::DeviceSim;
+namespace rig_test = vend::agent::test;
+
+namespace {
+
+const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}, {2, "water", 90, 5}};
+
+// A device with `count` tokens in slot 1, known to the agent.
+DeviceSim& stocked_device(AgentRig& rig, int count, const std::string& id = "vm-1",
+                          fw::CoreOptions options = rig_test::test_device_options()) {
+  DeviceSim& dev = rig.add_device(id, kSlots, options);
+  REQUIRE(rig.online(id));
+  if (count > 0) {
+    dev.restock(1, count);
+    REQUIRE(rig.run_until([&] { return rig.slot(id, 1).pool == count; }));
+  }
+  return dev;
+}
+
+Order paid_order(AgentRig& rig, const std::string& device = "vm-1", int slot = 1) {
+  auto o = rig.core->create_order(device, slot, "");
+  REQUIRE(o.ok());
+  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  REQUIRE(paid.ok());
+  CHECK(paid->state == OrderState::kDispatched);
+  return *paid;
+}
+
+std::vector<std::string> transitions(AgentRig& rig, const std::string& order_id) {
+  auto events = rig.db().order_events(order_id);
+  REQUIRE(events.ok());
+  std::vector<std::string> out;
+  for (const auto& e : *events) out.push_back(e.to_state);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 3);
+  rig.check_stock_invariant();
+
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  CHECK(o->state == OrderState::kReserved);
+  CHECK(o->price_cents == 150);
+  CHECK(rig.slot("vm-1", 1).pool == 2);
+  CHECK(rig.slot("vm-1", 1).reserved == 1);
+  rig.check_stock_invariant();
+
+  auto paid = rig.core->pay(o->id, "pay-1", 150);
+  REQUIRE(paid.ok());
+  CHECK(paid->state == OrderState::kDispatched);
+  CHECK(paid->payment_outcome == "applied");
+  CHECK(paid->dispatch_expires_at_ms == rig.clock.wall_ms() + 3000);
+
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
+  SlotView s = rig.slot("vm-1", 1);
+  CHECK(s.pool == 2);
+  CHECK(s.sold == 1);
+  CHECK(s.dispatched == 0);
+  CHECK(dev.machine.items(1) == 2);
+  rig.check_stock_invariant();
+  CHECK(transitions(rig, o->id) ==
+        std::vector<std::string>{"RESERVED", "PAID", "DISPATCHED", "COMPLETED"});
+  CHECK(rig.db().token_state(o->token).value() == TokenState::kSold);
+  // Every event was acknowledged: the device's outbox drains.
+  REQUIRE(rig.run_until([&] { return dev.ledger->outbox_depth().value() == 0; }));
+  auto m = rig.core->take_metrics();
+  CHECK(m.dispatch_latency_ms.size() == 1);
+  CHECK(m.stock_total == 2);
+  CHECK(m.devices_online == 1);
+  CHECK(rig.core->health().ok());
+}
+
+TEST_CASE("never more reservations than tokens: sold out when the pool is empty") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  for (int i = 0; i < 3; ++i) REQUIRE(rig.core->create_order("vm-1", 1, "").ok());
+  auto fourth = rig.core->create_order("vm-1", 1, "");
+  REQUIRE_FALSE(fourth.ok());
+  CHECK(fourth.error().code == "sold_out");
+  CHECK(rig.counter("vm-1", 1) == 0);
+  CHECK(rig.slot("vm-1", 1).reserved == 3);
+  auto empty_slot = rig.core->create_order("vm-1", 2, "");
+  CHECK(empty_slot.error().code == "sold_out");
+  CHECK(rig.core->take_metrics().reservations_rejected_total == 2);
+}
+
+TEST_CASE("bad requests get their own error codes") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  CHECK(rig.core->create_order("vm-404", 1, "").error().code == "not_found");
+  CHECK(rig.core->create_order("vm-1", 9, "").error().code == "unknown_slot");
+  CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
+  CHECK(rig.core->pay("ord-nope", "p", 1).error().code == "not_found");
+  CHECK(rig.core->provision_device("vm-1", kSlots).error().code == "conflict");
+  CHECK(rig.core->provision_device("bad/id", kSlots).error().code == "bad_request");
+  CHECK(rig.core->provision_device("vm-2", {{0, "x", 1, 1}}).error().code == "bad_request");
+  CHECK(rig.core->provision_device("vm-2", {{1, "x", -1, 1}}).error().code == "bad_request");
+  CHECK(rig.core->request_restock("vm-1", 1, 0).error().code == "bad_request");
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  CHECK(rig.core->pay(o->id, "p-1", 149).error().code == "bad_request");
+  CHECK(rig.core->pay(o->id, "", 150).error().code == "bad_request");
+  CHECK(rig.state_of(o->id) == OrderState::kReserved);
+}
+
+TEST_CASE("the same idempotency key returns the same order") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto a = rig.core->create_order("vm-1", 1, "key-1");
+  auto b = rig.core->create_order("vm-1", 1, "key-1");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->id == b->id);
+  CHECK(rig.slot("vm-1", 1).pool == 2);
+  CHECK(rig.core->create_order("vm-1", 2, "key-1").error().code == "conflict");
+}
+
+TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  rig.run_for(1900);
+  CHECK(rig.state_of(o->id) == OrderState::kReserved);
+  rig.run_for(200);
+  CHECK(rig.state_of(o->id) == OrderState::kExpired);
+  CHECK(rig.slot("vm-1", 1).pool == 3);
+  CHECK(rig.slot("vm-1", 1).reserved == 0);
+  rig.check_stock_invariant();
+
+  SUBCASE("a late payment is refunded") {
+    auto late = rig.core->pay(o->id, "pay-late", 150);
+    REQUIRE(late.ok());
+    CHECK(late->state == OrderState::kRefunded);
+    CHECK(late->payment_outcome == "late_payment_refunded");
+    auto again = rig.core->pay(o->id, "pay-late", 150);
+    REQUIRE(again.ok());
+    CHECK(again->payment_outcome == "late_payment_refunded");
+    auto refunds = rig.db().refunds_of(o->id);
+    REQUIRE(refunds.ok());
+    REQUIRE(refunds->size() == 1);
+    CHECK((*refunds)[0].payment_id == "pay-late");
+    CHECK(rig.slot("vm-1", 1).pool == 3);  // the token stays for sale
+  }
+  SUBCASE("a payment racing the timer finds the reservation expired") {
+    auto o2 = rig.core->create_order("vm-1", 1, "");
+    REQUIRE(o2.ok());
+    rig.clock.advance(2500);  // no tick: the wheel has not fired yet
+    auto late = rig.core->pay(o2->id, "pay-2", 150);
+    REQUIRE(late.ok());
+    CHECK(late->state == OrderState::kRefunded);
+    CHECK(rig.slot("vm-1", 1).pool == 3);
+  }
+}
+
+TEST_CASE("cancel returns the token; a payment after it is refunded") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  auto c = rig.core->cancel(o->id);
+  REQUIRE(c.ok());
+  CHECK(c->state == OrderState::kCancelled);
+  CHECK(rig.core->cancel(o->id).ok());  // repeated
+  CHECK(rig.slot("vm-1", 1).pool == 2);
+  rig.check_stock_invariant();
+  auto late = rig.core->pay(o->id, "pay-c", 150);
+  REQUIRE(late.ok());
+  CHECK(late->state == OrderState::kRefunded);
+  auto paid = paid_order(rig);
+  CHECK(rig.core->cancel(paid.id).error().code == "invalid_state");
+}
+
+TEST_CASE("duplicate payments: same id same answer, another id refunded") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  auto first = rig.core->pay(o->id, "pay-1", 150);
+  REQUIRE(first.ok());
+  auto repeat = rig.core->pay(o->id, "pay-1", 150);
+  REQUIRE(repeat.ok());
+  CHECK(repeat->state == OrderState::kDispatched);
+  CHECK(repeat->payment_outcome == "applied");
+
+  auto second = rig.core->pay(o->id, "pay-2", 150);
+  REQUIRE(second.ok());
+  CHECK(second->payment_outcome == "duplicate_payment_refunded");
+  CHECK(second->state == OrderState::kDispatched);
+  CHECK(second->payment_id == "pay-1");
+  CHECK(rig.core->pay(o->id, "pay-2", 150)->payment_outcome == "duplicate_payment_refunded");
+
+  auto other = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(other.ok());
+  CHECK(rig.core->pay(other->id, "pay-1", 150).error().code == "conflict");
+
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
+  auto refunds = rig.db().refunds_of(o->id);
+  REQUIRE(refunds.ok());
+  REQUIRE(refunds->size() == 1);
+  CHECK((*refunds)[0].payment_id == "pay-2");
+  CHECK(rig.slot("vm-1", 1).sold == 1);  // one item for two payments
+}
+
+TEST_CASE("a forged dispense result is rejected and settles nothing") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  Order o = paid_order(rig);
+  auto attacker = rig.bus.make_client("attacker");
+  REQUIRE(attacker->connect().ok());
+  auto device = rig.core->devices().front();
+  proto::DeviceEvent forged{
+      "vm-1", device.last_processed_seq + 1, device.boot_id, rig.clock.wall_ms(),
+      proto::DispenseResult{o.id, o.slot, o.token, proto::DispenseStatus::kFailed, "jam", true}};
+  crypto::Key wrong = crypto::Key::generate();
+  std::string payload = proto::encode(forged, crypto::sign(wrong, proto::encode_canonical(forged)));
+  REQUIRE(attacker->publish(Message{topics::device_evt("vm-1"), payload, 1, false}).ok());
+  rig.bus.deliver_all();
+  CHECK(rig.state_of(o.id) == OrderState::kDispatched);
+  CHECK(rig.core->take_metrics().events_rejected_total == 1);
+  CHECK(rig.log.contains("bad_mac", LogLevel::kWarn));
+  // Well signed but on another device's topic: refused too.
+  std::string signed_ok =
+      proto::encode(forged, crypto::sign(dev.key, proto::encode_canonical(forged)));
+  REQUIRE(attacker->publish(Message{topics::device_evt("vm-2"), signed_ok, 1, false}).ok());
+  rig.bus.deliver_all();
+  CHECK(rig.state_of(o.id) == OrderState::kDispatched);
+  CHECK(rig.core->take_metrics().events_rejected_total == 2);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }));
+  auto refunds = rig.db().refunds_of(o.id);
+  CHECK(refunds->empty());
+}
+
+TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  std::string old_boot = dev.boot_id;
+
+  SUBCASE("connection lost: the will marks it offline until it reconnects") {
+    rig.bus.disconnect("vm-1");
+    rig.bus.deliver_all();
+    CHECK_FALSE(rig.online("vm-1"));
+    CHECK(rig.core->create_order("vm-1", 1, "").error().code == "device_offline");
+    REQUIRE(rig.bus.reconnect("vm-1"));
+    rig.bus.deliver_all();
+    CHECK(rig.online("vm-1"));
+    CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  }
+  SUBCASE("the will of an old session, arriving after the new online, is ignored") {
+    proto::PresenceStatus stale{"vm-1", old_boot, false, rig.clock.wall_ms()};
+    std::string stale_payload =
+        proto::encode(stale, crypto::sign(dev.key, proto::encode_canonical(stale)));
+    dev.power_cut();
+    dev.boot();  // new boot id, retained online
+    rig.bus.deliver_all();
+    REQUIRE(rig.online("vm-1"));
+    CHECK(rig.core->devices().front().boot_id == dev.boot_id);
+    auto late = rig.bus.make_client("late-will");
+    REQUIRE(late->connect().ok());
+    REQUIRE(late->publish(Message{topics::device_status("vm-1"), stale_payload, 1, true}).ok());
+    rig.bus.deliver_all();
+    CHECK(rig.online("vm-1"));
+    CHECK(rig.log.contains("stale offline will"));
+    CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  }
+}
+
+TEST_CASE("duplicated deliveries are processed once") {
+  AgentRig rig;
+  rig.bus.set_filter([](const InMemoryBus::Envelope& e) {
+    return e.to == rig_test::kAgentClient ? InMemoryBus::Fault::duplicate()
+                                          : InMemoryBus::Fault::deliver();
+  });
+  stocked_device(rig, 2);
+  Order o = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }));
+  rig.run_for(500);
+  CHECK(rig.slot("vm-1", 1).sold == 1);
+  CHECK(rig.slot("vm-1", 1).pool == 1);
+  rig.check_stock_invariant();
+  auto states = transitions(rig, o.id);
+  CHECK(std::count(states.begin(), states.end(), "COMPLETED") == 1);
+  CHECK(rig.core->take_metrics().duplicate_events_total > 0);
+}
+
+TEST_CASE("a jam fails the order, refunds it and burns the token") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 3);
+  dev.machine.set_jam_probability(1.0);
+  Order o = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kRefunded; }));
+  Order done = rig.order(o.id);
+  CHECK(done.reason == "jam");
+  SlotView s = rig.slot("vm-1", 1);
+  CHECK(s.burned == 1);
+  CHECK(s.pool == 2);
+  CHECK(s.sold == 0);
+  rig.check_stock_invariant();
+  CHECK(rig.db().token_state(o.token).value() == TokenState::kBurned);
+  auto refunds = rig.db().refunds_of(o.id);
+  REQUIRE(refunds->size() == 1);
+  CHECK((*refunds)[0].amount_cents == 150);
+  CHECK(transitions(rig, o.id) ==
+        std::vector<std::string>{"RESERVED", "PAID", "DISPATCHED", "FAILED", "REFUNDED"});
+  auto faults = rig.db().faults("vm-1", 10);
+  REQUIRE(faults.ok());
+  CHECK_FALSE(faults->empty());
+}
+
+TEST_CASE("a power cut mid-rotation leaves the order for review, token burned") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  Order o = paid_order(rig);
+  rig.bus.deliver_all();  // the device accepts; the motor starts
+  dev.power_cut();
+  dev.boot();  // MOTOR_RUNNING at boot -> UNCERTAIN
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kNeedsReview; }));
+  CHECK(rig.order(o.id).reason == "power_loss");
+  CHECK(rig.slot("vm-1", 1).burned == 1);
+  CHECK(rig.db().refunds_of(o.id)->empty());
+}
+
+TEST_CASE("offline while DISPATCHED: the result arrives after the reconnect and settles it") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  Order o = paid_order(rig);
+  rig.bus.deliver_all();  // accepted by the device
+  rig.bus.disconnect("vm-1");
+  rig.run_for(300);  // the motor finishes; the result waits in the outbox
+  CHECK_FALSE(rig.online("vm-1"));
+  CHECK(rig.state_of(o.id) == OrderState::kDispatched);
+  REQUIRE(rig.bus.reconnect("vm-1"));
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }));
+  CHECK(rig.online("vm-1"));
+  CHECK(rig.slot("vm-1", 1).sold == 1);
+}
+
+TEST_CASE("a busy device gets the command again and dispenses it") {
+  AgentRig rig;
+  fw::CoreOptions options = rig_test::test_device_options();
+  options.dispense_queue_max = 1;
+  stocked_device(rig, 3, "vm-1", options);
+  auto a = rig.core->create_order("vm-1", 1, "");
+  auto b = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(rig.core->pay(a->id, "pa", 150).ok());
+  REQUIRE(rig.core->pay(b->id, "pb", 150).ok());
+  REQUIRE(rig.run_until([&] {
+    return rig.state_of(a->id) == OrderState::kCompleted &&
+           rig.state_of(b->id) == OrderState::kCompleted;
+  }));
+  CHECK(rig.log.contains("busy"));
+  CHECK(rig.slot("vm-1", 1).sold == 2);
+}
+
+TEST_CASE("a command that never reached the device is refunded after its deadline") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  rig.bus.set_filter([](const InMemoryBus::Envelope& e) {
+    bool dispense = e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
+    return dispense ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
+  });
+  Order o = paid_order(rig);
+  rig.run_for(3000 + rig_test::kSkewMs - 100);
+  CHECK(rig.state_of(o.id) == OrderState::kDispatched);  // no guessing before the deadline
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kRefunded; }, 5000));
+  Order done = rig.order(o.id);
+  CHECK(done.reason == "never_dispensed");
+  CHECK(rig.slot("vm-1", 1).pool == 2);  // the token is back
+  CHECK(rig.slot("vm-1", 1).burned == 0);
+  rig.check_stock_invariant();
+  CHECK(rig.db().refunds_of(o.id)->size() == 1);
+  CHECK(rig.db().snapshot("vm-1").value().has_value());
+}
+
+TEST_CASE("a restock ordered by the agent reaches the pool") {
+  AgentRig rig;
+  fw::CoreOptions options = rig_test::test_device_options();
+  options.auto_confirm_restock = true;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots, options);
+  auto id = rig.core->request_restock("vm-1", 2, 4);
+  REQUIRE(id.ok());
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 2).pool == 4; }));
+  CHECK(dev.machine.items(2) == 4);
+  rig.check_stock_invariant();
+  CHECK(rig.core->request_restock("vm-1", 9, 1).error().code == "unknown_slot");
+}
+
+TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, counters rebuilt") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 5);
+  auto reserved = rig.core->create_order("vm-1", 1, "key-r");
+  REQUIRE(reserved.ok());
+  rig.bus.disconnect("vm-1", false);  // the command will wait in the device's session
+  Order dispatched = paid_order(rig);
+  auto done = rig.core->create_order("vm-1", 2, "");
+  CHECK(done.error().code == "sold_out");
+
+  rig.crash_agent();
+  rig.step();
+  rig.start_agent();
+  rig.bus.deliver_all();
+  CHECK(rig.state_of(reserved->id) == OrderState::kReserved);
+  CHECK(rig.state_of(dispatched.id) == OrderState::kDispatched);
+  CHECK(rig.slot("vm-1", 1).pool == 3);
+  CHECK(rig.slot("vm-1", 1).reserved == 1);
+  CHECK(rig.slot("vm-1", 1).dispatched == 1);
+  rig.check_stock_invariant();  // warmed up from the pools
+  CHECK(rig.core->create_order("vm-1", 1, "key-r")->id == reserved->id);
+
+  REQUIRE(rig.bus.reconnect("vm-1"));
+  REQUIRE(rig.run_until([&] {
+    return rig.state_of(dispatched.id) == OrderState::kCompleted &&
+           rig.state_of(reserved->id) == OrderState::kExpired;
+  }));
+  rig.run_for(1000);
+  CHECK(rig.slot("vm-1", 1).pool == 4);
+  CHECK(rig.slot("vm-1", 1).sold == 1);
+  CHECK(dev.machine.items(1) == 4);
+  CHECK(dev.machine.rotations() == 1);
+  rig.check_stock_invariant();
+  auto states = transitions(rig, dispatched.id);
+  CHECK(std::count(states.begin(), states.end(), "COMPLETED") == 1);
+  CHECK(rig.count_in_state(OrderState::kCompleted) == 1);
+  CHECK(rig.count_in_state(OrderState::kExpired) == 1);
+  CHECK(rig.count_in_state(OrderState::kReserved) == 0);
+
+  SUBCASE("and once more: everything settled stays settled") {
+    rig.crash_agent();
+    rig.start_agent();
+    rig.run_for(500);
+    CHECK(rig.state_of(dispatched.id) == OrderState::kCompleted);
+    CHECK(rig.slot("vm-1", 1).pool == 4);
+    CHECK(rig.slot("vm-1", 1).sold == 1);
+    rig.check_stock_invariant();
+    auto again = rig.core->pay(dispatched.id, "pay-" + dispatched.id, 150);
+    REQUIRE(again.ok());
+    CHECK(again->payment_outcome == "applied");
+    CHECK(again->state == OrderState::kCompleted);
+  }
+}
+
+TEST_CASE("a command lost between commit and crash is re-sent at start") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  bool drop = true;
+  rig.bus.set_filter([&drop](const InMemoryBus::Envelope& e) {
+    bool dispense = e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
+    return drop && dispense ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
+  });
+  Order o = paid_order(rig);
+  rig.bus.deliver_all();
+  rig.crash_agent();
+  drop = false;
+  rig.start_agent();
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }));
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("finished orders evicted from memory are read back from the repository") {
+  AgentOptions options = rig_test::test_agent_options();
+  options.finished_orders_max = 1;
+  AgentRig rig(options);
+  stocked_device(rig, 3);
+  auto a = rig.core->create_order("vm-1", 1, "key-a");
+  auto b = rig.core->create_order("vm-1", 1, "key-b");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(rig.run_until([&] { return rig.count_in_state(OrderState::kExpired) == 2; }));
+  rig.repo->flush();
+  rig.step();  // evicted once durable
+  auto listed = rig.core->list_orders(OrderState::kExpired, 10);
+  REQUIRE(listed.ok());
+  CHECK(listed->size() == 1);  // only the newest stays in memory
+  CHECK(rig.state_of(a->id) == OrderState::kExpired);
+  CHECK(rig.core->create_order("vm-1", 1, "key-a")->id == a->id);
+  auto late = rig.core->pay(a->id, "pay-a", 150);
+  REQUIRE(late.ok());
+  CHECK(late->state == OrderState::kRefunded);
+  CHECK(rig.core->pay(a->id, "pay-a", 150)->payment_outcome == "late_payment_refunded");
+  rig.check_stock_invariant();
+}
+
+TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  rig.run_for(300);  // everything acknowledged; the device stays quiet from here on
+  auto view = rig.core->devices().front();
+  std::vector<std::string> existing;
+  {
+    auto o = rig.core->create_order("vm-1", 1, "");
+    REQUIRE(o.ok());
+    existing.push_back(o->token);
+    REQUIRE(rig.core->cancel(o->id).ok());
+  }
+  auto replayer = rig.bus.make_client("replayer");
+  REQUIRE(replayer->connect().ok());
+  uint64_t seq = view.last_processed_seq;
+  auto send = [&](proto::EventBody body) {
+    proto::DeviceEvent e{"vm-1", ++seq, dev.boot_id, rig.clock.wall_ms(), std::move(body)};
+    std::string payload = proto::encode(e, crypto::sign(dev.key, proto::encode_canonical(e)));
+    REQUIRE(replayer->publish(Message{topics::device_evt("vm-1"), payload, 1, false}).ok());
+    rig.bus.deliver_all();
+  };
+  std::string fresh(32, 'a');
+  send(proto::TokensMinted{"rst-1", 1, {existing[0], fresh}, 3});
+  CHECK(rig.slot("vm-1", 1).pool == 3);  // only the new one
+  send(proto::TokensMinted{"rst-1", 1, {std::string(32, 'b')}, 4});
+  CHECK(rig.slot("vm-1", 1).pool == 3);  // the same restock again
+  send(proto::TokensMinted{"rst-2", 7, {std::string(32, 'c')}, 1});
+  CHECK(rig.slot("vm-1", 1).pool == 3);
+  rig.check_stock_invariant();
+  auto faults = rig.db().faults("vm-1", 10);
+  REQUIRE_FALSE(faults->empty());
+  CHECK((*faults)[0].code == "tokens_for_unknown_slot");
+  CHECK(rig.core->devices().front().last_processed_seq == seq);
+}
+
+TEST_CASE("a write the log refuses stops the core until a restart") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  {
+    // Someone changes the log behind the core's back.
+    auto db = sql::Database::open(rig.dir.file("agent.db"));
+    REQUIRE(db.ok());
+    rig.repo->flush();
+    REQUIRE(db->exec("UPDATE orders SET state = 'CANCELLED' WHERE id = '" + o->id + "'").ok());
+  }
+  REQUIRE(rig.core->cancel(o->id).ok());  // memory agrees; the conditional UPDATE does not
+  rig.repo->flush();
+  auto health = rig.core->health();
+  REQUIRE_FALSE(health.ok());
+  CHECK(health.error().code == "unavailable");
+  CHECK(rig.core->create_order("vm-1", 1, "").error().code == "unavailable");
+  CHECK(rig.core->take_metrics().storage_failed);
+  rig.crash_agent();
+  rig.start_agent();
+  CHECK(rig.core->health().ok());
+  CHECK(rig.state_of(o->id) == OrderState::kCancelled);
+}
+
+TEST_CASE("two devices: pools, seqs and acks are per device") {
+  AgentRig rig;
+  DeviceSim& a = stocked_device(rig, 2, "vm-a");
+  DeviceSim& b = stocked_device(rig, 3, "vm-b");
+  Order oa = paid_order(rig, "vm-a");
+  Order ob = paid_order(rig, "vm-b");
+  REQUIRE(rig.run_until([&] {
+    return rig.state_of(oa.id) == OrderState::kCompleted &&
+           rig.state_of(ob.id) == OrderState::kCompleted;
+  }));
+  CHECK(rig.slot("vm-a", 1).pool == 1);
+  CHECK(rig.slot("vm-b", 1).pool == 2);
+  rig.check_stock_invariant();
+  REQUIRE(rig.run_until([&] {
+    return a.ledger->outbox_depth().value() == 0 && b.ledger->outbox_depth().value() == 0;
+  }));
+  for (const auto& d : rig.core->devices()) {
+    DeviceSim& sim = d.id == "vm-a" ? a : b;
+    CHECK(d.last_processed_seq == sim.ledger->last_seq().value());
+  }
+  auto listed = rig.core->list_orders(std::nullopt, 0);
+  REQUIRE(listed.ok());
+  CHECK(listed->size() == 2);
+}

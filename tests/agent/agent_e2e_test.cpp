@@ -1,0 +1,212 @@
+// The walkthrough of docs/agent.md, step by step, with the real binaries: a
+// real mosquitto, the real vend-agent and the real vend-firmware (simulated
+// HAL, restocks confirmed at once). Provision, restock, order, pay with an
+// `openssl dgst` signature, and the order ends COMPLETED with the item
+// dispensed by the device. If this test changes, change the document too.
+#include <doctest/doctest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace vend::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDevice = "vm-demo-1";
+
+// Polls `done` every 50 ms until it holds or `timeout` passes.
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+// A finished command's exit code and output (stdout + stderr).
+struct Run {
+  int code = -1;
+  std::string output;
+};
+
+Run run(const std::vector<std::string>& argv, const std::string& log) {
+  test::Child child(argv, log);
+  int code = child.wait(20s);
+  return Run{code, test::read_file(log)};
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// The HTTP side of the walkthrough (what curl does in docs/agent.md).
+class Api {
+ public:
+  explicit Api(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
+  void set_operator_token(const std::string& token) { bearer_ = "Bearer " + token; }
+
+  Json get(const std::string& path, int expect = 200, bool as_operator = false) {
+    httplib::Headers h;
+    if (as_operator) h.emplace("Authorization", bearer_);
+    return check(client_.Get(path.c_str(), h), expect);
+  }
+  Json post(const std::string& path, const std::string& body, int expect,
+            httplib::Headers headers = {}) {
+    return check(client_.Post(path.c_str(), headers, body, "application/json"), expect);
+  }
+  Json post_operator(const std::string& path, const std::string& body, int expect) {
+    return post(path, body, expect, {{"Authorization", bearer_}});
+  }
+
+ private:
+  static Json check(const httplib::Result& r, int expect) {
+    REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
+    INFO(r->body);
+    REQUIRE(r->status == expect);
+    return Json::parse(r->body);
+  }
+  httplib::Client client_;
+  std::string bearer_;
+};
+
+// Step 5's device.json: the sim HAL, a short rotation, restocks confirmed at once.
+std::string device_config(const std::string& broker_url) {
+  Json config = {{"device_id", kDevice},
+                 {"key_file", "device.key"},
+                 {"broker_url", broker_url},
+                 {"ledger_path", "ledger.db"},
+                 {"slots", Json::array({{{"slot", 1}, {"capacity", 10}, {"product", "cola"}}})},
+                 {"sim", {{"motor_run_ms", 200}}},
+                 {"core", {{"reconnect_jitter_max_ms", 0}, {"auto_confirm_restock", true}}}};
+  return config.dump(2);
+}
+
+Json slot1(Api& api) { return api.get("/v1/devices/vm-demo-1/slots", 200, true)["slots"][0]; }
+
+// One long case on purpose: it reads top to bottom like the document's steps,
+// which is what it checks.
+TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed, COMPLETED") {
+  test::TempDir dir;
+  // 1. mosquitto.
+  test::MosquittoServer broker;
+
+  // 2. vend-agent; it creates the missing secret files and says where.
+  int http_port = test::free_port();
+  std::string http = "127.0.0.1:" + std::to_string(http_port);
+  test::Child agent(
+      {test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(), "--db",
+       dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
+       "--gateway-secret-file", dir.file("gateway.secret"), "--log-level", "debug"},
+      dir.file("agent.log"));
+  auto agent_log = [&] { return test::read_file(dir.file("agent.log")); };
+  // The start line comes once the agent serves (its port is bound a little earlier).
+  std::string start_line = "HTTP API on http://" + http + ", MQTT broker " + broker.url();
+  REQUIRE_MESSAGE(
+      eventually([&] { return agent_log().find(start_line) != std::string::npos; }, 10s),
+      agent_log());
+  CHECK(agent_log().find("generated a new operator token in " + dir.file("operator.token")) !=
+        std::string::npos);
+  Api api(http_port);
+  api.set_operator_token(trim(test::read_file(dir.file("operator.token"))));
+  std::string secret = trim(test::read_file(dir.file("gateway.secret")));
+  REQUIRE_MESSAGE(eventually([&] { return api.get("/healthz")["mqtt_connected"] == true; }, 10s),
+                  agent_log());
+  // A second agent on the same address fails before it touches MQTT (where
+  // its client id would take the first agent's session over).
+  Run second =
+      run({test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(),
+           "--db", dir.file("second.db"), "--operator-token-file", dir.file("operator.token"),
+           "--gateway-secret-file", dir.file("gateway.secret")},
+          dir.file("second.log"));
+  CHECK_MESSAGE(second.code == 1, second.output);
+  CHECK(second.output.find("http_bind") != std::string::npos);
+  CHECK(second.output.find("mqtt") == std::string::npos);
+
+  // 3. Provision the device; its key goes into the firmware's key file.
+  Json device = api.post_operator("/v1/devices", R"({"id":"vm-demo-1","slots":[{"slot":1,
+      "product":"cola","price_cents":150,"capacity":10}]})",
+                                  201);
+  test::write_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
+
+  // 4. Start vend-firmware with a config whose device_id matches.
+  test::write_file(dir.file("device.json"), device_config(broker.url()));
+  std::string firmware = test::binary_path("firmware/vend-firmware");
+  test::Child device_daemon({firmware, "--config", dir.file("device.json")},
+                            dir.file("firmware.log"));
+  auto logs = [&] {
+    return agent_log() + "\n--- firmware ---\n" + test::read_file(dir.file("firmware.log"));
+  };
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        Json d = api.get("/v1/devices", 200, true)["devices"];
+                        return d.size() == 1 && d[0]["online"] == true;
+                      },
+                      15s),
+                  logs());
+
+  // 5. Restock: the simulated operator confirms at once; two tokens reach the pool.
+  Json restock = api.post_operator("/v1/devices/vm-demo-1/restock", R"({"slot":1,"count":2})", 202);
+  CHECK(restock["restock_id"].is_string());
+  REQUIRE_MESSAGE(eventually([&] { return slot1(api)["pool"] == 2; }, 15s), logs());
+
+  // 6. A customer orders.
+  Json order = api.post("/v1/orders", R"({"device":"vm-demo-1","slot":1})", 201,
+                        {{"Idempotency-Key", "demo-order-1"}});
+  CHECK(order["state"] == "RESERVED");
+  CHECK_FALSE(order.contains("token"));
+  std::string id = order["id"];
+
+  // 7. The gateway's notification, signed as the document does it with openssl.
+  std::string body = R"({"payment_id":"pay-demo-1","amount_cents":150})";
+  Run sig =
+      run({"/bin/sh", "-c",
+           "printf '%s' \"$0\" | openssl dgst -sha256 -hmac \"$1\" | sed 's/^.* //'", body, secret},
+          dir.file("openssl.out"));
+  REQUIRE_MESSAGE(sig.code == 0, sig.output);
+  REQUIRE(trim(sig.output).size() == 64);
+  api.post("/v1/orders/" + id + "/payment", body, 200, {{"X-Vend-Signature", trim(sig.output)}});
+
+  // 8. The device dispenses; the order completes.
+  REQUIRE_MESSAGE(
+      eventually([&] { return api.get("/v1/orders/" + id)["state"] == "COMPLETED"; }, 15s), logs());
+  Json slot = slot1(api);
+  CHECK(slot["pool"] == 1);
+  CHECK(slot["sold"] == 1);
+  Run status = run({firmware, "status", "--config", dir.file("device.json"), "--json"},
+                   dir.file("status.out"));
+  REQUIRE_MESSAGE(status.code == 0, status.output);
+  CHECK(Json::parse(status.output)["dispenses"]["dispensed"] == 1);
+
+  // 9. Both stop cleanly on SIGTERM.
+  agent.signal(SIGTERM);
+  CHECK_MESSAGE(agent.wait(10s) == 0, agent_log());
+  device_daemon.signal(SIGTERM);
+  CHECK(device_daemon.wait(10s) == 0);
+}
+
+TEST_CASE("vend-agent refuses bad options (2) and starting without secrets (2)") {
+  test::TempDir dir;
+  std::string agent = test::binary_path("cloud-agent/vend-agent");
+  Run bad = run({agent, "--http", "nowhere"}, dir.file("bad.log"));
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("usage: vend-agent") != std::string::npos);
+  Run no_secret = run({agent, "--db", dir.file("a.db")}, dir.file("nosecret.log"));
+  CHECK(no_secret.code == 2);
+  CHECK(no_secret.output.find("no operator token") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace vend::agent

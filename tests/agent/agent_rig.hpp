@@ -1,0 +1,288 @@
+// An agent core on a ManualClock, SeededRandom, EmbeddedStockStore, a
+// temp-dir SQLite repository and an InMemoryBus, with real firmware device
+// cores attached to the same bus. Everything runs on the test thread except
+// the repository's writer; the loop is: advance the clock, tick every core,
+// deliver every message.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+#include "vend/agent/agent_core.hpp"
+#include "vend/agent/embedded_stock_store.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/clock.hpp"
+#include "vend/crypto.hpp"
+#include "vend/fw/device_core.hpp"
+#include "vend/fw/ledger.hpp"
+#include "vend/fw/sim_hal.hpp"
+#include "vend/in_memory_bus.hpp"
+#include "vend/log.hpp"
+#include "vend/protocol.hpp"
+#include "vend/random.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::agent::test {
+
+inline constexpr const char* kAgentClient = "vend-agent";
+inline constexpr int64_t kSkewMs = 1000;
+
+inline AgentOptions test_agent_options() {
+  AgentOptions o;
+  o.reservation_ttl_ms = 2000;
+  o.dispatch_ttl_ms = 3000;
+  o.expiry_skew_ms = kSkewMs;
+  o.sweep_interval_ms = 5000;
+  o.busy_retry_ms = 200;
+  o.ack_interval_ms = 50;
+  o.dispatch_recheck_ms = 2000;
+  return o;
+}
+
+inline fw::CoreOptions test_device_options() {
+  fw::CoreOptions o;
+  o.expiry_skew_ms = kSkewMs;
+  o.reconnect_jitter_max_ms = 0;
+  o.snapshot_interval_ms = 0;
+  o.retransmit_ms = 1000;
+  return o;
+}
+
+// A vending machine: ledger + simulated mechanics + the real DeviceCore on
+// its own bus client (persistent session, `offline` last will).
+class DeviceSim {
+ public:
+  DeviceSim(InMemoryBus& bus, ManualClock& clock, std::string path, std::string id, crypto::Key key,
+            std::vector<fw::SlotConfig> slots, fw::CoreOptions options = test_device_options())
+      : id(std::move(id)),
+        key(std::move(key)),
+        bus_(bus),
+        clock_(clock),
+        path_(std::move(path)),
+        slots_(std::move(slots)),
+        options_(options),
+        random(seed_of(this->id)),
+        machine(clock, random, fw::SimulatedMachineOptions{50, 0.0}) {}
+
+  // A seed of its own per device (FNV-1a of the id): devices never mint the
+  // same tokens, and a run is the same every time.
+  static uint64_t seed_of(const std::string& device) {
+    uint64_t h = 1469598103934665603ULL;
+    for (unsigned char c : device) h = (h ^ c) * 1099511628211ULL;
+    return h;
+  }
+
+  // Boots a new session: ledger, core, client; connects.
+  void boot() {
+    core.reset();
+    client.reset();
+    ledger.reset();
+    boot_id = random.id128();
+    auto l = fw::Ledger::open(path_, fw::Identity{id, key, boot_id}, sql::Sync::kNormal);
+    REQUIRE(l.ok());
+    ledger.emplace(std::move(l).value());
+    REQUIRE(ledger->sync_slots(slots_).ok());
+    Message will = fw::DeviceCore::presence(ledger->identity(), false, clock_.wall_ms());
+    client = bus_.make_client(id, Will{will.topic, will.payload, 1, true}, false);
+    core = std::make_unique<fw::DeviceCore>(*ledger, machine.hal(), *client, clock_, random, log,
+                                            options_);
+    client->on_message([this](const Message& m) { core->on_command(m.payload); });
+    client->on_connection([this](bool up) { core->on_connection(up); });
+    REQUIRE(core->boot().ok());
+    REQUIRE(client->connect().ok());
+  }
+
+  // Power loss: the broker publishes the will; the ledger file stays.
+  void power_cut(bool item_dropped = false) {
+    bus_.kill_client(id);
+    core.reset();
+    client.reset();
+    ledger.reset();
+    machine.power_cut(item_dropped);
+  }
+
+  // An operator loads `count` items and confirms them at the machine.
+  std::vector<std::string> restock(int slot, int count) {
+    auto minted = ledger->confirm_restock("local-" + std::to_string(++restocks_), slot, count,
+                                          clock_.wall_ms(), random);
+    REQUIRE(minted.ok());
+    machine.load(slot, count);
+    return minted->tokens;
+  }
+
+  void tick() {
+    if (core) core->tick();
+  }
+
+  std::string id;
+  crypto::Key key;
+  std::string boot_id;
+
+ private:
+  InMemoryBus& bus_;
+  ManualClock& clock_;
+  std::string path_;
+  std::vector<fw::SlotConfig> slots_;
+  fw::CoreOptions options_;
+  int restocks_ = 0;
+
+ public:
+  SeededRandom random;
+  MemoryLogger log;
+  fw::SimulatedMachine machine;
+  std::optional<fw::Ledger> ledger;
+  std::unique_ptr<InMemoryClient> client;
+  std::unique_ptr<fw::DeviceCore> core;
+};
+
+class AgentRig {
+ public:
+  explicit AgentRig(AgentOptions options = test_agent_options()) : options_(options) {
+    repo_options.synchronous = sql::Sync::kNormal;
+    start_agent();
+  }
+  ~AgentRig() {
+    core.reset();
+    client.reset();
+    repo.reset();
+  }
+
+  void start_agent() {
+    auto r = Repository::open(dir.file("agent.db"), repo_options, log);
+    REQUIRE(r.ok());
+    repo = std::move(r).value();
+    client = bus.make_client(kAgentClient, std::nullopt, false);
+    core = std::make_unique<AgentCore>(*repo, store, *client, clock, random, log, options_);
+    client->on_message([this](const Message& m) { core->on_message(m); });
+    client->on_connection([this](bool up) { core->on_connection(up); });
+    // No subscribe here: the core subscribes on every connect.
+    REQUIRE(core->start().ok());
+    REQUIRE(client->connect().ok());
+  }
+
+  // The agent process dies: its session stays with the broker (messages
+  // queue), memory and the in-process stock store are gone; what the
+  // repository had queued is committed by its destructor.
+  void crash_agent() {
+    bus.kill_client(kAgentClient);
+    core.reset();
+    client.reset();
+    repo.reset();
+    REQUIRE(store.flush_all().ok());
+  }
+
+  // Provisions a device with the agent and boots its firmware.
+  DeviceSim& add_device(const std::string& id, std::vector<SlotSpec> slots,
+                        fw::CoreOptions options = test_device_options()) {
+    auto provisioned = core->provision_device(id, slots);
+    REQUIRE(provisioned.ok());
+    auto key = crypto::Key::from_hex(provisioned->key_hex);
+    REQUIRE(key.ok());
+    std::vector<fw::SlotConfig> configs;
+    for (const auto& s : slots) configs.push_back({s.slot, s.capacity, s.product, -1});
+    devices.push_back(std::make_unique<DeviceSim>(bus, clock, dir.file(id + ".ledger"), id,
+                                                  std::move(key).value(), configs, options));
+    devices.back()->boot();
+    bus.deliver_all();
+    return *devices.back();
+  }
+
+  // One step of the world.
+  void step(int64_t ms = 10) {
+    clock.advance(ms);
+    for (auto& d : devices) d->tick();
+    if (core) core->tick();
+    bus.deliver_all();
+  }
+
+  void run_for(int64_t ms) {
+    for (int64_t t = 0; t < ms; t += 10) step();
+  }
+
+  // Steps until `done()` holds; false after `max_ms` of virtual time.
+  template <typename Pred>
+  bool run_until(Pred done, int64_t max_ms = 20'000) {
+    for (int64_t t = 0; t <= max_ms; t += 10) {
+      if (done()) return true;
+      step();
+    }
+    return done();
+  }
+
+  // The repository, once everything submitted so far is committed.
+  Repository& db() {
+    repo->flush();
+    return *repo;
+  }
+
+  Order order(const std::string& id) {
+    auto o = core->get_order(id);
+    REQUIRE(o.ok());
+    return *o;
+  }
+
+  OrderState state_of(const std::string& id) { return order(id).state; }
+
+  SlotView slot(const std::string& device, int slot) {
+    auto views = core->slots(device);
+    REQUIRE(views.ok());
+    for (const auto& v : *views) {
+      if (v.slot == slot) return v;
+    }
+    FAIL("no slot " << slot);
+    return {};
+  }
+
+  int64_t counter(const std::string& device, int slot) {
+    auto v = store.mget({stock_key(device, slot)});
+    REQUIRE(v.ok());
+    return (*v)[0].value_or(-1);
+  }
+
+  // The invariant: every slot's stock counter equals its pool size.
+  void check_stock_invariant() {
+    for (const auto& d : core->devices()) {
+      auto views = core->slots(d.id);
+      REQUIRE(views.ok());
+      for (const auto& v : *views) {
+        CHECK_MESSAGE(counter(d.id, v.slot) == v.pool, d.id << " slot " << v.slot);
+      }
+    }
+  }
+
+  bool online(const std::string& device) {
+    for (const auto& d : core->devices()) {
+      if (d.id == device) return d.online;
+    }
+    return false;
+  }
+
+  int64_t count_in_state(OrderState state) {
+    for (const auto& [name, n] : core->take_metrics().orders_by_state) {
+      if (name == to_string(state)) return n;
+    }
+    return -1;
+  }
+
+  vend::test::TempDir dir;
+  ManualClock clock;
+  InMemoryBus bus;
+  EmbeddedStockStore store;
+  SeededRandom random{42};
+  MemoryLogger log;
+  RepositoryOptions repo_options;
+  std::unique_ptr<Repository> repo;
+  std::unique_ptr<InMemoryClient> client;
+  std::unique_ptr<AgentCore> core;
+  std::vector<std::unique_ptr<DeviceSim>> devices;
+
+ private:
+  AgentOptions options_;
+};
+
+}  // namespace vend::agent::test

@@ -1,0 +1,144 @@
+// The vend-agent shell's pieces that need no network: option and secret
+// parsing, the MQTT inbound pump, the HTTP task queue, the metrics
+// histogram. Built into the http_api_test executable.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http_server.hpp"
+#include "metrics.hpp"
+#include "shell_inbound.hpp"
+#include "shell_options.hpp"
+#include "test_support.hpp"
+#include "vend/log.hpp"
+
+namespace vend::agent {
+namespace {
+
+TEST_CASE("histogram buckets are cumulative") {
+  Histogram h;
+  h.observe(0.004);
+  h.observe(0.3);
+  h.observe(100);
+  std::string out;
+  h.render("x", out);
+  CHECK(out.find("x_bucket{le=\"0.005\"} 1\n") != std::string::npos);
+  CHECK(out.find("x_bucket{le=\"0.5\"} 2\n") != std::string::npos);
+  CHECK(out.find("x_bucket{le=\"60\"} 2\n") != std::string::npos);
+  CHECK(out.find("x_bucket{le=\"+Inf\"} 3\n") != std::string::npos);
+  CHECK(out.find("x_count 3\n") != std::string::npos);
+  CHECK(format_double(0.025) == "0.025");
+}
+
+TEST_CASE("BoundedTaskQueue: bounded waiting, every job runs, shutdown drains") {
+  std::atomic<int> ran{0};
+  std::atomic<bool> release{false};
+  {
+    BoundedTaskQueue queue(1, 2);
+    queue.enqueue([&] {
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ++ran;
+    });
+    queue.enqueue([&] { ++ran; });
+    queue.enqueue([&] { ++ran; });  // queue now full: 1 running, 2 waiting
+    std::atomic<bool> fourth_queued{false};
+    std::thread producer([&] {
+      queue.enqueue([&] { ++ran; });  // blocks until a worker takes a job
+      fourth_queued = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK_FALSE(fourth_queued);
+    release = true;
+    producer.join();
+    CHECK(fourth_queued);
+    queue.shutdown();
+    CHECK(ran == 4);
+  }  // the destructor after shutdown() is harmless
+  CHECK(ran == 4);
+}
+
+TEST_CASE("InboundPump: in order on its own thread, bounded, connections never dropped") {
+  MemoryLogger log;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> seen;
+  std::atomic<bool> busy{false};
+  std::atomic<bool> release{false};
+  auto record = [&](std::string what) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::move(what));
+    cv.notify_all();
+  };
+  InboundPump pump(
+      InboundPump::Limits{2, 1024},
+      [&](const Message& m) {
+        busy = true;
+        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        record(m.payload);
+      },
+      [&](bool up) { record(up ? "up" : "down"); }, log);
+  pump.push_connection(true);
+  pump.push_message(Message{"t", "a"});
+  while (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // "a" is running
+  pump.push_message(Message{"t", "b"});
+  pump.push_message(Message{"t", "c"});
+  pump.push_message(Message{"t", "d"});                     // over 2 messages: dropped
+  pump.push_message(Message{"t", std::string(2000, 'x')});  // over 1024 bytes: dropped
+  pump.push_connection(false);                              // never dropped
+  CHECK(pump.dropped() == 2);
+  release = true;
+  std::unique_lock lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return seen.size() == 5; }));
+  CHECK(seen == std::vector<std::string>{"up", "a", "b", "c", "down"});
+  lock.unlock();
+  pump.stop();
+  pump.push_message(Message{"t", "late"});  // ignored after stop
+  CHECK(log.contains("dropped 2 message(s)", LogLevel::kWarn));
+}
+
+TEST_CASE("options and secrets of vend-agent") {
+  auto o = parse_options({"--http", "0.0.0.0:9090", "--stock=redis://10.0.0.1:6380", "--sync",
+                          "normal", "--reservation-ttl-s", "60"});
+  REQUIRE(o.ok());
+  CHECK(o->http_host == "0.0.0.0");
+  CHECK(o->http_port == 9090);
+  REQUIRE(o->redis.has_value());
+  CHECK(o->redis->port == 6380);
+  CHECK_FALSE(o->sync_full);
+  CHECK(o->reservation_ttl_s == 60);
+  CHECK(parse_options({"--http", "nohost"}).error().message.find("--http") == 0);
+  CHECK(parse_options({"--bogus"}).error().code == "bad_usage");
+  CHECK(parse_options({"--dispatch-ttl-s", "1"}).error().message.find("5..3600") !=
+        std::string::npos);
+  CHECK(parse_options({"--db"}).error().message == "--db: missing value");
+
+  test::TempDir dir;
+  ShellOptions so;
+  auto none = [](const char*) { return std::optional<std::string>(); };
+  std::ostringstream out;
+  CHECK(load_secrets(so, none, out).error().code == "no_secret");
+  so.insecure_no_auth = true;
+  CHECK(load_secrets(so, none, out).error().message.find("gateway") != std::string::npos);
+  so.gateway_secret_file = dir.file("gateway.secret");
+  auto s = load_secrets(so, none, out);  // creates the missing file
+  REQUIRE(s.ok());
+  CHECK(s->operator_token.empty());
+  CHECK(test::read_file(dir.file("gateway.secret")) == s->gateway_secret + "\n");
+  CHECK(out.str().find(dir.file("gateway.secret")) != std::string::npos);
+  auto env = [](const char* n) {
+    return std::string(n) == "VEND_OPERATOR_TOKEN" ? std::optional<std::string>("short")
+                                                   : std::nullopt;
+  };
+  CHECK(load_secrets(so, env, out).error().code == "bad_secret");
+}
+
+}  // namespace
+}  // namespace vend::agent

@@ -1,0 +1,474 @@
+// The HTTP API over a real in-process AgentCore (temp-dir SQLite, embedded
+// stock store, in-memory MQTT) on a real httplib server on loopback: every
+// class of bad input gets its status and an error code and message naming
+// the problem; the happy path never shows the sale token; /metrics parses.
+// The simulated device is played by signed messages handed to the core.
+#include "http_api.hpp"
+
+#include <doctest/doctest.h>
+#include <httplib.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http_server.hpp"
+#include "metrics.hpp"
+#include "test_support.hpp"
+#include "vend/agent/agent_core.hpp"
+#include "vend/agent/embedded_stock_store.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/crypto.hpp"
+#include "vend/in_memory_bus.hpp"
+#include "vend/protocol.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::agent {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr const char* kToken = "operator-token-for-tests-0123456789";
+constexpr const char* kSecret = "gateway-secret-for-tests";
+constexpr const char* kDevice = "vm-http-1";
+
+// InMemoryBus is single-threaded; HTTP workers publish through the core
+// concurrently, so every call into the client goes through one mutex.
+class LockedTransport final : public Transport {
+ public:
+  explicit LockedTransport(InMemoryBus& bus) : client_(bus.make_client("vend-agent")) {}
+  void on_message(MessageHandler h) override { client_->on_message(std::move(h)); }
+  void on_connection(ConnectionHandler h) override { client_->on_connection(std::move(h)); }
+  Status connect() override {
+    return locked([&] { return client_->connect(); });
+  }
+  void disconnect() override {
+    std::lock_guard lock(mu_);
+    client_->disconnect();
+  }
+  bool connected() const override {
+    std::lock_guard lock(mu_);
+    return client_->connected();
+  }
+  Status publish(const Message& m) override {
+    return locked([&] { return client_->publish(m); });
+  }
+  Status subscribe(const std::string& f, int qos) override {
+    return locked([&] { return client_->subscribe(f, qos); });
+  }
+
+ private:
+  template <typename Fn>
+  Status locked(Fn fn) {
+    std::lock_guard lock(mu_);
+    return fn();
+  }
+  mutable std::mutex mu_;
+  std::unique_ptr<InMemoryClient> client_;
+};
+
+// An agent core behind a real HTTP server on an ephemeral loopback port.
+class Agent {
+ public:
+  Agent() : transport_(bus_) {
+    auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
+    REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
+    repo_ = std::move(repo).value();
+    core_ = std::make_unique<AgentCore>(*repo_, store_, transport_, clock_, random_, log_);
+    REQUIRE(core_->start().ok());
+    REQUIRE(transport_.connect().ok());
+    HttpApiOptions options{kToken, kSecret, 16 * 1024, [this] { return transport_.connected(); }};
+    api_ = std::make_unique<HttpApi>(*core_, options, log_);
+    configure_server(server_, HttpServerLimits{});
+    api_->install(server_);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    REQUIRE(port_ > 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~Agent() {
+    server_.stop();
+    thread_.join();
+  }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  httplib::Headers operator_headers() const {
+    return {{"Authorization", std::string("Bearer ") + kToken}};
+  }
+  AgentCore& core() { return *core_; }
+  int port() const { return port_; }
+
+ private:
+  test::TempDir dir_;
+  MemoryLogger log_;
+  SystemClock clock_;
+  SecureRandom random_;
+  EmbeddedStockStore store_;
+  InMemoryBus bus_;
+  LockedTransport transport_;
+  std::unique_ptr<Repository> repo_;
+  std::unique_ptr<AgentCore> core_;
+  std::unique_ptr<HttpApi> api_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+Json body_of(const httplib::Result& r) {
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->get_header_value("Content-Type").find("application/json") == 0);
+  return Json::parse(r->body);
+}
+
+// Asserts an error reply: status, error.code, and a message containing `part`.
+void expect_error(const httplib::Result& r, int status, const std::string& code,
+                  const std::string& part = "") {
+  REQUIRE_MESSAGE(r, "no response: " << httplib::to_string(r.error()));
+  INFO(r->body);
+  CHECK(r->status == status);
+  Json j = body_of(r);
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["code"] == code);
+  CHECK(j["error"]["message"].get<std::string>().find(part) != std::string::npos);
+}
+
+// The simulated machine: provisioned over HTTP, then online with `count`
+// tokens in slot 1 through signed messages handed to the core.
+struct Machine {
+  crypto::Key key;
+  std::string boot_id = crypto::random_id128();
+  uint64_t seq = 0;
+
+  void provision(Agent& agent) {
+    Json body = {
+        {"id", kDevice},
+        {"slots", {{{"slot", 1}, {"product", "cola"}, {"price_cents", 250}, {"capacity", 10}}}}};
+    auto r = agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(),
+                                 "application/json");
+    REQUIRE(r);
+    REQUIRE_MESSAGE(r->status == 201, r->body);
+    Json j = Json::parse(r->body);
+    CHECK(j["id"] == kDevice);
+    auto k = crypto::Key::from_hex(j["key"].get<std::string>());
+    REQUIRE(k.ok());
+    key = *k;
+  }
+  void go_online(Agent& agent) {
+    proto::PresenceStatus s{kDevice, boot_id, true, 1};
+    std::string mac = crypto::sign(key, proto::encode_canonical(s));
+    agent.core().on_message(
+        Message{topics::device_status(kDevice), proto::encode(s, mac), 1, true});
+  }
+  void mint(Agent& agent, const std::string& restock_id, int count) {
+    proto::TokensMinted t{restock_id, 1, {}, count};
+    for (int i = 0; i < count; ++i) t.tokens.push_back(crypto::random_id128());
+    proto::DeviceEvent e{kDevice, ++seq, boot_id, 1, t};
+    std::string mac = crypto::sign(key, proto::encode_canonical(e));
+    agent.core().on_message(Message{topics::device_evt(kDevice), proto::encode(e, mac), 1, false});
+  }
+};
+
+std::string pool_of_slot1(Agent& agent) {
+  auto r = agent.client().Get("/v1/devices/vm-http-1/slots", agent.operator_headers());
+  Json j = body_of(r);
+  REQUIRE(r->status == 200);
+  return std::to_string(j["slots"][0]["pool"].get<int64_t>());
+}
+
+// A device with 3 tokens in slot 1, ready to sell.
+void stock_machine(Agent& agent, Machine& m) {
+  m.provision(agent);
+  m.go_online(agent);
+  auto r = agent.client().Post("/v1/devices/vm-http-1/restock", agent.operator_headers(),
+                               R"({"slot":1,"count":3})", "application/json");
+  Json j = body_of(r);
+  REQUIRE(r->status == 202);
+  m.mint(agent, j["restock_id"].get<std::string>(), 3);
+  for (int i = 0; i < 200 && pool_of_slot1(agent) != "3"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(pool_of_slot1(agent) == "3");
+}
+
+httplib::Result post_json(Agent& agent, const std::string& path, const std::string& body,
+                          httplib::Headers headers = {}) {
+  return agent.client().Post(path.c_str(), headers, body, "application/json");
+}
+
+TEST_CASE("happy path: order, payment; the sale token never leaves the agent") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+
+  auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})",
+                           {{"Idempotency-Key", "key-1"}});
+  Json order = body_of(created);
+  REQUIRE(created->status == 201);
+  CHECK(order["state"] == "RESERVED");
+  CHECK(order["price_cents"] == 250);
+  CHECK_FALSE(order.contains("token"));
+  CHECK(created->body.find("idempotency") == std::string::npos);
+  std::string id = order["id"];
+
+  SUBCASE("the same idempotency key returns the same order") {
+    auto again = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})",
+                           {{"Idempotency-Key", "key-1"}});
+    CHECK(body_of(again)["id"] == id);
+  }
+  SUBCASE("a signed payment is accepted; the order shows no token") {
+    std::string wrong = R"({"payment_id":"pay-0","amount_cents":1})";
+    expect_error(post_json(agent, "/v1/orders/" + id + "/payment", wrong,
+                           {{"X-Vend-Signature", gateway_signature(kSecret, wrong)}}),
+                 400, "bad_request", "does not match the price");
+    std::string body = R"({"payment_id":"pay-1","amount_cents":250})";
+    auto paid = post_json(agent, "/v1/orders/" + id + "/payment", body,
+                          {{"X-Vend-Signature", gateway_signature(kSecret, body)}});
+    Json j = body_of(paid);
+    CHECK(paid->status == 200);
+    CHECK((j["state"] == "PAID" || j["state"] == "DISPATCHED"));
+    CHECK_FALSE(j.contains("token"));
+    auto got = agent.client().Get(("/v1/orders/" + id).c_str());
+    CHECK(body_of(got)["payment_id"] == "pay-1");
+    expect_error(post_json(agent, "/v1/orders/" + id + "/cancel", ""), 409, "invalid_state");
+    auto listed = agent.client().Get("/v1/orders?limit=10", agent.operator_headers());
+    Json list = body_of(listed);
+    REQUIRE(list["orders"].size() == 1);
+    CHECK_FALSE(list["orders"][0].contains("token"));
+  }
+  SUBCASE("cancel puts the token back") {
+    auto cancelled = post_json(agent, "/v1/orders/" + id + "/cancel", "");
+    CHECK(body_of(cancelled)["state"] == "CANCELLED");
+    CHECK(pool_of_slot1(agent) == "3");
+    auto again = post_json(agent, "/v1/orders/" + id + "/cancel", "{}");  // idempotent
+    CHECK(body_of(again)["state"] == "CANCELLED");
+    expect_error(post_json(agent, "/v1/orders/" + id + "/cancel", R"({"why":1})"), 400,
+                 "bad_request", "unknown field 'why'");
+  }
+}
+
+TEST_CASE("bad bodies are 400 with a message naming the field") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  struct Case {
+    const char* body;
+    const char* part;
+  };
+  const Case cases[] = {
+      {R"({"device":"vm-http-1","slot":1)", "malformed JSON"},
+      {"not json", "malformed JSON"},
+      {R"([1,2])", "must be a JSON object"},
+      {R"({"device":"vm-http-1","slot":1,"slot":2})", "duplicate key 'slot'"},
+      {R"({"slot":1})", "missing field 'device'"},
+      {R"({"device":"vm-http-1"})", "missing field 'slot'"},
+      {R"({"device":"vm-http-1","slot":"1"})", "'slot' must be an integer, not a string"},
+      {R"({"device":"vm-http-1","slot":1.0})", "'slot' must be an integer, not a float"},
+      {R"({"device":"vm-http-1","slot":true})", "'slot' must be an integer, not a boolean"},
+      {R"({"device":7,"slot":1})", "'device' must be a string"},
+      {R"({"device":"vm-http-1","slot":0})", "'slot' must be 1..255"},
+      {R"({"device":"vm-http-1","slot":256})", "'slot' must be 1..255"},
+      {R"({"device":"vm-http-1","slot":18446744073709551615})", "'slot' must be 1..255"},
+      {R"({"device":"vm/1","slot":1})", "'device' must be 1..64 characters"},
+      {R"({"device":"vm-http-1","slot":1,"qty":2})", "unknown field 'qty'"},
+      {R"({"a":[[[[[[[[[1]]]]]]]]]})", "nested deeper"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.body);
+    expect_error(post_json(agent, "/v1/orders", c.body), 400, "bad_request", c.part);
+  }
+  expect_error(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})",
+                         {{"Idempotency-Key", "has space"}}),
+               400, "bad_request", "Idempotency-Key");
+}
+
+TEST_CASE("provisioning validates nested slot fields") {
+  Agent agent;
+  auto provision = [&](const std::string& body) {
+    return post_json(agent, "/v1/devices", body, agent.operator_headers());
+  };
+  expect_error(provision(R"({"id":"vm-2","slots":[]})"), 400, "bad_request",
+               "'slots' must have 1..255 elements");
+  expect_error(provision(R"({"id":"vm-2","slots":[{"slot":1,"product":"a","price_cents":1}]})"),
+               400, "bad_request", "missing field 'slots[0].capacity'");
+  expect_error(provision(R"({"id":"vm-2","slots":[{"slot":1,"product":"a","price_cents":1,
+                 "capacity":1},{"slot":2,"product":"b","price_cents":-1,"capacity":1}]})"),
+               400, "bad_request", "'slots[1].price_cents' must be 0..10000000");
+  expect_error(provision(R"({"id":"vm-2","slots":[{"slot":1,"product":"a","price_cents":1,
+                 "capacity":1},{"slot":1,"product":"b","price_cents":1,"capacity":1}]})"),
+               400, "bad_request", "listed twice");
+  expect_error(provision(R"({"id":"vm-2","slots":[7]})"), 400, "bad_request",
+               "'slots[0]' must be an object");
+  auto ok = provision(R"({"id":"vm-2","slots":[{"slot":1,"product":"a","price_cents":1,
+                 "capacity":1}]})");
+  CHECK(ok->status == 201);
+  CHECK(body_of(ok)["key"].get<std::string>().size() == 64);
+}
+
+TEST_CASE("auth: operator bearer token and payment signature") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  expect_error(agent.client().Get("/v1/devices"), 401, "unauthorized", "Bearer");
+  expect_error(agent.client().Get("/v1/devices", {{"Authorization", "Bearer wrong"}}), 401,
+               "unauthorized", "wrong bearer token");
+  expect_error(post_json(agent, "/v1/devices/vm-http-1/restock", R"({"slot":1,"count":1})"), 401,
+               "unauthorized");
+  expect_error(agent.client().Get("/v1/orders"), 401, "unauthorized");
+  CHECK(agent.client().Get("/v1/devices", agent.operator_headers())->status == 200);
+
+  auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
+  std::string path = "/v1/orders/" + body_of(created)["id"].get<std::string>() + "/payment";
+  std::string body = R"({"payment_id":"pay-9","amount_cents":250})";
+  expect_error(post_json(agent, path, body), 401, "bad_signature", "X-Vend-Signature");
+  expect_error(post_json(agent, path, body, {{"X-Vend-Signature", std::string(64, '0')}}), 401,
+               "bad_signature");
+  std::string other = gateway_signature("another-secret-xxxxxxxx", body);
+  expect_error(post_json(agent, path, body, {{"X-Vend-Signature", other}}), 401, "bad_signature");
+  // Signed but malformed is a 400, after the signature.
+  std::string bad = R"({"payment_id":"pay-9"})";
+  expect_error(post_json(agent, path, bad, {{"X-Vend-Signature", gateway_signature(kSecret, bad)}}),
+               400, "bad_request", "missing field 'amount_cents'");
+  // Uppercase hex is the same signature.
+  std::string sig = gateway_signature(kSecret, body);
+  for (char& c : sig) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  CHECK(post_json(agent, path, body, {{"X-Vend-Signature", sig}})->status == 200);
+}
+
+TEST_CASE("not found, unknown routes, oversize bodies, conflicts") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  expect_error(agent.client().Get("/v1/orders/no-such-order"), 404, "not_found");
+  expect_error(agent.client().Get("/v1/nothing"), 404, "not_found", "no route for GET /v1/nothing");
+  expect_error(agent.client().Delete("/v1/orders/x"), 404, "not_found");
+  expect_error(agent.client().Get("/v1/devices/vm-nope/slots", agent.operator_headers()), 404,
+               "not_found");
+  expect_error(post_json(agent, "/v1/orders", R"({"device":"vm-nope","slot":1})"), 404,
+               "not_found");
+  expect_error(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":9})"), 404,
+               "unknown_slot");
+
+  std::string big =
+      R"({"device":"vm-http-1","slot":1,"pad":")" + std::string(17 * 1024, 'x') + "\"}";
+  expect_error(post_json(agent, "/v1/orders", big), 413, "payload_too_large");
+
+  for (int i = 0; i < 3; ++i) {
+    CHECK(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})")->status == 201);
+  }
+  expect_error(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})"), 409,
+               "sold_out");
+  expect_error(post_json(agent, "/v1/devices", R"({"id":"vm-http-1","slots":[{"slot":1,
+                 "product":"a","price_cents":1,"capacity":1}]})",
+                         agent.operator_headers()),
+               409, "conflict");
+  expect_error(agent.client().Get("/v1/orders?state=NOPE", agent.operator_headers()), 400,
+               "bad_request", "unknown state 'NOPE'");
+  expect_error(agent.client().Get("/v1/orders?limit=0", agent.operator_headers()), 400,
+               "bad_request", "'limit'");
+  expect_error(agent.client().Get("/v1/orders?colour=red", agent.operator_headers()), 400,
+               "bad_request", "unknown query parameter 'colour'");
+}
+
+TEST_CASE("slots: update price, restock validation") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  auto put = [&](const std::string& path, const std::string& body) {
+    return agent.client().Put(path.c_str(), agent.operator_headers(), body, "application/json");
+  };
+  auto r = put("/v1/devices/vm-http-1/slots/1", R"({"product":"lemonade","price_cents":300})");
+  Json j = body_of(r);
+  CHECK(r->status == 200);
+  CHECK(j["product"] == "lemonade");
+  CHECK(j["price_cents"] == 300);
+  CHECK(j["capacity"] == 10);
+  expect_error(put("/v1/devices/vm-http-1/slots/7", R"({"product":"x","price_cents":1})"), 404,
+               "unknown_slot");
+  expect_error(put("/v1/devices/vm-http-1/slots/0", R"({"product":"x","price_cents":1})"), 400,
+               "bad_request", "slot in the path");
+  expect_error(put("/v1/devices/vm-http-1/slots/1", R"({"product":"x\u0001","price_cents":1})"),
+               400, "bad_request", "control characters");
+  expect_error(post_json(agent, "/v1/devices/vm-http-1/restock", R"({"slot":1,"count":0})",
+                         agent.operator_headers()),
+               400, "bad_request", "'count' must be 1..1000");
+}
+
+// Parses one Prometheus sample line `name{label="value"} number`; returns
+// {series, value} or nullopt. (No std::regex: GCC 12 warns inside <regex>
+// under -O1 -fsanitize, and warnings are errors.)
+std::optional<std::pair<std::string, std::string>> parse_sample(const std::string& line) {
+  auto is_name = [](char c, bool first) {
+    return std::isalpha(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  size_t i = 0;
+  while (i < line.size() && is_name(line[i], i == 0)) ++i;
+  if (i == 0) return std::nullopt;
+  if (i < line.size() && line[i] == '{') {
+    size_t close = line.find("\"}", i);
+    size_t eq = line.find("=\"", i);
+    if (close == std::string::npos || eq == std::string::npos || eq > close) return std::nullopt;
+    for (size_t k = i + 1; k < eq; ++k) {
+      if (!is_name(line[k], k == i + 1)) return std::nullopt;
+    }
+    i = close + 2;
+  }
+  if (i >= line.size() || line[i] != ' ') return std::nullopt;
+  std::string value = line.substr(i + 1);
+  if (value.empty() || value.find(' ') != std::string::npos) return std::nullopt;
+  if (value != "+Inf" && value != "NaN") {
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    if (*end != '\0') return std::nullopt;
+  }
+  return std::make_pair(line.substr(0, i), value);
+}
+
+// `name{labels} value` or a comment; every histogram is cumulative.
+TEST_CASE("metrics: Prometheus text format, healthz") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  CHECK(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})")->status == 201);
+
+  auto r = agent.client().Get("/metrics");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->get_header_value("Content-Type").find("text/plain; version=0.0.4") == 0);
+  std::map<std::string, std::string> values;
+  std::istringstream lines(r->body);
+  for (std::string line; std::getline(lines, line);) {
+    CAPTURE(line);
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) continue;
+    auto sample = parse_sample(line);
+    REQUIRE(sample.has_value());
+    values[sample->first] = sample->second;
+  }
+  CHECK_FALSE(parse_sample("bad name 1").has_value());
+  CHECK_FALSE(parse_sample("x{le=\"1\"} one").has_value());
+  CHECK(values["vend_orders{state=\"RESERVED\"}"] == "1");
+  CHECK(values["vend_stock_items"] == "2");
+  CHECK(values["vend_devices_online"] == "1");
+  CHECK(values["vend_reservations_total"] == "1");
+  CHECK(values.count("vend_dispatch_latency_seconds_bucket{le=\"+Inf\"}") == 1);
+  CHECK(values.count("vend_dispatch_latency_seconds_bucket{le=\"0.005\"}") == 1);
+
+  Json health = body_of(agent.client().Get("/healthz"));
+  CHECK(health["status"] == "ok");
+  CHECK(health["mqtt_connected"] == true);
+}
+
+}  // namespace
+}  // namespace vend::agent

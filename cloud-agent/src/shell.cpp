@@ -17,6 +17,7 @@
 #include "vend/agent/embedded_stock_store.hpp"
 #include "vend/agent/redis_stock_store.hpp"
 #include "vend/agent/repository.hpp"
+#include "vend/connect_retry.hpp"
 #include "vend/paho_transport.hpp"
 #include "vend/topics.hpp"
 
@@ -85,7 +86,7 @@ class AgentProcess {
   std::thread http_thread_;
   std::atomic<bool> http_running_{false};
   std::unique_ptr<PeriodicTicker> ticker_;
-  std::unique_ptr<Connector> connector_;
+  std::unique_ptr<ConnectRetry> connector_;
   bool stopped_ = false;
 };
 
@@ -176,7 +177,7 @@ Status AgentProcess::start_mqtt() {
   }
   ticker_ =
       std::make_unique<PeriodicTicker>(std::chrono::milliseconds(10), [&core] { core.tick(); });
-  connector_ = std::make_unique<Connector>(*transport_, random_, log_);
+  connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, "agent", "serving HTTP");
   return {};
 }
 

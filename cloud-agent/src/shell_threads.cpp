@@ -2,8 +2,6 @@
 
 #include <string>
 
-#include "vend/paho_transport.hpp"
-
 namespace vend::agent {
 
 using std::chrono::milliseconds;
@@ -35,38 +33,6 @@ void PeriodicTicker::run() {
     next += period_;
     auto now = Steady::now();
     if (next < now) next = now + period_;  // fell behind: skip, don't burst
-  }
-}
-
-Connector::Connector(Transport& transport, Random& random, Logger& log)
-    : transport_(transport), random_(random), log_(log) {
-  thread_ = std::thread([this] { run(); });
-}
-
-Connector::~Connector() { stop(); }
-
-void Connector::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Connector::run() {
-  for (int attempt = 0;; ++attempt) {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
-    if (transport_.connect().ok()) return;  // the transport logged why not
-    milliseconds delay =
-        reconnect_delay(attempt, milliseconds(1000), milliseconds(30000), random_.uniform());
-    log_.warn("agent", "MQTT broker not reachable; next attempt in " +
-                           std::to_string(delay.count()) + " ms (serving HTTP meanwhile)");
-    std::unique_lock lock(mu_);
-    if (cv_.wait_for(lock, delay, [this] { return stopping_; })) return;
   }
 }
 

@@ -66,7 +66,7 @@ Status DeviceCore::boot() {
 
   auto acked = ledger_.acked_seq();
   if (!acked.ok()) return acked.error();
-  sent_upto_ = *acked;
+  acked_ = sent_upto_ = *acked;
   last_snapshot_ms_ = clock_.monotonic_ms();
   outbox_dirty_ = true;
   return {};
@@ -88,7 +88,7 @@ void DeviceCore::on_connection(bool connected) {
     last_presence_ms_ = clock_.monotonic_ms();
   }
   auto acked = ledger_.acked_seq();
-  if (acked.ok()) sent_upto_ = *acked;  // resend what the cloud has not acknowledged
+  if (acked.ok()) acked_ = sent_upto_ = *acked;  // resend what the cloud has not acknowledged
   int64_t jitter =
       options_.reconnect_jitter_max_ms > 0
           ? static_cast<int64_t>(stable_hash(id) %

@@ -35,6 +35,7 @@ void DeviceCore::maybe_republish_presence() {
 CommandOutcome DeviceCore::handle_ack(const proto::Ack& ack) {
   auto dropped = ledger_.acknowledge(ack.upto_seq);
   if (!dropped.ok()) return refuse("ack", "bad_ack", dropped.error().message);
+  acked_ = std::max(acked_, ack.upto_seq);
   sent_upto_ = std::max(sent_upto_, ack.upto_seq);
   return CommandOutcome{"ack", "done", std::to_string(*dropped)};
 }
@@ -100,10 +101,8 @@ void DeviceCore::report_refusals() {
 void DeviceCore::drain_outbox() {
   int64_t now = clock_.monotonic_ms();
   if (!connected_ || now < drain_after_ms_) return;
-  auto acked = ledger_.acked_seq();
-  if (!acked.ok()) return;
-  if (sent_upto_ > *acked && now - last_send_ms_ >= options_.retransmit_ms) {
-    sent_upto_ = *acked;  // the cloud has not acknowledged: send again (it dedups by seq)
+  if (sent_upto_ > acked_ && now - last_send_ms_ >= options_.retransmit_ms) {
+    sent_upto_ = acked_;  // the cloud has not acknowledged: send again (it dedups by seq)
     outbox_dirty_ = true;
   }
   if (!outbox_dirty_ && now - last_scan_ms_ < kOutboxScanMs) return;
@@ -113,7 +112,7 @@ void DeviceCore::drain_outbox() {
   send_budget_ = std::min(rate, send_budget_ + static_cast<double>(now - budget_ms_) * rate / 1000);
   budget_ms_ = now;
   int64_t window =
-      static_cast<int64_t>(*acked) + options_.outbox_window - static_cast<int64_t>(sent_upto_);
+      static_cast<int64_t>(acked_) + options_.outbox_window - static_cast<int64_t>(sent_upto_);
   int limit = static_cast<int>(std::min<int64_t>(window, static_cast<int64_t>(send_budget_)));
   if (limit <= 0) return;
   auto rows = ledger_.outbox_after(sent_upto_, limit);

@@ -60,12 +60,17 @@ Result<std::vector<SlotRow>> Ledger::slots() {
 }
 
 Result<std::optional<SlotRow>> Ledger::slot(int slot) {
-  auto all = slots();
-  if (!all.ok()) return all.error();
-  for (auto& row : *all) {
-    if (row.slot == slot) return std::optional<SlotRow>(row);
-  }
-  return std::optional<SlotRow>();
+  auto st = db_.prepare(
+      "SELECT s.slot, s.product, s.capacity, s.physical_count, "
+      "(SELECT count(*) FROM tokens t WHERE t.slot = s.slot AND t.state = 'AVAILABLE') "
+      "FROM slots s WHERE s.slot = ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, slot);
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  if (!*row) return std::optional<SlotRow>();
+  return std::optional<SlotRow>(SlotRow{st->column_int(0), st->column_text(1), st->column_int(2),
+                                        st->column_int(3), st->column_int(4)});
 }
 
 Result<std::optional<DispenseRow>> Ledger::find_dispense(const std::string& order_id) {

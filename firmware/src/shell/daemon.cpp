@@ -14,6 +14,7 @@
 #include "shell/inbound_queue.hpp"
 #include "shell/machine_hal.hpp"
 #include "shell/setup.hpp"
+#include "vend/connect_retry.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/paho_transport.hpp"
 #include "vend/topics.hpp"
@@ -60,49 +61,6 @@ PahoOptions transport_options(const DeviceConfig& c, const Identity& identity, i
   return o;
 }
 
-// Retries the first connection with jittered backoff on its own thread; once
-// connected, the transport reconnects by itself. Non-copyable.
-class Connector {
- public:
-  Connector(Transport& transport, Random& random, Logger& log)
-      : transport_(transport), random_(random), log_(log) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Connector() { stop(); }
-  Connector(const Connector&) = delete;
-  Connector& operator=(const Connector&) = delete;
-
-  void stop() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void run() {
-    for (int attempt = 0;; ++attempt) {
-      if (transport_.connect().ok()) return;  // the transport logged why not
-      milliseconds delay =
-          reconnect_delay(attempt, milliseconds(1000), milliseconds(30000), random_.uniform());
-      log_.info(kLog, "broker not reachable; next attempt in " + std::to_string(delay.count()) +
-                          " ms (working offline meanwhile)");
-      std::unique_lock lock(mu_);
-      if (cv_.wait_for(lock, delay, [this] { return stopping_; })) return;
-    }
-  }
-
-  Transport& transport_;
-  Random& random_;
-  Logger& log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
 class Daemon {
  public:
   Daemon(DeviceSetup setup, Logger& log) : setup_(std::move(setup)), log_(log) {}
@@ -125,7 +83,7 @@ class Daemon {
   InboundQueue inbound_{kInboundCapacity};
   std::unique_ptr<PahoTransport> transport_;  // after inbound_: its handlers push there
   std::unique_ptr<DeviceCore> core_;
-  std::unique_ptr<Connector> connector_;
+  std::unique_ptr<ConnectRetry> connector_;
   uint64_t ignored_while_stopping_ = 0;
 };
 
@@ -154,7 +112,7 @@ Status Daemon::start() {
   if (auto s = core_->boot(); !s.ok()) return s;
   log_.info(kLog, "device " + c.device_id + " booted (boot " + identity.boot_id + ", ledger " +
                       c.ledger_path + ", broker " + c.broker_url + ")");
-  connector_ = std::make_unique<Connector>(*transport_, random_, log_);
+  connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, kLog, "working offline");
   return {};
 }
 

@@ -121,7 +121,10 @@ class DeviceCore {
 
   bool connected_ = false;
   int64_t drain_after_ms_ = 0;  // jittered start after a reconnect
-  uint64_t sent_upto_ = 0;      // highest seq published this session
+  // Only this core acknowledges (other processes sharing the ledger only add
+  // events), so the acked seq is kept here instead of read every tick.
+  uint64_t acked_ = 0;
+  uint64_t sent_upto_ = 0;  // highest seq published this session
   int64_t last_send_ms_ = 0;
   double send_budget_ = 0;  // token bucket for the drain rate
   int64_t budget_ms_ = 0;

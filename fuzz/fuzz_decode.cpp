@@ -1,5 +1,6 @@
 // libFuzzer target for the protocol decoders (decode_command, decode_event,
-// decode_status). Besides the sanitizers' checks it asserts the codec's
+// decode_status) and the operator-message decoders of vend/ops.hpp (what
+// vendctl reads off the broker). Besides the sanitizers' checks it asserts the codec's
 // invariants and aborts when one breaks:
 //  - a rejection carries one of the kErr* codes;
 //  - a decoded message's canonical form is encode_canonical(message);
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "vend/ops.hpp"
 #include "vend/protocol.hpp"
 
 namespace {
@@ -48,6 +50,19 @@ void check(const vend::Result<Decoded<Message>>& first, Decode decode) {
   if (second->canonical != first->canonical) fail("re-decoded canonical differs", again);
 }
 
+// An ops message decodes to one that encodes and decodes to itself.
+template <typename Message, typename Decode>
+void check_ops(const vend::Result<Message>& first, Decode decode) {
+  if (!first.ok()) {
+    if (first.error().message.empty()) fail("ops rejection without a message", first.error().code);
+    return;
+  }
+  const std::string again = vend::ops::encode(*first);
+  auto second = decode(again);
+  if (!second.ok()) fail("re-encoded ops message rejected", second.error().to_string());
+  if (!(*second == *first)) fail("re-decoded ops message differs", again);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -55,5 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(decode_command(payload), decode_command);
   check(decode_event(payload), decode_event);
   check(decode_status(payload), decode_status);
+  check_ops(vend::ops::decode_fleet(payload), vend::ops::decode_fleet);
+  check_ops(vend::ops::decode_device(payload), vend::ops::decode_device);
+  check_ops(vend::ops::decode_order_event(payload), vend::ops::decode_order_event);
+  check_ops(vend::ops::decode_alert(payload), vend::ops::decode_alert);
+  check_ops(vend::ops::decode_reconcile(payload), vend::ops::decode_reconcile);
   return 0;
 }

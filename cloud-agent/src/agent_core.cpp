@@ -125,6 +125,16 @@ Result<std::string> AgentCore::request_restock(const std::string& device_id, int
   return state_->publish_restock(step.value);
 }
 
+Result<std::string> AgentCore::request_reconcile(const std::string& device_id) {
+  std::lock_guard lock(state_->mu);
+  return state_->request_reconcile(device_id);
+}
+
+Result<std::string> AgentCore::reconcile_report(const std::string& device_id) {
+  std::lock_guard lock(state_->mu);
+  return state_->reconcile_report(device_id);
+}
+
 // ---- MQTT and time ----
 
 void AgentCore::on_message(const Message& message) {
@@ -174,6 +184,11 @@ Status AgentCore::health() {
     return make_error("unavailable", "a repository write failed; restart to recover");
   }
   return {};
+}
+
+std::string AgentCore::store_state() {
+  std::lock_guard lock(state_->mu);
+  return to_string(state_->breaker.state());
 }
 
 }  // namespace vend::agent

@@ -20,6 +20,7 @@ using detail::TimerKind;
 
 void AgentCore::State::tick_locked() {
   if (!started) return;
+  recover_store();  // an open stock-store breaker probes even when no order comes
   std::vector<uint64_t> due;
   wheel.advance(clock.wall_ms(), [&due](uint64_t payload, int64_t) { due.push_back(payload); });
   for (uint64_t payload : due) fire_timer(payload);
@@ -29,6 +30,7 @@ void AgentCore::State::tick_locked() {
     sweep();
   }
   evict_finished();
+  publish_ops_views();
 }
 
 // A DISPATCHED order without a result past expires_at + skew. Do not guess:
@@ -44,7 +46,7 @@ void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
                     clock.wall_ms() + options.dispatch_recheck_ms);
 }
 
-void AgentCore::State::request_check_snapshot(DeviceRec& device) {
+void AgentCore::State::request_check_snapshot(DeviceRec& device, const char* prefix) {
   // Offline, a request would only queue up; the recheck asks again later.
   if (!device.online) return;
   int64_t now = clock.wall_ms();
@@ -52,7 +54,7 @@ void AgentCore::State::request_check_snapshot(DeviceRec& device) {
     return;
   }
   device.check_requested_ms = now;
-  proto::SnapshotRequest request{device.id, "chk-" + random.id128().substr(0, 16), true};
+  proto::SnapshotRequest request{device.id, prefix + random.id128().substr(0, 16), true};
   (void)publish_command(device, request);
 }
 
@@ -78,8 +80,12 @@ void AgentCore::State::resolve_overdue(DeviceRec& device, int64_t device_ts_ms,
     if (slot == snapshot.slots.end() || !slot->tokens) continue;
     const auto& tokens = *slot->tokens;
     if (std::find(tokens.begin(), tokens.end(), rec->order.token) == tokens.end()) {
+      // Spent: the device stored a result. Sending the (expired) command
+      // again makes it report that stored result once more (it never runs a
+      // known order twice), in case the first report was lost.
       log.info(detail::kLog, "order " + rec->order.id + ": token spent on the device; " +
-                                 "waiting for its result");
+                                 "asking it to report the result again");
+      publish_dispense(*rec);
       continue;
     }
     token_to_pool(*rec, TokenState::kDispatched, changes);

@@ -34,12 +34,15 @@ void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
   auto [it, inserted] = device.slots.try_emplace(spec.slot);
   it->second.spec = spec;
   if (!inserted) return;
-  // A new slot has an empty pool: its counter is 0, not missing.
-  auto s = store.load(stock_key(device.id, spec.slot), 0);
-  if (!s.ok()) {
-    ++counters.store_errors_total;
-    log.warn(detail::kLog,
-             "init " + stock_key(device.id, spec.slot) + ": " + s.error().to_string());
+  // A new slot has an empty pool: its counter is 0, not missing. Breaker
+  // not closed: the warm-up that closes it sets this counter too.
+  if (breaker.state() != BreakerState::kClosed) return;
+  const std::string key = stock_key(device.id, spec.slot);
+  auto s = store.load(key, 0);
+  if (s.ok()) {
+    breaker.on_success();
+  } else {
+    store_failed("init", key, s.error());
   }
 }
 
@@ -70,6 +73,8 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
     changes.upsert_slot(id, s);
   }
   Ticket t = commit(std::move(changes));
+  schedule_reconcile(dev, first_reconcile_at(id));
+  mark_device_dirty(id);
   log.info(detail::kLog, "provisioned " + id + " with " + std::to_string(slots.size()) + " slots");
   return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
 }
@@ -102,6 +107,7 @@ Result<Ticket> AgentCore::State::set_slot(const std::string& device_id, const Sl
   if (auto s = writable(); !s.ok()) return s.error();
   // A new price applies to new reservations; open orders keep theirs.
   add_slot(dev->second, slot);
+  mark_device_dirty(device_id);
   Changeset changes;
   changes.upsert_slot(device_id, slot);
   return commit(std::move(changes));

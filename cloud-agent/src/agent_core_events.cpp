@@ -54,13 +54,17 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
     return;
   }
   if (event.seq != dev.last_processed_seq + 1) {
-    log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
-                                std::to_string(dev.last_processed_seq + 1));
-    return;  // the device resends in order from its acked seq
+    if (!accept_seq_gap(dev, event.seq)) {
+      log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
+                                  std::to_string(dev.last_processed_seq + 1));
+      return;  // the device resends in order from its acked seq
+    }
+  } else {
+    dev.gap_since_mono_ms = 0;
   }
   if (!writable().ok()) return;  // left unacknowledged: it comes again
   Changeset changes;
-  if (auto s = apply_event(dev, event, changes); !s.ok()) {
+  if (auto s = apply_event(dev, event, decoded->canonical, changes); !s.ok()) {
     log.warn(detail::kLog, dev.id + " " + what + " not processed yet: " + s.error().to_string());
     return;
   }
@@ -70,10 +74,11 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   if (dev.ack_due_mono_ms == 0)
     dev.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
   ++counters.events_processed_total;
+  mark_device_dirty(dev.id);
 }
 
 Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent& event,
-                                     Changeset& changes) {
+                                     const std::string& canonical, Changeset& changes) {
   if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
     on_dispense_result(device, *r, changes);
     return {};
@@ -82,7 +87,7 @@ Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent
     return on_tokens(device, *t, changes);
   }
   if (const auto* s = std::get_if<proto::Snapshot>(&event.body)) {
-    on_snapshot(device, event, *s, changes);
+    on_snapshot(device, event, canonical, *s, changes);
     return {};
   }
   on_fault(device, std::get<proto::Fault>(event.body), changes);
@@ -103,6 +108,7 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
     return reject_message(topic_device, "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
+  mark_device_dirty(dev.id);
   if (status.online) {
     if (!dev.online || dev.boot_id != status.boot_id) {
       log.info(detail::kLog, dev.id + " online (boot " + status.boot_id + ")");

@@ -51,6 +51,8 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   }
   auto slot_rec = sellable_slot(device, slot);
   if (!slot_rec.ok()) return slot_rec.error();
+  // Storage before the store: with the repository failing the order is
+  // refused here, before any counter moves, so nothing is half-written.
   if (auto s = writable(); !s.ok()) return s.error();
 
   auto reserved = reserve_stock(device, slot, **slot_rec);
@@ -114,38 +116,15 @@ Order AgentCore::State::open_reservation(const std::string& device, int slot, Sl
   if (!key.empty()) by_idempotency_key[key] = o.id;
   ++state_counts[static_cast<size_t>(OrderState::kReserved)];
   ++counters.reservations_total;
+  ++orders_created;
+  ops_order_event(rec, "");
   schedule_deadline(rec, TimerKind::kReservation, o.reserve_deadline_ms);
   rec.last_write = rec.durable = commit(std::move(changes));
   check_stock(device, slot, slot_rec);
   return o;
 }
 
-Result<ReserveResult> AgentCore::State::reserve_stock(const std::string& device, int slot,
-                                                      const SlotRec& rec) {
-  const std::string key = stock_key(device, slot);
-  auto r = store.reserve(key, 1);
-  if (!r.ok() || *r != ReserveResult::kMissing) return r;
-  // The store lost the key (never warmed, or wiped): warm it from the pool
-  // (the core lock makes pool and counter move together) and retry once.
-  log.info(detail::kLog, "warming up " + key + " = " + std::to_string(rec.pool.size()));
-  if (auto s = store.load(key, static_cast<int64_t>(rec.pool.size())); !s.ok()) return s.error();
-  r = store.reserve(key, 1);
-  if (r.ok() && *r == ReserveResult::kMissing) {
-    return make_error("store_error", key + " missing right after its warm-up");
-  }
-  return r;
-}
-
-void AgentCore::State::release_stock(const std::string& device, int slot, int64_t n) {
-  if (n <= 0) return;
-  auto s = store.release(stock_key(device, slot), n);
-  if (!s.ok()) {
-    // The counter stays below the pool: under-sells until repaired, never over-sells.
-    ++counters.store_errors_total;
-    log.warn(detail::kLog, "release " + stock_key(device, slot) + " +" + std::to_string(n) + ": " +
-                               s.error().to_string());
-  }
-}
+// reserve_stock and release_stock: agent_core_store.cpp.
 
 void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
   const Order& o = rec.order;

@@ -67,6 +67,10 @@ Status AgentCore::State::start() {
   warm_up_store();
   started = true;
   last_sweep_mono_ms = clock.monotonic_ms();
+  for (auto& [id, dev] : devices) {
+    schedule_reconcile(dev, first_reconcile_at(id));
+    mark_device_dirty(id);
+  }
   // A crash between the DISPATCHED commit and the publish loses the
   // command: publish every live one again (the device dedups by order id).
   size_t republished = 0;
@@ -162,18 +166,7 @@ void AgentCore::State::restore_order(const Order& order) {
   }
 }
 
-void AgentCore::State::warm_up_store() {
-  for (const auto& [id, dev] : devices) {
-    for (const auto& [n, slot] : dev.slots) {
-      auto s = store.load(stock_key(id, n), static_cast<int64_t>(slot.pool.size()));
-      if (!s.ok()) {
-        ++counters.store_errors_total;
-        log.warn(detail::kLog, "warm-up of " + stock_key(id, n) + " failed (a reservation " +
-                                   "retries it): " + s.error().to_string());
-      }
-    }
-  }
-}
+// warm_up_store: agent_core_store.cpp.
 
 // ---- writes ------------------------------------------------------------------
 
@@ -220,6 +213,7 @@ void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& change
   --state_counts[static_cast<size_t>(from)];
   ++state_counts[static_cast<size_t>(to)];
   changes.transition_order(rec.order, from, detail);
+  ops_order_event(rec, to_string(from));
   touched.push_back(rec.order.id);
   if (detail::is_open(from) && !detail::is_open(to)) {
     open_orders.erase(rec.order.id);
@@ -293,12 +287,14 @@ void AgentCore::State::fire_timer(uint64_t payload) {
   if (it == timers.end()) return;
   detail::TimerTarget target = std::move(it->second);
   timers.erase(it);
+  if (target.kind == TimerKind::kReconcile) return on_reconcile_timer(target.order_id);
   OrderRec* rec = find_order(target.order_id);
   if (rec == nullptr) return;
   if (rec->deadline_timer == payload) rec->deadline_timer = 0;
   if (rec->resend_timer == payload) rec->resend_timer = 0;
   switch (target.kind) {
     case TimerKind::kReservation: expire_reservation(*rec, "reservation expired"); break;
+    case TimerKind::kReconcile: break;  // handled above
     case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
     case TimerKind::kResend: on_resend(*rec); break;
   }
@@ -325,6 +321,8 @@ void AgentCore::State::check_stock([[maybe_unused]] const std::string& device,
   // Pool size == counter. A counter ABOVE the pool could sell a token that
   // does not exist: a bug. Below it (a release lost by an unreachable or
   // wiped store) only under-sells until a warm-up or reconciliation.
+  // An open breaker or a stale key: the counter is known to lag the pool.
+  if (!counter_trusted(stock_key(device, slot))) return;
   auto values = store.mget({stock_key(device, slot)});
   if (!values.ok() || !(*values)[0]) return;
   assert(*(*values)[0] <= static_cast<int64_t>(rec.pool.size()));
@@ -359,6 +357,10 @@ AgentMetrics AgentCore::State::take_metrics() {
     for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
   }
   m.storage_failed = storage_failed;
+  fill_store_metrics(m);
+  std::map<std::string, int64_t> alerts;
+  for (const auto& [key, alert] : active_alerts) ++alerts[alert.code];
+  m.alerts_active.assign(alerts.begin(), alerts.end());
   return m;
 }
 

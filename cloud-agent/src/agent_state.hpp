@@ -17,13 +17,17 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/circuit_breaker.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
+#include "vend/ops.hpp"
 #include "vend/protocol.hpp"
 
 namespace vend::agent {
@@ -41,6 +45,9 @@ struct SlotRec {
   int64_t dispatched = 0;        // held by DISPATCHED orders
   int64_t sold = 0;
   int64_t burned = 0;
+  // The device's view in its last snapshot (-1 until one arrives).
+  int physical_count = -1;
+  int device_tokens = -1;
 };
 
 struct PendingAck {
@@ -61,6 +68,13 @@ struct DeviceRec {
   bool ack_wanted = false;          // a duplicate asks for a re-ack
   int64_t ack_due_mono_ms = 0;      // batched acks go out at or after this
   int64_t check_requested_ms = 0;   // wall time of the last full snapshot request
+  int64_t gap_since_mono_ms = 0;    // a seq gap was first seen then; 0 = none
+  uint64_t reconcile_timer = 0;     // payload of the periodic snapshot request timer
+  uint64_t outbox_depth = 0;        // from its last snapshot
+  int64_t snapshot_at_ms = 0;       // wall time its last snapshot was processed
+  std::string last_verdict;         // of its last reconciliation
+  std::string last_report;          // JSON of that report ("" = none in memory)
+  int64_t ops_published_mono_ms = 0;
   std::map<int, SlotRec> slots;
 };
 
@@ -68,10 +82,11 @@ enum class TimerKind : uint8_t {
   kReservation,       // RESERVED order's reserve_deadline_ms
   kDispatchDeadline,  // DISPATCHED order's expires_at + skew, then every recheck
   kResend,            // re-publish a dispense command (busy device, publish failure)
+  kReconcile,         // ask a device for its periodic snapshot (target: the device id)
 };
 
 struct TimerTarget {
-  std::string order_id;
+  std::string order_id;  // the device id for kReconcile
   TimerKind kind = TimerKind::kReservation;
 };
 
@@ -108,6 +123,15 @@ struct Durable {
   T value;
   Ticket wait;
 };
+
+// The tokens of one slot held by open orders (memory), for reconciliation.
+struct HeldTokens {
+  std::vector<std::string> reserved;    // RESERVED / PAID orders' tokens
+  std::vector<std::string> dispatched;  // DISPATCHED orders' tokens
+};
+
+// Key of an active alert: (device, slot, code).
+using AlertKey = std::tuple<std::string, int, std::string>;
 
 bool is_open(OrderState state);
 Ticket ready_ticket(Status status = {});
@@ -156,8 +180,10 @@ struct AgentCore::State {
   Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
   Order open_reservation(const std::string& device, int slot, detail::SlotRec& slot_rec,
                          const std::string& key);
-  // The one place a reservation touches the stock store (the database
-  // fallback behind a circuit breaker will wrap it).
+  // The one place a reservation touches the stock store, behind the
+  // circuit breaker: closed -> the store's check-and-decrement (a failure
+  // falls back for this reservation); open -> the database path (the pool
+  // decides, the token move's conditional UPDATE guards). agent_core_store.cpp.
   Result<ReserveResult> reserve_stock(const std::string& device, int slot,
                                       const detail::SlotRec& rec);
   void release_stock(const std::string& device, int slot, int64_t n);
@@ -197,8 +223,9 @@ struct AgentCore::State {
   void on_event(const std::string& topic_device, const std::string& payload);
   void on_status(const std::string& topic_device, const std::string& payload);
   void reject_message(const std::string& device, const std::string& why);
+  // `canonical`: the event's signed canonical JSON (kept for snapshots).
   Status apply_event(detail::DeviceRec& device, const proto::DeviceEvent& event,
-                     Changeset& changes);
+                     const std::string& canonical, Changeset& changes);
   void want_ack(detail::DeviceRec& device);
   // Tickets the due acks wait for (the caller waits outside the lock).
   std::vector<Ticket> due_ack_tickets();
@@ -213,14 +240,89 @@ struct AgentCore::State {
                    Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
   void on_snapshot(detail::DeviceRec& device, const proto::DeviceEvent& event,
-                   const proto::Snapshot& snapshot, Changeset& changes);
+                   const std::string& canonical, const proto::Snapshot& snapshot,
+                   Changeset& changes);
   void on_fault(detail::DeviceRec& device, const proto::Fault& fault, Changeset& changes);
+
+  // ---- agent_core_reconcile.cpp: three views per slot ----
+  void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
+                 const proto::Snapshot& snapshot, Changeset& changes);
+  ops::SlotReconcile reconcile_slot(detail::DeviceRec& device, detail::SlotRec& slot,
+                                    const proto::SlotSnapshot& seen, const detail::HeldTokens& held,
+                                    std::optional<int64_t> store_value, bool store_known,
+                                    Changeset& changes);
+  // Token-list differences of a full snapshot; fills `out`, returns how
+  // many dispatched tokens the device has already consumed (in flight).
+  int64_t reconcile_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
+                           const std::vector<std::string>& device_tokens,
+                           const detail::HeldTokens& held, Changeset& changes,
+                           ops::SlotReconcile& out);
+  void remove_lost_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
+                          const std::vector<std::string>& lost, Changeset& changes,
+                          ops::SlotReconcile& out);
+  void add_missing_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
+                          const std::vector<std::string>& extra, Changeset& changes,
+                          ops::SlotReconcile& out);
+  void check_physical(const detail::DeviceRec& device, const proto::SlotSnapshot& seen,
+                      int64_t in_flight, ops::SlotReconcile& out);
+  std::map<int, detail::HeldTokens> held_tokens(const std::string& device);
+  // False while the stock store is known to be down (circuit open): its
+  // counters are then not compared.
+  bool store_readable() const;
+  const char* store_state_name() const;  // the breaker's state
+  void schedule_reconcile(detail::DeviceRec& device, int64_t at_ms);
+  // The first periodic request: staggered over one interval by device id,
+  // so a fleet's requests do not all go out at once.
+  int64_t first_reconcile_at(const std::string& device_id) const;
+  void on_reconcile_timer(const std::string& device_id);
+  Result<std::string> request_reconcile(const std::string& device_id);
+  Result<std::string> reconcile_report(const std::string& device_id);
+  // An event beyond the next expected seq: true once the gap is accepted.
+  bool accept_seq_gap(detail::DeviceRec& device, uint64_t seq);
+
+  // ---- agent_core_ops.cpp: operator views on vend/v1/ops/... ----
+  void publish_ops(const std::string& topic, const std::string& payload, int qos, bool retained);
+  // `from` is "" for a new order.
+  void ops_order_event(const detail::OrderRec& rec, const std::string& from);
+  void mark_device_dirty(const std::string& device_id);
+  // Raised once while active; cleared by clear_alert (both are published).
+  void raise_alert(const std::string& device, int slot, const std::string& code,
+                   const std::string& severity, const std::string& message);
+  void clear_alert(const std::string& device, int slot, std::string_view code);
+  bool alert_active(const std::string& device, int slot, std::string_view code) const;
+  ops::DeviceStatus device_status(const detail::DeviceRec& device) const;
+  ops::FleetSummary fleet_summary() const;
+  // tick(): the dirty device statuses and the fleet summary, rate-limited.
+  void publish_ops_views();
+
+  // ---- agent_core_store.cpp: the stock store behind a circuit breaker ----
+  // (reserve_stock, release_stock, warm_up_store are declared above.)
+  // True when the store may be called: the breaker is closed, or it was open
+  // long enough and the probe (ping + a warm-up of every counter) closed it.
+  bool store_usable();
+  // The half-open probe: ping, then every counter = its pool. Closes the
+  // breaker only if every load succeeded; otherwise it opens again.
+  bool probe_store();
+  // tick(): an open breaker probes on its own when no order arrives.
+  void recover_store();
+  Status load_all_counters();
+  Result<ReserveResult> reserve_in_store(const std::string& key, const detail::SlotRec& rec);
+  ReserveResult reserve_in_database(const detail::SlotRec& rec);
+  // A store call failed: counts it (breaker, metrics); `key`'s counter is
+  // no longer trusted and is rewritten from its pool before its next use.
+  void store_failed(const std::string& what, const std::string& key, const Error& error);
+  // The counter of `key` in the store is meant to equal its pool right now
+  // (breaker closed, not marked stale): check_stock may compare them.
+  bool counter_trusted(const std::string& key) const;
+  void fill_store_metrics(AgentMetrics& m) const;
 
   // ---- agent_core_deadlines.cpp ----
   void tick_locked();
   void fire_timer(uint64_t payload);
   void on_dispatch_deadline(detail::OrderRec& rec);
-  void request_check_snapshot(detail::DeviceRec& device);
+  // A full snapshot request (at most one per device per second); `prefix`
+  // names the reason in its request id ("chk-", "full-", "gap-").
+  void request_check_snapshot(detail::DeviceRec& device, const char* prefix = "chk-");
   void resolve_overdue(detail::DeviceRec& device, int64_t device_ts_ms,
                        const proto::Snapshot& snapshot, Changeset& changes);
   void on_resend(detail::OrderRec& rec);
@@ -257,6 +359,18 @@ struct AgentCore::State {
   // (device, restock id) -> restock seen this run or pending. Per device:
   // ids confirmed locally at a machine are only unique on that machine.
   std::map<std::pair<std::string, std::string>, StoredRestock> restocks;
+
+  // Operator views: devices whose status changed since it was last published.
+  std::set<std::string> dirty_devices;
+  bool fleet_dirty = true;
+  int64_t fleet_published_mono_ms = 0;
+  int64_t orders_created = 0;
+  std::map<detail::AlertKey, ops::Alert> active_alerts;
+
+  // The stock store's circuit breaker and the counters it no longer trusts
+  // (a failed call left them unknown; rewritten from the pool before use).
+  CircuitBreaker breaker{clock, options.store_breaker};
+  std::set<std::string> stale_counters;
 
   std::vector<std::string> touched;  // orders set_state() changed since the last commit()
   std::array<int64_t, detail::kStateCount> state_counts{};

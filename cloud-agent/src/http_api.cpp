@@ -89,6 +89,8 @@ void HttpApi::install(httplib::Server& s) {
   s.Get(device + "/slots", wrap(&HttpApi::list_slots, Access::kOperator));
   s.Put(device + "/slots/([0-9]{1,9})", wrap(&HttpApi::update_slot, Access::kOperator));
   s.Post(device + "/restock", wrap(&HttpApi::restock, Access::kOperator));
+  s.Post(device + "/reconcile", wrap(&HttpApi::reconcile, Access::kOperator));
+  s.Get(std::string("/v1/reconcile/") + kId, wrap(&HttpApi::reconcile_report, Access::kOperator));
   s.Get("/metrics", wrap(&HttpApi::metrics, Access::kPublic));
   s.Get("/healthz", wrap(&HttpApi::healthz, Access::kPublic));
 
@@ -182,7 +184,10 @@ Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
 }
 
 Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
-  http::Json body = {{"status", "ok"}, {"mqtt_connected", mqtt_connected()}};
+  // 200 while degraded: the agent still sells through the database when the
+  // stock store's breaker is open; "stock_store" says which path is in use.
+  http::Json body = {
+      {"status", "ok"}, {"mqtt_connected", mqtt_connected()}, {"stock_store", core_.store_state()}};
   return HttpReply{200, body.dump()};
 }
 

@@ -83,6 +83,8 @@ class HttpApi {
   Result<HttpReply> list_slots(const httplib::Request& req);
   Result<HttpReply> update_slot(const httplib::Request& req);
   Result<HttpReply> restock(const httplib::Request& req);
+  Result<HttpReply> reconcile(const httplib::Request& req);
+  Result<HttpReply> reconcile_report(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);

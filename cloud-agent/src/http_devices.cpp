@@ -155,4 +155,26 @@ Result<HttpReply> HttpApi::restock(const httplib::Request& req) {
   return HttpReply{202, http::Json{{"restock_id", *id}}.dump()};
 }
 
+Result<HttpReply> HttpApi::reconcile(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  if (!req.body.empty()) {
+    auto body = http::parse_object(req.body);  // only {} is accepted
+    if (!body.ok()) return body.error();
+    if (Status s = http::FieldReader(*body).only({}); !s.ok()) return s.error();
+  }
+  auto id = core_.request_reconcile(*device);
+  if (!id.ok()) return id.error();
+  return HttpReply{202,
+                   http::Json{{"device", *device}, {"request_id", *id}, {"full", true}}.dump()};
+}
+
+Result<HttpReply> HttpApi::reconcile_report(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  auto report = core_.reconcile_report(*device);
+  if (!report.ok()) return report.error();
+  return HttpReply{200, *report};
+}
+
 }  // namespace vend::agent

@@ -22,6 +22,9 @@ struct HttpServerLimits {
   int write_timeout_s = 5;       // per write of a response
   int keep_alive_timeout_s = 2;  // idle keep-alive connection
   size_t keep_alive_max_requests = 100;
+  // Connections waiting for accept(). httplib listens with 5 (compiled into
+  // Debian's library); a burst beyond it waits for a SYN retransmit, 1 s.
+  int listen_backlog = 1024;
 };
 
 // httplib's TaskQueue with `threads` workers and at most `max_queued`
@@ -54,7 +57,10 @@ class BoundedTaskQueue final : public httplib::TaskQueue {
 // Applies `limits` to `server` (task queue, timeouts, keep-alive) and makes
 // its listening socket exclusive: SO_REUSEADDR only. httplib's default adds
 // SO_REUSEPORT on Linux, which lets a second agent bind the same port and
-// silently receive half of the requests. Call before the server binds.
+// silently receive half of the requests. When the server starts listening
+// (listen_after_bind), the bound socket listens again with
+// limits.listen_backlog (Linux updates a listening socket's backlog). Call
+// before the server binds.
 void configure_server(httplib::Server& server, const HttpServerLimits& limits);
 
 }  // namespace vend::agent

@@ -194,6 +194,17 @@ void Changeset::put_snapshot(const std::string& device, const std::string& paylo
   });
 }
 
+void Changeset::put_reconcile_report(const std::string& device, const std::string& report,
+                                     int64_t at_ms) {
+  add([=](WriteContext& ctx) {
+    return run(ctx,
+               "INSERT INTO reconcile_reports(device, report, at_ms) VALUES(?, ?, ?) "
+               "ON CONFLICT(device) DO UPDATE SET report = excluded.report, "
+               "at_ms = excluded.at_ms",
+               [&](sql::Statement& s) { s.bind(1, device).bind(2, report).bind(3, at_ms); });
+  });
+}
+
 void Changeset::insert_fault(const StoredFault& f) {
   add([=](WriteContext& ctx) -> Status {
     auto s =

@@ -278,6 +278,17 @@ Result<std::optional<StoredSnapshot>> Repository::snapshot(const std::string& de
   return out;
 }
 
+Result<std::optional<std::string>> Repository::reconcile_report(const std::string& device) {
+  std::lock_guard lock(read_mu_);
+  std::optional<std::string> out;
+  auto s = query(
+      read_db_, "SELECT report FROM reconcile_reports WHERE device = ?",
+      [&](sql::Statement& st) { st.bind(1, device); },
+      [&](const sql::Statement& st) { out = st.column_text(0); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
 Result<std::vector<StoredFault>> Repository::faults(const std::string& device, size_t limit) {
   std::lock_guard lock(read_mu_);
   std::vector<StoredFault> out;

@@ -117,8 +117,17 @@ CREATE INDEX order_events_by_order ON order_events(order_id);
 
 }  // namespace
 
+// v2: the latest reconciliation report per device (JSON, vend/ops.hpp).
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE reconcile_reports(
+  device TEXT PRIMARY KEY,
+  report TEXT NOT NULL,
+  at_ms INTEGER NOT NULL
+);
+)sql";
+
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {{1, kSchemaV1}};
+  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2}};
   return all;
 }
 

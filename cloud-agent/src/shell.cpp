@@ -93,6 +93,7 @@ class AgentProcess {
 Status AgentProcess::open_storage() {
   RepositoryOptions ro;
   ro.synchronous = options_.sync_full ? sql::Sync::kFull : sql::Sync::kNormal;
+  if (options_.repo_batch_max > 0) ro.batch_max = static_cast<size_t>(options_.repo_batch_max);
   auto repo = Repository::open(options_.db_path, ro, log_);
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
@@ -109,6 +110,11 @@ void AgentProcess::open_transport() {
   po.server_uri = options_.mqtt_url;
   po.client_id = "vend-agent";
   po.clean_session = false;  // events published while we were away are kept for us
+  if (!options_.mqtt_username.empty()) po.username = options_.mqtt_username;
+  po.password = secrets_.mqtt_password;
+  if (!options_.mqtt_ca_file.empty()) {  // parse_options: set exactly with ssl://
+    po.tls = PahoTlsOptions{options_.mqtt_ca_file, options_.mqtt_cert_file, options_.mqtt_key_file};
+  }
   transport_ = std::make_unique<PahoTransport>(po, log_);
 }
 
@@ -121,6 +127,7 @@ Status AgentProcess::start(std::ostream& out) {
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
+  ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -18,6 +19,7 @@ namespace {
 
 constexpr size_t kMinSecret = 16;
 constexpr size_t kMaxSecret = 1024;
+constexpr size_t kMaxMqttPassword = 1024;
 
 Error bad_usage(const std::string& message) { return make_error("bad_usage", message); }
 
@@ -104,6 +106,11 @@ const std::map<std::string, Setter>& valued_options() {
   static const std::map<std::string, Setter> kOptions = {
       {"--http", parse_listen},
       {"--mqtt", set_text(&ShellOptions::mqtt_url)},
+      {"--mqtt-username", set_text(&ShellOptions::mqtt_username)},
+      {"--mqtt-password-file", set_text(&ShellOptions::mqtt_password_file)},
+      {"--mqtt-ca-file", set_text(&ShellOptions::mqtt_ca_file)},
+      {"--mqtt-cert-file", set_text(&ShellOptions::mqtt_cert_file)},
+      {"--mqtt-key-file", set_text(&ShellOptions::mqtt_key_file)},
       {"--db", set_text(&ShellOptions::db_path)},
       {"--stock", parse_stock},
       {"--operator-token-file", set_text(&ShellOptions::operator_token_file)},
@@ -111,11 +118,46 @@ const std::map<std::string, Setter>& valued_options() {
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--reconcile-interval-s",
+       set_int(&ShellOptions::reconcile_interval_s, "--reconcile-interval-s", 0, 86400)},
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
       {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
+      {"--repo-batch-max",  // hidden: benchmarks only
+       set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
   return kOptions;
+}
+
+// The MQTT TLS options with their names, for the checks below.
+std::array<std::pair<const char*, const std::string*>, 3> mqtt_tls_files(const ShellOptions& o) {
+  return {{{"--mqtt-ca-file", &o.mqtt_ca_file},
+           {"--mqtt-cert-file", &o.mqtt_cert_file},
+           {"--mqtt-key-file", &o.mqtt_key_file}}};
+}
+
+// The rules between the MQTT options. Like the firmware (config.cpp), the
+// broker certificate is always checked, so ssl:// needs its CA.
+Status check_mqtt_options(const ShellOptions& o) {
+  bool tls = o.mqtt_url.rfind("ssl://", 0) == 0 || o.mqtt_url.rfind("mqtts://", 0) == 0;
+  for (auto [name, value] : mqtt_tls_files(o)) {
+    if (!value->empty() && !tls) {
+      return bad_usage(std::string(name) + ": only with an ssl:// --mqtt URL, got '" + o.mqtt_url +
+                       "'");
+    }
+  }
+  if (tls && o.mqtt_ca_file.empty()) {
+    return bad_usage("--mqtt " + o.mqtt_url +
+                     ": ssl:// needs --mqtt-ca-file (the CA of the broker's certificate; for a "
+                     "public CA /etc/ssl/certs/ca-certificates.crt)");
+  }
+  if (o.mqtt_cert_file.empty() != o.mqtt_key_file.empty()) {
+    return bad_usage("--mqtt-cert-file and --mqtt-key-file go together");
+  }
+  if (!o.mqtt_password_file.empty() && o.mqtt_username.empty()) {
+    return bad_usage("--mqtt-password-file: needs --mqtt-username");
+  }
+  return {};
 }
 
 std::string trim(const std::string& s) {
@@ -181,6 +223,40 @@ Result<std::optional<std::string>> find_secret(const std::string& file, const ch
   return std::optional<std::string>(secret);
 }
 
+// The whole file minus one trailing newline ("\n" or "\r\n"): a password may
+// have surrounding spaces, so nothing else is trimmed.
+Result<std::string> read_mqtt_password(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return make_error("bad_secret",
+                      "--mqtt-password-file " + path + ": cannot read: " + std::strerror(errno));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string password = ss.str();
+  if (!password.empty() && password.back() == '\n') password.pop_back();
+  if (!password.empty() && password.back() == '\r') password.pop_back();
+  if (password.empty() || password.size() > kMaxMqttPassword) {
+    return make_error("bad_secret", "--mqtt-password-file " + path + ": must hold 1.." +
+                                        std::to_string(kMaxMqttPassword) + " bytes");
+  }
+  if (password.find_first_of("\r\n") != std::string::npos) {
+    return make_error("bad_secret", "--mqtt-password-file " + path + ": must be one line");
+  }
+  return password;
+}
+
+// A TLS file Paho cannot read would fail every connect attempt in the
+// background; say so at start instead.
+Status check_tls_files_readable(const ShellOptions& o) {
+  for (auto [name, path] : mqtt_tls_files(o)) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return make_error("bad_file", std::string(name) + " " + *path + ": " + std::strerror(errno));
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
@@ -208,10 +284,15 @@ Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
       o.help = true;
     } else if (name == "--version") {
       o.version = true;
+    } else if (name == "--mqtt-password") {
+      return bad_usage(
+          "--mqtt-password: not accepted (a command line is visible to every user in ps); use "
+          "--mqtt-password-file FILE");
     } else {
       return bad_usage("unknown option '" + name + "'");
     }
   }
+  if (Status s = check_mqtt_options(o); !s.ok()) return s.error();
   return o;
 }
 
@@ -223,6 +304,12 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --http HOST:PORT              listen address of the HTTP API (127.0.0.1:8080; port 0: any)
   --mqtt URL                    MQTT broker, tcp://host:port or ssl://host:port
                                 (tcp://127.0.0.1:1883)
+  --mqtt-username NAME          MQTT username (vend-agent with deploy/mosquitto/acl)
+  --mqtt-password-file FILE     MQTT password: the file's content, trailing newline
+                                removed (never on the command line); needs --mqtt-username
+  --mqtt-ca-file FILE           CA of the broker's certificate (PEM); required with ssl://
+  --mqtt-cert-file FILE         client certificate (PEM) for mutual TLS, with
+  --mqtt-key-file FILE          its private key (PEM); both only with ssl://
   --db PATH                     SQLite database (./vend-agent.db)
   --stock embedded|redis://HOST:PORT
                                 stock counters in process (default) or in Redis
@@ -233,13 +320,15 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --insecure-no-auth            operator endpoints without a token (local demos only)
   --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --reconcile-interval-s N      ask every device for a snapshot every N s, staggered
+                                (600; 0 = only device-sent and on-demand snapshots)
   --sync full|normal            SQLite durability (full)
   --http-threads N              HTTP worker threads (8; 1..256)
   --log-level debug|info|warn|error  (info)
   --help, --version
 
 SIGTERM/SIGINT stop it cleanly (exit 0). Exit 2: bad options or secrets; 1: start-up failure.
-See docs/agent.md.
+See docs/agent.md; the production broker (credentials, TLS): docs/deployment.md.
 )";
 }
 
@@ -264,6 +353,12 @@ Result<Secrets> load_secrets(const ShellOptions& o, const GetEnv& getenv, std::o
                       "missing) or set VEND_GATEWAY_SECRET");
   }
   secrets.gateway_secret = **gateway;
+  if (!o.mqtt_password_file.empty()) {
+    auto password = read_mqtt_password(o.mqtt_password_file);
+    if (!password.ok()) return password.error();
+    secrets.mqtt_password = *password;
+  }
+  if (Status s = check_tls_files_readable(o); !s.ok()) return s.error();
   return secrets;
 }
 

@@ -20,6 +20,15 @@ struct ShellOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 8080;  // 0: any free port (printed at start)
   std::string mqtt_url = "tcp://127.0.0.1:1883";
+  // Broker credentials (docs/deployment.md). Empty: not sent. The password
+  // is never an option value: load_secrets() reads it from the file.
+  std::string mqtt_username;
+  std::string mqtt_password_file;
+  // TLS, only with an ssl:// (or mqtts://) --mqtt URL, which requires the CA
+  // file; the client certificate and key go together.
+  std::string mqtt_ca_file;
+  std::string mqtt_cert_file;
+  std::string mqtt_key_file;
   std::string db_path = "./vend-agent.db";
   std::optional<RedisOptions> redis;  // nullopt: the embedded stock store
   std::string operator_token_file;
@@ -27,14 +36,20 @@ struct ShellOptions {
   bool insecure_no_auth = false;
   int64_t reservation_ttl_s = 300;
   int64_t dispatch_ttl_s = 60;
-  bool sync_full = true;  // --sync full|normal
+  int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
+  bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;
+  // Hidden, for benchmarks only (docs/benchmarks.md #3): writes per group
+  // commit; 1 = one fsync per write. 0: the repository default.
+  int64_t repo_batch_max = 0;
   bool help = false;
   bool version = false;
 };
 
-// `args` excludes argv[0]. Errors have code "bad_usage" and name the option.
+// `args` excludes argv[0]. Errors have code "bad_usage" and name the option,
+// including the rules between options (MQTT TLS files and the URL scheme,
+// --mqtt-password-file needs --mqtt-username).
 Result<ShellOptions> parse_options(const std::vector<std::string>& args);
 
 // The --help text.
@@ -43,6 +58,7 @@ std::string usage();
 struct Secrets {
   std::string operator_token;  // empty only with --insecure-no-auth
   std::string gateway_secret;
+  std::optional<std::string> mqtt_password;  // with --mqtt-password-file
 };
 
 // Reads an environment variable; nullopt when unset. Injected for tests.
@@ -53,7 +69,10 @@ using GetEnv = std::function<std::optional<std::string>(const char* name)>;
 // wins over the variable). Surrounding whitespace is trimmed; a secret must
 // be 16..1024 printable ASCII characters. A secret file that does not exist
 // is created (mode 0600) with 64 random hex characters and `out` says where.
-// Errors ("no_secret", "bad_secret") name the option or file.
+// The MQTT password is the content of --mqtt-password-file with its trailing
+// newline removed (1..1024 bytes, one line; never created). The MQTT TLS
+// files must be readable. Errors ("no_secret", "bad_secret", "bad_file") name
+// the option or file.
 Result<Secrets> load_secrets(const ShellOptions& options, const GetEnv& getenv, std::ostream& out);
 
 }  // namespace vend::agent

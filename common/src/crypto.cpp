@@ -121,6 +121,10 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string token_digest(std::vector<std::string> tokens) {
+  return token_digest_of_views(std::vector<std::string_view>(tokens.begin(), tokens.end()));
+}
+
+std::string token_digest_of_views(std::vector<std::string_view> tokens) {
   std::sort(tokens.begin(), tokens.end());
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);

@@ -203,6 +203,22 @@ std::optional<Error> parse_message(std::string_view payload, Json& object) {
   return check_version(object);
 }
 
+// The canonical JSON of a parsed message: every field but "mac", dumped
+// before a FieldReader moves the strings out. Once the strict reader accepts
+// the object, it holds exactly the fields encode_canonical() writes, with the
+// same values, and dump() sorts keys like it — fuzz_decode checks that the
+// two agree. Rebuilding it from the decoded struct would construct the whole
+// tree again, and the agent decodes every event of the fleet.
+std::string canonical_without_mac(Json& object) {
+  auto it = object.find("mac");
+  if (it == object.end()) return object.dump(-1, ' ', false, Json::error_handler_t::replace);
+  Json mac = std::move(*it);
+  object.erase(it);
+  std::string out = object.dump(-1, ' ', false, Json::error_handler_t::replace);
+  object["mac"] = std::move(mac);
+  return out;
+}
+
 // The `type` field, as a string (not yet checked against a list).
 Result<std::string_view> read_type(const Json& object, std::string_view kind) {
   auto it = object.find("type");
@@ -230,12 +246,12 @@ Result<Decoded<Command>> decode_command_unguarded(std::string_view payload) {
   if (auto error = parse_message(payload, object)) return *std::move(error);
   auto type = find_type(object, kCommandTypes, "command");
   if (!type.ok()) return type.error();
+  std::string canonical = canonical_without_mac(object);
   FieldReader r(object, (*type)->name);
   r.only(kBaseFields, (*type)->fields);
   std::string mac = r.hex64("mac");
   Command command = (*type)->read(r);
   if (r.failed()) return r.take_error();
-  std::string canonical = encode_canonical(command);
   return Decoded<Command>{std::move(command), std::move(mac), std::move(canonical)};
 }
 
@@ -244,6 +260,7 @@ Result<Decoded<DeviceEvent>> decode_event_unguarded(std::string_view payload) {
   if (auto error = parse_message(payload, object)) return *std::move(error);
   auto type = find_type(object, kEventTypes, "event");
   if (!type.ok()) return type.error();
+  std::string canonical = canonical_without_mac(object);
   FieldReader r(object, (*type)->name);
   r.only(kEnvelopeFields, (*type)->fields);
   std::string mac = r.hex64("mac");
@@ -254,7 +271,6 @@ Result<Decoded<DeviceEvent>> decode_event_unguarded(std::string_view payload) {
   event.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
   event.body = (*type)->read(r);
   if (r.failed()) return r.take_error();
-  std::string canonical = encode_canonical(event);
   return Decoded<DeviceEvent>{std::move(event), std::move(mac), std::move(canonical)};
 }
 
@@ -266,6 +282,7 @@ Result<Decoded<PresenceStatus>> decode_status_unguarded(std::string_view payload
   if (*name != "status") {
     return Error{kErrUnknownType, "unknown status type '" + printable(*name) + "'"};
   }
+  std::string canonical = canonical_without_mac(object);
   FieldReader r(object, "status");
   r.only(kBaseFields, kStatusFields);
   std::string mac = r.hex64("mac");
@@ -279,7 +296,6 @@ Result<Decoded<PresenceStatus>> decode_status_unguarded(std::string_view payload
   status.online = state == "online";
   status.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
   if (r.failed()) return r.take_error();
-  std::string canonical = encode_canonical(status);
   return Decoded<PresenceStatus>{std::move(status), std::move(mac), std::move(canonical)};
 }
 

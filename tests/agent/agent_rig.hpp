@@ -142,7 +142,10 @@ class DeviceSim {
 
 class AgentRig {
  public:
-  explicit AgentRig(AgentOptions options = test_agent_options()) : options_(options) {
+  // `core_store`: the stock store the core uses instead of `store` (a
+  // fault-injecting wrapper, a RedisStockStore); it must outlive the rig.
+  explicit AgentRig(AgentOptions options = test_agent_options(), StockStore* core_store = nullptr)
+      : options_(options), core_store_(core_store) {
     repo_options.synchronous = sql::Sync::kNormal;
     start_agent();
   }
@@ -157,7 +160,7 @@ class AgentRig {
     REQUIRE(r.ok());
     repo = std::move(r).value();
     client = bus.make_client(kAgentClient, std::nullopt, false);
-    core = std::make_unique<AgentCore>(*repo, store, *client, clock, random, log, options_);
+    core = std::make_unique<AgentCore>(*repo, core_store(), *client, clock, random, log, options_);
     client->on_message([this](const Message& m) { core->on_message(m); });
     client->on_connection([this](bool up) { core->on_connection(up); });
     // No subscribe here: the core subscribes on every connect.
@@ -173,8 +176,10 @@ class AgentRig {
     core.reset();
     client.reset();
     repo.reset();
-    REQUIRE(store.flush_all().ok());
+    REQUIRE(core_store().flush_all().ok());
   }
+
+  StockStore& core_store() { return core_store_ != nullptr ? *core_store_ : store; }
 
   // Provisions a device with the agent and boots its firmware.
   DeviceSim& add_device(const std::string& id, std::vector<SlotSpec> slots,
@@ -239,7 +244,7 @@ class AgentRig {
   }
 
   int64_t counter(const std::string& device, int slot) {
-    auto v = store.mget({stock_key(device, slot)});
+    auto v = core_store().mget({stock_key(device, slot)});
     REQUIRE(v.ok());
     return (*v)[0].value_or(-1);
   }
@@ -283,6 +288,7 @@ class AgentRig {
 
  private:
   AgentOptions options_;
+  StockStore* core_store_ = nullptr;
 };
 
 }  // namespace vend::agent::test

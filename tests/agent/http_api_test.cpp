@@ -9,6 +9,8 @@
 #include <httplib.h>
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -381,6 +383,49 @@ TEST_CASE("not found, unknown routes, oversize bodies, conflicts") {
                "bad_request", "unknown query parameter 'colour'");
 }
 
+TEST_CASE("reconcile: on-demand request and the report of a snapshot") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  expect_error(post_json(agent, "/v1/devices/vm-http-1/reconcile", ""), 401, "unauthorized");
+  expect_error(post_json(agent, "/v1/devices/vm-nope/reconcile", "", agent.operator_headers()), 404,
+               "not_found");
+  expect_error(post_json(agent, "/v1/devices/vm-http-1/reconcile", R"({"full":false})",
+                         agent.operator_headers()),
+               400, "bad_request", "unknown field 'full'");
+  expect_error(agent.client().Get("/v1/reconcile/vm-http-1", agent.operator_headers()), 404,
+               "not_found", "no reconciliation report");
+  auto r = post_json(agent, "/v1/devices/vm-http-1/reconcile", "", agent.operator_headers());
+  Json j = body_of(r);
+  REQUIRE(r->status == 202);
+  CHECK(j["device"] == "vm-http-1");
+  CHECK(j["full"] == true);
+  std::string request_id = j["request_id"];
+
+  // The device answers with a full snapshot holding the cloud's 3 tokens' count
+  // but other ids: the report names the difference.
+  proto::SlotSnapshot slot{1, 3, 1, crypto::token_digest({std::string(32, 'a')}),
+                           std::vector<std::string>{std::string(32, 'a')}};
+  proto::DeviceEvent e{kDevice, ++m.seq, m.boot_id, 1, proto::Snapshot{request_id, {slot}, 0}};
+  std::string mac = crypto::sign(m.key, proto::encode_canonical(e));
+  agent.core().on_message(Message{topics::device_evt(kDevice), proto::encode(e, mac), 1, false});
+  auto report = agent.client().Get("/v1/reconcile/vm-http-1", agent.operator_headers());
+  Json rep = body_of(report);
+  REQUIRE(report->status == 200);
+  CHECK(rep["request_id"] == request_id);
+  CHECK(rep["trigger"] == "on_demand");
+  CHECK(rep["slots"][0]["tokens_removed"] == 3);
+  CHECK(rep["slots"][0]["tokens_added"] == 1);
+  CHECK(rep["slots"][0]["physical_count"] == 3);
+  CHECK(rep["verdict"] == "alert");  // 3 items, 1 token
+  CHECK(pool_of_slot1(agent) == "1");
+  auto metrics = agent.client().Get("/metrics");
+  REQUIRE(metrics);
+  CHECK(metrics->body.find("vend_reconcile_tokens_added_total 1") != std::string::npos);
+  CHECK(metrics->body.find("vend_alerts_active{code=\"physical_mismatch\"} 1") !=
+        std::string::npos);
+}
+
 TEST_CASE("slots: update price, restock validation") {
   Agent agent;
   Machine m;
@@ -468,6 +513,43 @@ TEST_CASE("metrics: Prometheus text format, healthz") {
   Json health = body_of(agent.client().Get("/healthz"));
   CHECK(health["status"] == "ok");
   CHECK(health["mqtt_connected"] == true);
+  CHECK(health["stock_store"] == "closed");
+}
+
+// Pins down a ~40 ms stall per request (docs/benchmarks.md #2): httplib
+// writes a response's headers and body separately, and without TCP_NODELAY
+// the body waits for the client's delayed ACK of the headers.
+TEST_CASE("keep-alive requests are not stalled by Nagle: the server sets TCP_NODELAY") {
+  Agent agent;
+  httplib::Client c = agent.client();
+  c.set_keep_alive(true);
+  c.set_tcp_nodelay(true);
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) REQUIRE(c.Get("/healthz"));
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(took < std::chrono::milliseconds(400));  // with the stall: 20 x ~40 ms
+}
+
+// httplib listens with a backlog of 5: a burst of connections beyond it waits
+// a SYN retransmit (1 s). configure_server() widens it once the server runs;
+// `ss` shows a listening socket's backlog as its Send-Q.
+TEST_CASE("the listening socket's backlog is widened to HttpServerLimits::listen_backlog") {
+  Agent agent;
+  REQUIRE(agent.client().Get("/healthz"));  // the accept loop (and the re-listen) has run
+  std::string cmd = "ss -ltnH 'sport = :" + std::to_string(agent.port()) + "'";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char line[512] = {0};
+  bool got = std::fgets(line, sizeof line, pipe) != nullptr;
+  ::pclose(pipe);
+  REQUIRE_MESSAGE(got, "no output from: " << cmd);
+  std::istringstream fields(line);
+  std::string state;
+  long recv_q = -1, send_q = -1;
+  fields >> state >> recv_q >> send_q;
+  INFO(line);
+  CHECK(state == "LISTEN");
+  CHECK(send_q >= 128);  // the kernel caps it at net.core.somaxconn
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ std::string sha256_hex(std::string_view data);
 // Digest of a set of token ids: SHA-256 over the ids sorted and joined by
 // '\n'. Order-independent; the empty set has a fixed digest.
 std::string token_digest(std::vector<std::string> tokens);
+// The same digest over views (no copy of the ids; the agent's reconciliation
+// hashes every slot of every snapshot).
+std::string token_digest_of_views(std::vector<std::string_view> tokens);
 
 // 128 random bits (OpenSSL RAND_bytes) as 32 lowercase hex chars: token
 // ids and boot ids.

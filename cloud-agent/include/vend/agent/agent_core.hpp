@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "vend/agent/circuit_breaker.hpp"
 #include "vend/agent/stock_store.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
@@ -121,6 +122,25 @@ struct AgentOptions {
   // Finished orders kept in memory (get_order/list_orders/idempotency
   // answers); older ones are read back from the repository on demand.
   size_t finished_orders_max = 100'000;
+  // The stock store's circuit breaker (docs/stock-store.md "Degradation"):
+  // this many store failures in a row open it; reservations then go through
+  // the database, and after open_ms a probe (ping + warm-up) may close it.
+  CircuitBreakerOptions store_breaker;
+  // Reconciliation: every device is asked for a (digest) snapshot this often,
+  // staggered across the fleet by device id; 0 = only the snapshots the
+  // devices send on their own and on-demand requests.
+  int64_t reconcile_interval_ms = 10 * 60 * 1000;
+  // An event seq beyond the next expected one, still unfilled after this
+  // long, means the cloud lost events the device already had acknowledged
+  // (e.g. a restored database): the gap is accepted, alerted, and a full
+  // snapshot repairs the token views. Well above the devices' retransmit
+  // interval (10 s), which fills an ordinary gap.
+  int64_t seq_gap_grace_ms = 60 * 1000;
+  // Operator views on vend/v1/ops/...: off, or at most one fleet summary and
+  // one status per device per ops_interval_ms (order events and alerts are
+  // published as they happen).
+  bool ops_enabled = true;
+  int64_t ops_interval_ms = 1000;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -136,6 +156,20 @@ struct AgentMetrics {
   int64_t stock_total = 0;                  // sum of pools
   int devices_online = 0;
   bool storage_failed = false;  // see AgentCore::health()
+  // The stock store's circuit breaker: "closed", "open" or "half_open".
+  std::string store_state = "closed";
+  int64_t reservations_via_database_total = 0;  // the pool decided, the store was skipped
+  int64_t store_breaker_opened_total = 0;       // closed/half_open -> open
+  int64_t store_breaker_half_opened_total = 0;  // open -> half_open (probes)
+  int64_t store_breaker_closed_total = 0;       // half_open -> closed (recoveries)
+  // Reconciliation.
+  int64_t reconcile_runs_total = 0;
+  int64_t store_repairs_total = 0;   // counters rewritten from the pool
+  int64_t tokens_added_total = 0;    // tokens the cloud lacked, added to pools
+  int64_t tokens_removed_total = 0;  // tokens the devices no longer had
+  int64_t seq_gaps_total = 0;
+  int64_t alerts_raised_total = 0;
+  std::vector<std::pair<std::string, int64_t>> alerts_active;  // code -> active count
 };
 
 // Error codes (they become HTTP errors in the shell): not_found,
@@ -177,6 +211,14 @@ class AgentCore {
   // Sends a signed restock order to the device; returns the restock id.
   Result<std::string> request_restock(const std::string& device_id, int slot, int count);
 
+  // ---- reconciliation (HTTP, operator) ----
+  // Asks an online device for a full snapshot; the reconciliation report
+  // follows when it arrives. Returns the snapshot request id.
+  Result<std::string> request_reconcile(const std::string& device_id);
+  // The device's latest reconciliation report as JSON (vend/ops.hpp
+  // ReconcileReport); not_found before its first one.
+  Result<std::string> reconcile_report(const std::string& device_id);
+
   // ---- MQTT ----
   // The shell subscribes to topics::all_device_evt() and all_device_status()
   // and hands every message here.
@@ -199,6 +241,11 @@ class AgentCore {
   // the process is restarted and rebuilds its state from the log. For
   // /healthz.
   Status health();
+
+  // The stock store's circuit breaker: "closed" (reservations use the
+  // store), "open" (they use the database), "half_open" (a probe is out).
+  // The agent keeps selling in every state. For /healthz.
+  std::string store_state();
 
  private:
   struct State;

@@ -14,7 +14,7 @@
 //
 // Tables (docs/design-decisions.md, "Cloud agent"): devices, slots,
 // pool_tokens, restocks, orders, payments, refunds, device_seq, snapshots,
-// faults (bounded), order_events (the order event log).
+// faults (bounded), order_events (the order event log), reconcile_reports.
 //
 // Reads (start-up load, look-ups of data evicted from memory, audit) use a
 // second connection of their own, guarded by a mutex. They see committed
@@ -167,6 +167,8 @@ class Changeset {
   // (conditional, like a transition).
   void advance_device_seq(const std::string& device, uint64_t from, uint64_t to);
   void put_snapshot(const std::string& device, const std::string& payload, int64_t at_ms);
+  // The device's latest reconciliation report (replaces the previous one).
+  void put_reconcile_report(const std::string& device, const std::string& report, int64_t at_ms);
   // Appends a fault and trims the table to faults_max rows.
   void insert_fault(const StoredFault& fault);
 
@@ -256,6 +258,8 @@ class Repository {
   Result<std::vector<StoredPayment>> payments_of(const std::string& order_id);
   Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id);
   Result<std::optional<StoredSnapshot>> snapshot(const std::string& device);
+  // The JSON of the device's latest reconciliation report, if any.
+  Result<std::optional<std::string>> reconcile_report(const std::string& device);
   // Most recent first.
   Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit);
 

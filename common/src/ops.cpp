@@ -1,0 +1,370 @@
+// Operator messages (ops.hpp): encoding and strict decoding. Decoding reuses
+// the protocol's strict parser and FieldReader, so errors carry the same
+// codes and name the field the same way; unlike the device protocol, unknown
+// extra fields are ignored (FieldReader::only is never called) so that
+// operators' tools keep working against a newer agent.
+#include "vend/ops.hpp"
+
+#include <exception>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "json_reader.hpp"
+#include "vend/protocol.hpp"
+
+namespace vend::ops {
+
+namespace {
+
+using proto::internal::FieldReader;
+using proto::internal::Json;
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr int kIntMax = std::numeric_limits<int>::max();
+
+// Same text as the protocol's encoder: sorted keys, no whitespace, invalid
+// UTF-8 replaced so encoding never throws.
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+Json base() {
+  Json j = Json::object();
+  j["v"] = kVersion;
+  return j;
+}
+
+Json to_json(const SlotStatus& s) {
+  Json j = Json::object();
+  j["slot"] = s.slot;
+  j["product"] = s.product;
+  j["price_cents"] = s.price_cents;
+  j["capacity"] = s.capacity;
+  j["pool"] = s.pool;
+  j["reserved"] = s.reserved;
+  j["dispatched"] = s.dispatched;
+  j["sold"] = s.sold;
+  j["burned"] = s.burned;
+  j["physical_count"] = s.physical_count;
+  j["device_tokens"] = s.device_tokens;
+  return j;
+}
+
+Json to_json(const SlotReconcile& s) {
+  Json j = Json::object();
+  j["slot"] = s.slot;
+  j["store"] = s.store;
+  j["pool"] = s.pool;
+  j["reserved"] = s.reserved;
+  j["dispatched"] = s.dispatched;
+  j["physical_count"] = s.physical_count;
+  j["device_tokens"] = s.device_tokens;
+  j["digest_match"] = s.digest_match;
+  j["verdict"] = s.verdict;
+  j["actions"] = s.actions;
+  j["tokens_added"] = s.tokens_added;
+  j["tokens_removed"] = s.tokens_removed;
+  return j;
+}
+
+// ---- Decoding helpers -------------------------------------------------------
+
+std::optional<Error> check_version(const Json& object) {
+  auto it = object.find("v");
+  if (it == object.end()) return Error{proto::kErrMissingField, "missing field 'v'"};
+  if (!it->is_number_integer()) return Error{proto::kErrWrongType, "field 'v' must be an integer"};
+  if (!it->is_number_unsigned() || it->get<uint64_t>() != static_cast<uint64_t>(kVersion)) {
+    return Error{proto::kErrBadVersion, "field 'v' is " + it->dump() + ", only 1 is supported"};
+  }
+  return std::nullopt;
+}
+
+// Size, JSON syntax, object, version.
+std::optional<Error> parse_message(std::string_view payload, Json& object) {
+  if (payload.size() > proto::kMaxPayloadBytes) {
+    return Error{proto::kErrOversize, "payload of " + std::to_string(payload.size()) +
+                                          " bytes exceeds " +
+                                          std::to_string(proto::kMaxPayloadBytes)};
+  }
+  std::string why = proto::internal::parse_strict(payload, object);
+  if (!why.empty()) return Error{proto::kErrBadJson, std::move(why)};
+  if (!object.is_object()) return Error{proto::kErrBadJson, "payload is not a JSON object"};
+  return check_version(object);
+}
+
+// Runs `read(reader)` on the element objects of the array `name`; a problem
+// in an element is recorded in `outer` with its path ("slots[2].pool").
+template <typename T, typename Read>
+std::vector<T> read_objects(FieldReader& outer, const char* name, Read read) {
+  std::vector<T> out;
+  Json* list = outer.array(name);
+  for (size_t i = 0; list != nullptr && i < list->size() && !outer.failed(); ++i) {
+    const std::string path = std::string(name) + "[" + std::to_string(i) + "]";
+    Json& item = (*list)[i];
+    if (!item.is_object()) {
+      outer.wrong_type(path, "an object");
+      break;
+    }
+    FieldReader r(item, outer.type_name(), path + ".");
+    T value = read(r);
+    if (r.failed()) outer.fail(r.take_error());
+    out.push_back(std::move(value));
+  }
+  return outer.failed() ? std::vector<T>{} : out;
+}
+
+// An array of strings of at most kMaxTextLength bytes.
+std::vector<std::string> read_texts(FieldReader& outer, const char* name) {
+  std::vector<std::string> out;
+  Json* list = outer.array(name);
+  for (size_t i = 0; list != nullptr && i < list->size() && !outer.failed(); ++i) {
+    const std::string path = std::string(name) + "[" + std::to_string(i) + "]";
+    const Json& item = (*list)[i];
+    if (!item.is_string()) {
+      outer.wrong_type(path, "a string");
+    } else if (item.get_ref<const std::string&>().size() > proto::kMaxTextLength) {
+      outer.out_of_range(path, "must be at most 512 bytes");
+    } else {
+      out.push_back(item.get<std::string>());
+    }
+  }
+  return out;
+}
+
+// A JSON object of name -> non-negative integer.
+std::map<std::string, int64_t> read_counts(Json& root, FieldReader& outer, const char* name) {
+  std::map<std::string, int64_t> out;
+  if (outer.failed()) return out;
+  auto it = root.find(name);
+  if (it == root.end()) {
+    outer.fail(Error{proto::kErrMissingField, "missing field '" + std::string(name) + "' in " +
+                                                  std::string(outer.type_name())});
+    return out;
+  }
+  if (!it->is_object()) {
+    outer.wrong_type(name, "an object");
+    return out;
+  }
+  FieldReader r(*it, outer.type_name(), std::string(name) + ".");
+  for (const auto& item : it->items()) {
+    out[item.key()] = r.int64_in(item.key().c_str(), 0, kInt64Max);
+  }
+  if (r.failed()) outer.fail(r.take_error());
+  return out;
+}
+
+SlotStatus read_slot_status(FieldReader& r) {
+  SlotStatus s;
+  s.slot = r.integer("slot", 1, proto::kMaxSlot);
+  s.product = r.text("product");
+  s.price_cents = r.int64_in("price_cents", 0, kInt64Max);
+  s.capacity = r.integer("capacity", 0, kIntMax);
+  s.pool = r.int64_in("pool", 0, kInt64Max);
+  s.reserved = r.int64_in("reserved", 0, kInt64Max);
+  s.dispatched = r.int64_in("dispatched", 0, kInt64Max);
+  s.sold = r.int64_in("sold", 0, kInt64Max);
+  s.burned = r.int64_in("burned", 0, kInt64Max);
+  s.physical_count = r.integer("physical_count", -1, kIntMax);
+  s.device_tokens = r.integer("device_tokens", -1, kIntMax);
+  return s;
+}
+
+SlotReconcile read_slot_reconcile(FieldReader& r) {
+  SlotReconcile s;
+  s.slot = r.integer("slot", 1, proto::kMaxSlot);
+  s.store = r.int64_in("store", -1, kInt64Max);
+  s.pool = r.int64_in("pool", 0, kInt64Max);
+  s.reserved = r.int64_in("reserved", 0, kInt64Max);
+  s.dispatched = r.int64_in("dispatched", 0, kInt64Max);
+  s.physical_count = r.integer("physical_count", 0, kIntMax);
+  s.device_tokens = r.integer("device_tokens", 0, kIntMax);
+  s.digest_match = r.boolean("digest_match");
+  s.verdict = r.text("verdict");
+  s.actions = read_texts(r, "actions");
+  s.tokens_added = r.int64_in("tokens_added", 0, kInt64Max);
+  s.tokens_removed = r.int64_in("tokens_removed", 0, kInt64Max);
+  return s;
+}
+
+// ---- Message readers ----------------------------------------------------------
+
+FleetSummary read_fleet(Json& root, FieldReader& r) {
+  FleetSummary m;
+  m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  m.devices = r.integer("devices", 0, kIntMax);
+  m.online = r.integer("online", 0, kIntMax);
+  m.stock_total = r.int64_in("stock_total", 0, kInt64Max);
+  m.orders_by_state = read_counts(root, r, "orders_by_state");
+  m.orders_total = r.int64_in("orders_total", 0, kInt64Max);
+  m.alerts_active = r.int64_in("alerts_active", 0, kInt64Max);
+  m.store_state = r.text("store_state");
+  m.storage_ok = r.boolean("storage_ok");
+  return m;
+}
+
+DeviceStatus read_device(Json& /*root*/, FieldReader& r) {
+  DeviceStatus m;
+  m.device = r.id("device");
+  m.online = r.boolean("online");
+  m.boot_id = r.text("boot_id");
+  m.last_seen_ms = r.int64_in("last_seen_ms", 0, kInt64Max);
+  m.last_seq = r.uint64_in("last_seq", 0);
+  m.unacked_events = r.uint64_in("unacked_events", 0);
+  m.outbox_depth = r.uint64_in("outbox_depth", 0);
+  m.snapshot_at_ms = r.int64_in("snapshot_at_ms", 0, kInt64Max);
+  m.last_verdict = r.text("last_verdict");
+  m.slots = read_objects<SlotStatus>(r, "slots", read_slot_status);
+  m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  return m;
+}
+
+OrderEvent read_order_event(Json& /*root*/, FieldReader& r) {
+  OrderEvent m;
+  m.order_id = r.id("order_id");
+  m.device = r.id("device");
+  m.slot = r.integer("slot", 1, proto::kMaxSlot);
+  m.from_state = r.text("from_state");
+  m.to_state = r.text("to_state");
+  m.price_cents = r.int64_in("price_cents", 0, kInt64Max);
+  m.reason = r.text("reason");
+  m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  return m;
+}
+
+Alert read_alert(Json& /*root*/, FieldReader& r) {
+  Alert m;
+  m.code = r.text("code");
+  m.severity = r.text("severity");
+  m.state = r.text("state");
+  m.device = r.id_or_empty("device");
+  m.slot = r.integer("slot", 0, proto::kMaxSlot);
+  m.message = r.text("message");
+  m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  return m;
+}
+
+ReconcileReport read_reconcile(Json& /*root*/, FieldReader& r) {
+  ReconcileReport m;
+  m.id = r.text("id");
+  m.device = r.id("device");
+  m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  m.trigger = r.text("trigger");
+  m.request_id = r.id_or_empty("request_id");
+  m.snapshot_seq = r.uint64_in("snapshot_seq", 0);
+  m.full = r.boolean("full");
+  m.verdict = r.text("verdict");
+  m.slots = read_objects<SlotReconcile>(r, "slots", read_slot_reconcile);
+  return m;
+}
+
+// Parses, checks the version and reads one message; never throws (what is
+// left after strict parsing is allocation failure, reported as bad_json).
+template <typename T>
+Result<T> decode_as(std::string_view payload, const char* type, T (*read)(Json&, FieldReader&)) {
+  try {
+    Json object;
+    if (auto error = parse_message(payload, object)) return *std::move(error);
+    FieldReader r(object, type);
+    T message = read(object, r);
+    if (r.failed()) return r.take_error();
+    return message;
+  } catch (const std::exception& e) {
+    return Error{proto::kErrBadJson, std::string("could not decode: ") + e.what()};
+  }
+}
+
+}  // namespace
+
+// ---- Encoding -----------------------------------------------------------------
+
+std::string encode(const FleetSummary& m) {
+  Json j = base();
+  j["ts_ms"] = m.ts_ms;
+  j["devices"] = m.devices;
+  j["online"] = m.online;
+  j["stock_total"] = m.stock_total;
+  j["orders_by_state"] = Json::object();
+  for (const auto& [state, n] : m.orders_by_state) j["orders_by_state"][state] = n;
+  j["orders_total"] = m.orders_total;
+  j["alerts_active"] = m.alerts_active;
+  j["store_state"] = m.store_state;
+  j["storage_ok"] = m.storage_ok;
+  return dump(j);
+}
+
+std::string encode(const DeviceStatus& m) {
+  Json j = base();
+  j["device"] = m.device;
+  j["online"] = m.online;
+  j["boot_id"] = m.boot_id;
+  j["last_seen_ms"] = m.last_seen_ms;
+  j["last_seq"] = m.last_seq;
+  j["unacked_events"] = m.unacked_events;
+  j["outbox_depth"] = m.outbox_depth;
+  j["snapshot_at_ms"] = m.snapshot_at_ms;
+  j["last_verdict"] = m.last_verdict;
+  j["slots"] = Json::array();
+  for (const SlotStatus& s : m.slots) j["slots"].push_back(to_json(s));
+  j["ts_ms"] = m.ts_ms;
+  return dump(j);
+}
+
+std::string encode(const OrderEvent& m) {
+  Json j = base();
+  j["order_id"] = m.order_id;
+  j["device"] = m.device;
+  j["slot"] = m.slot;
+  j["from_state"] = m.from_state;
+  j["to_state"] = m.to_state;
+  j["price_cents"] = m.price_cents;
+  j["reason"] = m.reason;
+  j["ts_ms"] = m.ts_ms;
+  return dump(j);
+}
+
+std::string encode(const Alert& m) {
+  Json j = base();
+  j["code"] = m.code;
+  j["severity"] = m.severity;
+  j["state"] = m.state;
+  j["device"] = m.device;
+  j["slot"] = m.slot;
+  j["message"] = m.message;
+  j["ts_ms"] = m.ts_ms;
+  return dump(j);
+}
+
+std::string encode(const ReconcileReport& m) {
+  Json j = base();
+  j["id"] = m.id;
+  j["device"] = m.device;
+  j["ts_ms"] = m.ts_ms;
+  j["trigger"] = m.trigger;
+  j["request_id"] = m.request_id;
+  j["snapshot_seq"] = m.snapshot_seq;
+  j["full"] = m.full;
+  j["verdict"] = m.verdict;
+  j["slots"] = Json::array();
+  for (const SlotReconcile& s : m.slots) j["slots"].push_back(to_json(s));
+  return dump(j);
+}
+
+// ---- Decoding -----------------------------------------------------------------
+
+Result<FleetSummary> decode_fleet(std::string_view json) {
+  return decode_as<FleetSummary>(json, "fleet summary", read_fleet);
+}
+Result<DeviceStatus> decode_device(std::string_view json) {
+  return decode_as<DeviceStatus>(json, "device status", read_device);
+}
+Result<OrderEvent> decode_order_event(std::string_view json) {
+  return decode_as<OrderEvent>(json, "order event", read_order_event);
+}
+Result<Alert> decode_alert(std::string_view json) {
+  return decode_as<Alert>(json, "alert", read_alert);
+}
+Result<ReconcileReport> decode_reconcile(std::string_view json) {
+  return decode_as<ReconcileReport>(json, "reconcile report", read_reconcile);
+}
+
+}  // namespace vend::ops

@@ -1,0 +1,245 @@
+// Operator messages (vend/ops.hpp): one golden JSON example per message,
+// encoded byte for byte and decoded back (docs/asyncapi.yaml shows the same
+// examples), and a table of rejected payloads, each with the error code and
+// the field its message must name.
+#include "vend/ops.hpp"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vend::ops {
+namespace {
+
+using nlohmann::json;
+
+// ---- The examples ---------------------------------------------------------
+
+FleetSummary fleet() {
+  return {
+      1700000005000, 20, 19,       412, {{"COMPLETED", 230}, {"DISPATCHED", 2}, {"RESERVED", 5}},
+      241,           1,  "closed", true};
+}
+
+DeviceStatus device() {
+  DeviceStatus d;
+  d.device = "vm-0042";
+  d.online = true;
+  d.boot_id = "fedcba9876543210fedcba9876543210";
+  d.last_seen_ms = 1700000004000;
+  d.last_seq = 46;
+  d.unacked_events = 1;
+  d.outbox_depth = 0;
+  d.snapshot_at_ms = 1700000001234;
+  d.last_verdict = "ok";
+  d.slots = {{3, "cola", 150, 10, 7, 1, 1, 12, 0, 9, 9},
+             {12, "water", 90, 8, 0, 0, 0, 3, 1, -1, -1}};
+  d.ts_ms = 1700000005000;
+  return d;
+}
+
+OrderEvent order_event() {
+  return {"ord-7f3a", "vm-0042", 12, "PAID", "DISPATCHED", 150, "", 1700000002000};
+}
+
+Alert alert() {
+  return {"physical_mismatch", "warning", "raised",
+          "vm-0042",           3,         "slot 3: 9 items counted, 8 tokens expected",
+          1700000003000};
+}
+
+ReconcileReport reconcile() {
+  ReconcileReport r;
+  r.id = "rec-0001";
+  r.device = "vm-0042";
+  r.ts_ms = 1700000003000;
+  r.trigger = "on_demand";
+  r.request_id = "snap-0001";
+  r.snapshot_seq = 44;
+  r.full = true;
+  r.verdict = "repaired";
+  r.slots = {{3, 7, 7, 1, 0, 8, 8, true, "match", {}, 0, 0},
+             {12, 1, 1, 0, 0, 0, 0, false, "repaired", {"store 1 -> 0", "pool 1 -> 0"}, 0, 1}};
+  return r;
+}
+
+// The golden wire forms: sorted keys, no whitespace.
+constexpr const char* kFleetJson =
+    R"({"alerts_active":1,"devices":20,"online":19,"orders_by_state":{"COMPLETED":230,)"
+    R"("DISPATCHED":2,"RESERVED":5},"orders_total":241,"stock_total":412,)"
+    R"("storage_ok":true,"store_state":"closed","ts_ms":1700000005000,"v":1})";
+constexpr const char* kDeviceJson =
+    R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042",)"
+    R"("last_seen_ms":1700000004000,"last_seq":46,"last_verdict":"ok","online":true,)"
+    R"("outbox_depth":0,"slots":[{"burned":0,"capacity":10,"device_tokens":9,"dispatched":1,)"
+    R"("physical_count":9,"pool":7,"price_cents":150,"product":"cola","reserved":1,"slot":3,)"
+    R"("sold":12},{"burned":1,"capacity":8,"device_tokens":-1,"dispatched":0,)"
+    R"("physical_count":-1,"pool":0,"price_cents":90,"product":"water","reserved":0,"slot":12,)"
+    R"("sold":3}],"snapshot_at_ms":1700000001234,"ts_ms":1700000005000,"unacked_events":1,"v":1})";
+constexpr const char* kOrderJson =
+    R"({"device":"vm-0042","from_state":"PAID","order_id":"ord-7f3a","price_cents":150,)"
+    R"("reason":"","slot":12,"to_state":"DISPATCHED","ts_ms":1700000002000,"v":1})";
+constexpr const char* kAlertJson =
+    R"({"code":"physical_mismatch","device":"vm-0042",)"
+    R"("message":"slot 3: 9 items counted, 8 tokens expected","severity":"warning","slot":3,)"
+    R"("state":"raised","ts_ms":1700000003000,"v":1})";
+constexpr const char* kReconcileJson =
+    R"({"device":"vm-0042","full":true,"id":"rec-0001","request_id":"snap-0001",)"
+    R"("slots":[{"actions":[],"device_tokens":8,"digest_match":true,"dispatched":0,)"
+    R"("physical_count":8,"pool":7,"reserved":1,"slot":3,"store":7,"tokens_added":0,)"
+    R"("tokens_removed":0,"verdict":"match"},{"actions":["store 1 -> 0","pool 1 -> 0"],)"
+    R"("device_tokens":0,"digest_match":false,"dispatched":0,"physical_count":0,"pool":1,)"
+    R"("reserved":0,"slot":12,"store":1,"tokens_added":0,"tokens_removed":1,)"
+    R"("verdict":"repaired"}],"snapshot_seq":44,"trigger":"on_demand",)"
+    R"("ts_ms":1700000003000,"v":1,"verdict":"repaired"})";
+
+TEST_CASE("ops messages encode to their golden JSON and decode back") {
+  CHECK(encode(fleet()) == kFleetJson);
+  CHECK(encode(device()) == kDeviceJson);
+  CHECK(encode(order_event()) == kOrderJson);
+  CHECK(encode(alert()) == kAlertJson);
+  CHECK(encode(reconcile()) == kReconcileJson);
+
+  auto f = decode_fleet(kFleetJson);
+  REQUIRE_MESSAGE(f.ok(), f.error().to_string());
+  CHECK(*f == fleet());
+  auto d = decode_device(kDeviceJson);
+  REQUIRE_MESSAGE(d.ok(), d.error().to_string());
+  CHECK(*d == device());
+  auto o = decode_order_event(kOrderJson);
+  REQUIRE_MESSAGE(o.ok(), o.error().to_string());
+  CHECK(*o == order_event());
+  auto a = decode_alert(kAlertJson);
+  REQUIRE_MESSAGE(a.ok(), a.error().to_string());
+  CHECK(*a == alert());
+  auto r = decode_reconcile(kReconcileJson);
+  REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+  CHECK(*r == reconcile());
+}
+
+TEST_CASE("ops decoding ignores unknown fields and accepts any key order and whitespace") {
+  json j = json::parse(kDeviceJson);
+  j["added_by_a_newer_agent"] = {{"x", 1}};
+  j["slots"][0]["temperature_c"] = 4;
+  auto d = decode_device(j.dump(2));
+  REQUIRE_MESSAGE(d.ok(), d.error().to_string());
+  CHECK(*d == device());
+
+  Alert fleet_wide = alert();
+  fleet_wide.device = "";
+  fleet_wide.slot = 0;
+  auto a = decode_alert(encode(fleet_wide));
+  REQUIRE(a.ok());
+  CHECK(*a == fleet_wide);
+}
+
+// ---- Rejections -------------------------------------------------------------
+
+enum class Kind { kFleet, kDevice, kOrder, kAlert, kReconcile };
+
+struct Case {
+  std::string what;
+  Kind kind;
+  std::string payload;
+  std::string code;
+  std::string needle;  // must appear in the error message
+};
+
+template <typename T>
+std::optional<Error> error_of(const Result<T>& r) {
+  return r.ok() ? std::nullopt : std::optional<Error>(r.error());
+}
+
+std::optional<Error> decode_error(Kind kind, std::string_view payload) {
+  switch (kind) {
+    case Kind::kFleet: return error_of(decode_fleet(payload));
+    case Kind::kDevice: return error_of(decode_device(payload));
+    case Kind::kOrder: return error_of(decode_order_event(payload));
+    case Kind::kAlert: return error_of(decode_alert(payload));
+    case Kind::kReconcile: return error_of(decode_reconcile(payload));
+  }
+  return std::nullopt;
+}
+
+std::string edit(const char* payload, const std::function<void(json&)>& change) {
+  json j = json::parse(payload);
+  change(j);
+  return j.dump();
+}
+std::string with(const char* payload, const std::string& key, json value) {
+  return edit(payload, [&](json& j) { j[key] = std::move(value); });
+}
+std::string without(const char* payload, const std::string& key) {
+  return edit(payload, [&](json& j) { j.erase(key); });
+}
+
+std::vector<Case> cases() {
+  using K = Kind;
+  return {
+      {"not JSON", K::kFleet, "fleet: 20 devices", "bad_json", "invalid JSON"},
+      {"truncated", K::kOrder, std::string(kOrderJson).substr(0, 40), "bad_json", "invalid JSON"},
+      {"an array", K::kAlert, "[1,2]", "bad_json", "not a JSON object"},
+      {"duplicate key", K::kOrder, R"({"v":1,"v":1})", "bad_json", "duplicate key 'v'"},
+      {"no v", K::kFleet, without(kFleetJson, "v"), "missing_field", "'v'"},
+      {"v 2", K::kDevice, with(kDeviceJson, "v", 2), "bad_version", "only 1"},
+      {"v as text", K::kAlert, with(kAlertJson, "v", "1"), "wrong_type", "'v'"},
+      {"missing online", K::kFleet, without(kFleetJson, "online"), "missing_field",
+       "'online' in fleet summary"},
+      {"missing orders_by_state", K::kFleet, without(kFleetJson, "orders_by_state"),
+       "missing_field", "'orders_by_state'"},
+      {"orders_by_state a list", K::kFleet, with(kFleetJson, "orders_by_state", json::array()),
+       "wrong_type", "'orders_by_state'"},
+      {"a count as text", K::kFleet,
+       edit(kFleetJson, [](json& j) { j["orders_by_state"]["PAID"] = "3"; }), "wrong_type",
+       "'orders_by_state.PAID'"},
+      {"storage_ok as 1", K::kFleet, with(kFleetJson, "storage_ok", 1), "wrong_type",
+       "'storage_ok'"},
+      {"online as text", K::kDevice, with(kDeviceJson, "online", "yes"), "wrong_type",
+       "'online' in device status"},
+      {"bad device id", K::kDevice, with(kDeviceJson, "device", "vm/1"), "out_of_range",
+       "'device'"},
+      {"slot entry missing pool", K::kDevice,
+       edit(kDeviceJson, [](json& j) { j["slots"][1].erase("pool"); }), "missing_field",
+       "'slots[1].pool'"},
+      {"slot entry not an object", K::kDevice, with(kDeviceJson, "slots", json::array({3})),
+       "wrong_type", "'slots[0]'"},
+      {"negative last_seq", K::kDevice, with(kDeviceJson, "last_seq", -1), "out_of_range",
+       "'last_seq'"},
+      {"slot 0 in an order", K::kOrder, with(kOrderJson, "slot", 0), "out_of_range", "'slot'"},
+      {"price as float", K::kOrder, with(kOrderJson, "price_cents", 1.5), "wrong_type",
+       "'price_cents'"},
+      {"missing to_state", K::kOrder, without(kOrderJson, "to_state"), "missing_field",
+       "'to_state' in order event"},
+      {"missing severity", K::kAlert, without(kAlertJson, "severity"), "missing_field",
+       "'severity' in alert"},
+      {"message too long", K::kAlert, with(kAlertJson, "message", std::string(513, 'x')),
+       "out_of_range", "'message'"},
+      {"actions with a number", K::kReconcile,
+       edit(kReconcileJson, [](json& j) { j["slots"][1]["actions"][1] = 7; }), "wrong_type",
+       "'slots[1].actions[1]'"},
+      {"store below -1", K::kReconcile,
+       edit(kReconcileJson, [](json& j) { j["slots"][0]["store"] = -2; }), "out_of_range",
+       "'slots[0].store'"},
+      {"missing verdict", K::kReconcile, without(kReconcileJson, "verdict"), "missing_field",
+       "'verdict' in reconcile report"},
+      {"full as text", K::kReconcile, with(kReconcileJson, "full", "true"), "wrong_type", "'full'"},
+  };
+}
+
+TEST_CASE("malformed ops messages are rejected naming the field") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.what);
+    CAPTURE(c.payload);
+    auto error = decode_error(c.kind, c.payload);
+    REQUIRE(error.has_value());
+    CHECK(error->code == c.code);
+    CHECK_MESSAGE(error->message.find(c.needle) != std::string::npos, error->message);
+  }
+}
+
+}  // namespace
+}  // namespace vend::ops

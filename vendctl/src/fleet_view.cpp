@@ -1,0 +1,83 @@
+#include "vend/ctl/fleet_view.hpp"
+
+#include <utility>
+
+#include "vend/topics.hpp"
+
+namespace vend::ctl {
+
+namespace {
+
+constexpr std::string_view kOpsPrefix = "vend/v1/ops/";
+
+// The {device} of "vend/v1/ops/<kind>/{device}"; "" when `rest` is not that.
+std::string_view device_of(std::string_view rest, std::string_view kind) {
+  if (rest.size() <= kind.size() + 1 || rest.substr(0, kind.size()) != kind ||
+      rest[kind.size()] != '/') {
+    return {};
+  }
+  std::string_view device = rest.substr(kind.size() + 1);
+  return topics::is_valid_device_id(device) ? device : std::string_view{};
+}
+
+}  // namespace
+
+Status FleetView::reject(std::string_view topic, const Error& error) {
+  ++rejected_;
+  last_error_ = std::string(topic) + ": " + error.to_string();
+  return error;
+}
+
+void FleetView::apply_alert(ops::Alert alert) {
+  AlertKey key{alert.code, alert.device, alert.slot};
+  if (alert.state == "cleared") {
+    alerts_.erase(key);
+  } else {
+    alerts_[std::move(key)] = std::move(alert);
+  }
+}
+
+Status FleetView::apply(std::string_view topic, std::string_view payload) {
+  if (topic.substr(0, kOpsPrefix.size()) != kOpsPrefix) return {};
+  const std::string_view rest = topic.substr(kOpsPrefix.size());
+  ++messages_;
+  if (rest == "fleet") {
+    if (payload.empty()) {
+      fleet_.reset();
+      return {};
+    }
+    auto m = ops::decode_fleet(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    fleet_ = std::move(m).value();
+  } else if (rest == "orders") {
+    auto m = ops::decode_order_event(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    orders_.push_front(std::move(m).value());
+    if (orders_.size() > kRecentOrders) orders_.pop_back();
+  } else if (rest == "alerts") {
+    auto m = ops::decode_alert(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    apply_alert(std::move(m).value());
+  } else if (std::string_view id = device_of(rest, "devices"); !id.empty()) {
+    if (payload.empty()) {
+      devices_.erase(std::string(id));
+      return {};
+    }
+    auto m = ops::decode_device(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    devices_[std::string(id)] = std::move(m).value();
+  } else if (std::string_view rid = device_of(rest, "reconcile"); !rid.empty()) {
+    if (payload.empty()) {
+      reports_.erase(std::string(rid));
+      return {};
+    }
+    auto m = ops::decode_reconcile(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    reports_[std::string(rid)] = std::move(m).value();
+  } else {
+    --messages_;  // not ours: a newer agent's topic
+  }
+  return {};
+}
+
+}  // namespace vend::ctl

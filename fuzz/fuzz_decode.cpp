@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(decode_status(payload), decode_status);
   check_ops(vend::ops::decode_fleet(payload), vend::ops::decode_fleet);
   check_ops(vend::ops::decode_device(payload), vend::ops::decode_device);
-  check_ops(vend::ops::decode_order_event(payload), vend::ops::decode_order_event);
+  check_ops(vend::ops::decode_order_events(payload), vend::ops::decode_order_events);
   check_ops(vend::ops::decode_alert(payload), vend::ops::decode_alert);
   check_ops(vend::ops::decode_reconcile(payload), vend::ops::decode_reconcile);
   return 0;

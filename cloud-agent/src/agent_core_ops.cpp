@@ -11,6 +11,10 @@ namespace vend::agent {
 
 using detail::DeviceRec;
 
+namespace {
+constexpr size_t kMaxOrderEventsPerMessage = 500;
+}  // namespace
+
 void AgentCore::State::publish_ops(const std::string& topic, const std::string& payload, int qos,
                                    bool retained) {
   if (!options.ops_enabled) return;
@@ -23,9 +27,16 @@ void AgentCore::State::ops_order_event(const detail::OrderRec& rec, const std::s
   mark_device_dirty(rec.order.device);
   if (!options.ops_enabled) return;
   const Order& o = rec.order;
-  ops::OrderEvent e{o.id,          o.device, o.slot,      from, to_string(o.state),
-                    o.price_cents, o.reason, o.updated_ms};
-  publish_ops(topics::ops_orders(), ops::encode(e), 0, false);
+  pending_order_events.events.push_back(ops::OrderEvent{
+      o.id, o.device, o.slot, from, to_string(o.state), o.price_cents, o.reason, o.updated_ms});
+  // Bounded: a burst between two ticks goes out in several messages.
+  if (pending_order_events.events.size() >= kMaxOrderEventsPerMessage) flush_order_events();
+}
+
+void AgentCore::State::flush_order_events() {
+  if (pending_order_events.events.empty()) return;
+  publish_ops(topics::ops_orders(), ops::encode(pending_order_events), 0, false);
+  pending_order_events.events.clear();
 }
 
 void AgentCore::State::mark_device_dirty(const std::string& device_id) {
@@ -110,6 +121,7 @@ ops::FleetSummary AgentCore::State::fleet_summary() const {
 
 void AgentCore::State::publish_ops_views() {
   if (!options.ops_enabled) return;
+  flush_order_events();
   int64_t now = clock.monotonic_ms();
   for (auto it = dirty_devices.begin(); it != dirty_devices.end();) {
     auto dev = devices.find(*it);

@@ -284,6 +284,8 @@ struct AgentCore::State {
   void publish_ops(const std::string& topic, const std::string& payload, int qos, bool retained);
   // `from` is "" for a new order.
   void ops_order_event(const detail::OrderRec& rec, const std::string& from);
+  // The queued order events, as one message (tick, or a full batch).
+  void flush_order_events();
   void mark_device_dirty(const std::string& device_id);
   // Raised once while active; cleared by clear_alert (both are published).
   void raise_alert(const std::string& device, int slot, const std::string& code,
@@ -366,6 +368,7 @@ struct AgentCore::State {
   int64_t fleet_published_mono_ms = 0;
   int64_t orders_created = 0;
   std::map<detail::AlertKey, ops::Alert> active_alerts;
+  ops::OrderEvents pending_order_events;  // since the last tick
 
   // The stock store's circuit breaker and the counters it no longer trusts
   // (a failed call left them unknown; rewritten from the pool before use).

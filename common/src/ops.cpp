@@ -218,7 +218,7 @@ DeviceStatus read_device(Json& /*root*/, FieldReader& r) {
   return m;
 }
 
-OrderEvent read_order_event(Json& /*root*/, FieldReader& r) {
+OrderEvent read_order_event(FieldReader& r) {
   OrderEvent m;
   m.order_id = r.id("order_id");
   m.device = r.id("device");
@@ -228,6 +228,13 @@ OrderEvent read_order_event(Json& /*root*/, FieldReader& r) {
   m.price_cents = r.int64_in("price_cents", 0, kInt64Max);
   m.reason = r.text("reason");
   m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  return m;
+}
+
+OrderEvents read_order_events(Json& /*root*/, FieldReader& r) {
+  OrderEvents m;
+  m.events = read_objects<OrderEvent>(r, "events", read_order_event);
+  if (!r.failed() && m.events.empty()) r.out_of_range("events", "must hold at least one event");
   return m;
 }
 
@@ -309,8 +316,9 @@ std::string encode(const DeviceStatus& m) {
   return dump(j);
 }
 
-std::string encode(const OrderEvent& m) {
-  Json j = base();
+namespace {
+Json to_json(const OrderEvent& m) {
+  Json j = Json::object();
   j["order_id"] = m.order_id;
   j["device"] = m.device;
   j["slot"] = m.slot;
@@ -319,6 +327,14 @@ std::string encode(const OrderEvent& m) {
   j["price_cents"] = m.price_cents;
   j["reason"] = m.reason;
   j["ts_ms"] = m.ts_ms;
+  return j;
+}
+}  // namespace
+
+std::string encode(const OrderEvents& m) {
+  Json j = base();
+  j["events"] = Json::array();
+  for (const OrderEvent& e : m.events) j["events"].push_back(to_json(e));
   return dump(j);
 }
 
@@ -357,8 +373,8 @@ Result<FleetSummary> decode_fleet(std::string_view json) {
 Result<DeviceStatus> decode_device(std::string_view json) {
   return decode_as<DeviceStatus>(json, "device status", read_device);
 }
-Result<OrderEvent> decode_order_event(std::string_view json) {
-  return decode_as<OrderEvent>(json, "order event", read_order_event);
+Result<OrderEvents> decode_order_events(std::string_view json) {
+  return decode_as<OrderEvents>(json, "order events", read_order_events);
 }
 Result<Alert> decode_alert(std::string_view json) {
   return decode_as<Alert>(json, "alert", read_alert);

@@ -337,9 +337,11 @@ TEST_CASE("an operator subscriber sees order events, device status and reconcile
   bool fleet = false, device = false, report = false;
   for (const auto& m : seen) {
     if (m.topic == topics::ops_orders()) {
-      auto e = ops::decode_order_event(m.payload);
-      REQUIRE(e.ok());
-      if (e->order_id == o->id) states.push_back(e->to_state);
+      auto batch = ops::decode_order_events(m.payload);
+      REQUIRE(batch.ok());
+      for (const auto& e : batch->events) {
+        if (e.order_id == o->id) states.push_back(e.to_state);
+      }
     } else if (m.topic == topics::ops_fleet()) {
       auto f = ops::decode_fleet(m.payload);
       REQUIRE(f.ok());

@@ -42,8 +42,9 @@ DeviceStatus device() {
   return d;
 }
 
-OrderEvent order_event() {
-  return {"ord-7f3a", "vm-0042", 12, "PAID", "DISPATCHED", 150, "", 1700000002000};
+OrderEvents order_events() {
+  return {{{"ord-7f3a", "vm-0042", 12, "", "RESERVED", 150, "", 1700000001000},
+           {"ord-7f3a", "vm-0042", 12, "PAID", "DISPATCHED", 150, "", 1700000002000}}};
 }
 
 Alert alert() {
@@ -81,8 +82,10 @@ constexpr const char* kDeviceJson =
     R"("physical_count":-1,"pool":0,"price_cents":90,"product":"water","reserved":0,"slot":12,)"
     R"("sold":3}],"snapshot_at_ms":1700000001234,"ts_ms":1700000005000,"unacked_events":1,"v":1})";
 constexpr const char* kOrderJson =
+    R"({"events":[{"device":"vm-0042","from_state":"","order_id":"ord-7f3a","price_cents":150,)"
+    R"("reason":"","slot":12,"to_state":"RESERVED","ts_ms":1700000001000},)"
     R"({"device":"vm-0042","from_state":"PAID","order_id":"ord-7f3a","price_cents":150,)"
-    R"("reason":"","slot":12,"to_state":"DISPATCHED","ts_ms":1700000002000,"v":1})";
+    R"("reason":"","slot":12,"to_state":"DISPATCHED","ts_ms":1700000002000}],"v":1})";
 constexpr const char* kAlertJson =
     R"({"code":"physical_mismatch","device":"vm-0042",)"
     R"("message":"slot 3: 9 items counted, 8 tokens expected","severity":"warning","slot":3,)"
@@ -100,7 +103,7 @@ constexpr const char* kReconcileJson =
 TEST_CASE("ops messages encode to their golden JSON and decode back") {
   CHECK(encode(fleet()) == kFleetJson);
   CHECK(encode(device()) == kDeviceJson);
-  CHECK(encode(order_event()) == kOrderJson);
+  CHECK(encode(order_events()) == kOrderJson);
   CHECK(encode(alert()) == kAlertJson);
   CHECK(encode(reconcile()) == kReconcileJson);
 
@@ -110,9 +113,9 @@ TEST_CASE("ops messages encode to their golden JSON and decode back") {
   auto d = decode_device(kDeviceJson);
   REQUIRE_MESSAGE(d.ok(), d.error().to_string());
   CHECK(*d == device());
-  auto o = decode_order_event(kOrderJson);
+  auto o = decode_order_events(kOrderJson);
   REQUIRE_MESSAGE(o.ok(), o.error().to_string());
-  CHECK(*o == order_event());
+  CHECK(*o == order_events());
   auto a = decode_alert(kAlertJson);
   REQUIRE_MESSAGE(a.ok(), a.error().to_string());
   CHECK(*a == alert());
@@ -158,7 +161,7 @@ std::optional<Error> decode_error(Kind kind, std::string_view payload) {
   switch (kind) {
     case Kind::kFleet: return error_of(decode_fleet(payload));
     case Kind::kDevice: return error_of(decode_device(payload));
-    case Kind::kOrder: return error_of(decode_order_event(payload));
+    case Kind::kOrder: return error_of(decode_order_events(payload));
     case Kind::kAlert: return error_of(decode_alert(payload));
     case Kind::kReconcile: return error_of(decode_reconcile(payload));
   }
@@ -209,11 +212,18 @@ std::vector<Case> cases() {
        "wrong_type", "'slots[0]'"},
       {"negative last_seq", K::kDevice, with(kDeviceJson, "last_seq", -1), "out_of_range",
        "'last_seq'"},
-      {"slot 0 in an order", K::kOrder, with(kOrderJson, "slot", 0), "out_of_range", "'slot'"},
-      {"price as float", K::kOrder, with(kOrderJson, "price_cents", 1.5), "wrong_type",
-       "'price_cents'"},
-      {"missing to_state", K::kOrder, without(kOrderJson, "to_state"), "missing_field",
-       "'to_state' in order event"},
+      {"slot 0 in an order", K::kOrder,
+       edit(kOrderJson, [](json& j) { j["events"][0]["slot"] = 0; }), "out_of_range",
+       "'events[0].slot'"},
+      {"price as float", K::kOrder,
+       edit(kOrderJson, [](json& j) { j["events"][1]["price_cents"] = 1.5; }), "wrong_type",
+       "'events[1].price_cents'"},
+      {"missing to_state", K::kOrder,
+       edit(kOrderJson, [](json& j) { j["events"][1].erase("to_state"); }), "missing_field",
+       "'events[1].to_state'"},
+      {"no events", K::kOrder, with(kOrderJson, "events", json::array()), "out_of_range",
+       "'events'"},
+      {"events not a list", K::kOrder, with(kOrderJson, "events", 1), "wrong_type", "'events'"},
       {"missing severity", K::kAlert, without(kAlertJson, "severity"), "missing_field",
        "'severity' in alert"},
       {"message too long", K::kAlert, with(kAlertJson, "message", std::string(513, 'x')),

@@ -31,6 +31,9 @@ ops::DeviceStatus device(const std::string& id, bool online, int64_t pool) {
   return d;
 }
 
+// One order event as the agent publishes it (a batch of one).
+std::string encoded(const ops::OrderEvent& e) { return ops::encode(ops::OrderEvents{{e}}); }
+
 ops::OrderEvent order(const std::string& id, const std::string& from, const std::string& to,
                       int64_t ts_ms) {
   return {id, "vm-1", 1, from, to, 150, to == "FAILED" ? "jam" : "", ts_ms};
@@ -51,8 +54,8 @@ FleetView sample_view() {
   feed(view, topics::ops_fleet(), ops::encode(f));
   feed(view, topics::ops_device("vm-2"), ops::encode(device("vm-2", false, 0)));
   feed(view, topics::ops_device("vm-1"), ops::encode(device("vm-1", true, 11)));
-  feed(view, topics::ops_orders(), ops::encode(order("ord-1", "", "RESERVED", kNow - 9000)));
-  feed(view, topics::ops_orders(), ops::encode(order("ord-1", "PAID", "DISPATCHED", kNow - 8000)));
+  feed(view, topics::ops_orders(), encoded(order("ord-1", "", "RESERVED", kNow - 9000)));
+  feed(view, topics::ops_orders(), encoded(order("ord-1", "PAID", "DISPATCHED", kNow - 8000)));
   feed(view, topics::ops_alerts(), ops::encode(alert("physical_mismatch", "raised")));
   feed(view, topics::ops_alerts(), ops::encode(alert("seq_gap", "raised")));
   feed(view, topics::ops_alerts(), ops::encode(alert("seq_gap", "cleared")));
@@ -92,7 +95,7 @@ TEST_CASE("the view keeps 10 recent orders, forgets deleted retained topics, cou
   FleetView view = sample_view();
   for (int i = 0; i < 12; ++i) {
     feed(view, topics::ops_orders(),
-         ops::encode(order("ord-x" + std::to_string(i), "", "RESERVED", kNow + i)));
+         encoded(order("ord-x" + std::to_string(i), "", "RESERVED", kNow + i)));
   }
   REQUIRE(view.recent_orders().size() == FleetView::kRecentOrders);
   CHECK(view.recent_orders().front().order_id == "ord-x11");
@@ -130,7 +133,7 @@ TEST_CASE("payload text cannot drive the terminal; UTF-8 columns stay aligned") 
   feed(view, topics::ops_alerts(), ops::encode(evil));
   ops::OrderEvent e = order("ord-1", "", "RESERVED", kNow);
   e.device = "vm-1";
-  feed(view, topics::ops_orders(), ops::encode(e));
+  feed(view, topics::ops_orders(), encoded(e));
   const std::string frame = render_frame(view, kNow, FrameOptions{});
   CHECK(frame.find('\x1b') == std::string::npos);
   CHECK(frame.find("\xc2\x9b") == std::string::npos);

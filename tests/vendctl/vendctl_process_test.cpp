@@ -87,12 +87,11 @@ TEST_CASE("vendctl watch --once shows retained fleet and devices and live order 
                       },
                       10s),
                   test::read_file(log));
-  pub.publish(topics::ops_orders(),
-              ops::encode(ops::OrderEvent{"ord-w1", "vm-w1", 1, "", "RESERVED", 150, "", now}),
-              false);
-  pub.publish(topics::ops_orders(),
-              ops::encode(ops::OrderEvent{"ord-w1", "vm-w1", 1, "RESERVED", "PAID", 150, "", now}),
-              false);
+  pub.publish(
+      topics::ops_orders(),
+      ops::encode(ops::OrderEvents{{{"ord-w1", "vm-w1", 1, "", "RESERVED", 150, "", now},
+                                    {"ord-w1", "vm-w1", 1, "RESERVED", "PAID", 150, "", now}}}),
+      false);
   pub.publish(topics::ops_alerts(),
               ops::encode(ops::Alert{"seq_gap", "critical", "raised", "vm-w2", 0,
                                      "events 4..6 missing", now}),

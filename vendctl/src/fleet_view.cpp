@@ -50,10 +50,12 @@ Status FleetView::apply(std::string_view topic, std::string_view payload) {
     if (!m.ok()) return reject(topic, m.error());
     fleet_ = std::move(m).value();
   } else if (rest == "orders") {
-    auto m = ops::decode_order_event(payload);
+    auto m = ops::decode_order_events(payload);
     if (!m.ok()) return reject(topic, m.error());
-    orders_.push_front(std::move(m).value());
-    if (orders_.size() > kRecentOrders) orders_.pop_back();
+    for (ops::OrderEvent& e : m->events) {
+      orders_.push_front(std::move(e));
+      if (orders_.size() > kRecentOrders) orders_.pop_back();
+    }
   } else if (rest == "alerts") {
     auto m = ops::decode_alert(payload);
     if (!m.ok()) return reject(topic, m.error());

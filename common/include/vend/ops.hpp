@@ -6,7 +6,8 @@
 //
 //   vend/v1/ops/fleet              FleetSummary   retained, on change (at most 1/s)
 //   vend/v1/ops/devices/{device}   DeviceStatus   retained, on change (at most 1/s per device)
-//   vend/v1/ops/orders             OrderEvent     stream, one per order transition
+//   vend/v1/ops/orders             OrderEvents    stream: the order transitions of one
+//                                                 agent tick (10 ms), oldest first
 //   vend/v1/ops/alerts             Alert          stream, raised and cleared
 //   vend/v1/ops/reconcile/{device} ReconcileReport retained, one per reconciliation run
 //
@@ -83,6 +84,15 @@ struct OrderEvent {
   bool operator==(const OrderEvent&) const = default;
 };
 
+// What vend/v1/ops/orders carries: transitions batched per agent tick, so a
+// fleet selling thousands of orders a second costs the broker tens of
+// messages, not thousands (one message per transition delayed the agent's
+// own dispense commands in the same MQTT client: docs/benchmarks.md #4).
+struct OrderEvents {
+  std::vector<OrderEvent> events;  // oldest first; at least one
+  bool operator==(const OrderEvents&) const = default;
+};
+
 struct Alert {
   std::string code;      // "physical_mismatch", "token_resurrected", "seq_gap", "store_drift", ...
   std::string severity;  // "warning" or "critical"
@@ -130,7 +140,7 @@ struct ReconcileReport {
 // Topics (also in vend/topics.hpp: ops_fleet(), ops_device(id), ...).
 std::string encode(const FleetSummary& m);
 std::string encode(const DeviceStatus& m);
-std::string encode(const OrderEvent& m);
+std::string encode(const OrderEvents& m);
 std::string encode(const Alert& m);
 std::string encode(const ReconcileReport& m);
 
@@ -141,7 +151,7 @@ std::string encode(const ReconcileReport& m);
 // agent may add values); ids are checked like protocol ids.
 Result<FleetSummary> decode_fleet(std::string_view json);
 Result<DeviceStatus> decode_device(std::string_view json);
-Result<OrderEvent> decode_order_event(std::string_view json);
+Result<OrderEvents> decode_order_events(std::string_view json);
 Result<Alert> decode_alert(std::string_view json);
 Result<ReconcileReport> decode_reconcile(std::string_view json);
 

@@ -57,9 +57,10 @@ std::optional<TokenState> parse_token_state(std::string_view text);
 struct RepositoryOptions {
   sql::Sync synchronous = sql::Sync::kFull;
   int busy_timeout_ms = 5000;
-  size_t queue_max = 100'000;   // queued writes; beyond it submit() fails "unavailable"
-  size_t batch_max = 1024;      // writes per group commit
-  int64_t faults_max = 10'000;  // rows kept in `faults` (oldest deleted first)
+  size_t queue_max = 100'000;     // queued writes; beyond it submit() fails "unavailable"
+  size_t batch_max = 1024;        // writes per group commit
+  int64_t faults_max = 10'000;    // rows kept in `faults` (oldest deleted first)
+  int64_t cache_kib = 64 * 1024;  // SQLite page cache per connection (two connections)
 };
 
 // The writer's connection, as a write sees it. Statements prepared through

@@ -106,7 +106,8 @@ Status LiveRun::start_services() {
   std::cerr << "vend-sim: mosquitto on " << broker_
             << ", vend-agent on http://127.0.0.1:" << services_.http_port
             << " (logs and databases in " << dir_ << ")\n"
-            << "  watch it live:  mosquitto_sub -h 127.0.0.1 -p " << services_.mqtt_port
+            << "  watch it live:  vendctl watch --mqtt " << broker_ << "\n"
+            << "  or raw:         mosquitto_sub -h 127.0.0.1 -p " << services_.mqtt_port
             << " -t 'vend/v1/#' -v\n"
             << "  ask the agent:  curl -s http://127.0.0.1:" << services_.http_port << "/metrics\n";
   return {};

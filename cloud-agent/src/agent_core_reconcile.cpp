@@ -129,10 +129,17 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
     key_index[n] = keys.size();
     keys.push_back(stock_key(device.id, n));
   }
-  auto values = store_readable() ? store.mget(keys)
-                                 : Result<std::vector<std::optional<int64_t>>>(
-                                       make_error("store_unavailable", "circuit open"));
-  if (!values.ok()) ++counters.store_errors_total;
+  // Unknown while the breaker is open (the warm-up that closes it rewrites
+  // every counter anyway) or when the read fails.
+  std::optional<std::vector<std::optional<int64_t>>> values;
+  if (store_readable() && !keys.empty()) {
+    auto read = store.mget(keys);
+    if (read.ok()) {
+      values = std::move(read).value();
+    } else {
+      store_failed("reconcile read of " + device.id, keys.front(), read.error());
+    }
+  }
 
   auto held = held_tokens(device.id);
   int rank = 0;
@@ -153,9 +160,9 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
     }
     clear_alert(device.id, seen.slot, "unknown_slot");
     std::optional<int64_t> store_value;
-    if (values.ok()) store_value = (*values)[key_index.at(seen.slot)];
-    auto r = reconcile_slot(device, it->second, seen, held[seen.slot], store_value, values.ok(),
-                            changes);
+    if (values) store_value = (*values)[key_index.at(seen.slot)];
+    auto r = reconcile_slot(device, it->second, seen, held[seen.slot], store_value,
+                            values.has_value(), changes);
     rank = std::max(rank, verdict_rank(r.verdict));
     report.slots.push_back(std::move(r));
   }
@@ -213,7 +220,6 @@ ops::SlotReconcile AgentCore::State::reconcile_slot(DeviceRec& device, SlotRec& 
   }
 
   // The store must equal the pool (after the token repairs above).
-  const std::string key = stock_key(device.id, seen.slot);
   const int64_t pool_now = static_cast<int64_t>(slot.pool.size());
   out.store = store_value.value_or(-1);
   if (store_known && store_value != pool_before) {
@@ -221,12 +227,11 @@ ops::SlotReconcile AgentCore::State::reconcile_slot(DeviceRec& device, SlotRec& 
     out.actions.push_back("store " + (store_value ? std::to_string(*store_value) : "missing") +
                           " -> " + std::to_string(pool_now) + " (repaired from the database)");
   }
-  if (store_known && (store_value != pool_before || pool_now != pool_before)) {
-    if (auto s = store.load(key, pool_now); !s.ok()) {
-      store_failed("reconcile repair", key, s.error());
+  // Also when the store could not be read: tokens left or joined the pool,
+  // and a counter above its pool must not answer the next reservation.
+  if ((store_known && store_value != pool_before) || pool_now != pool_before) {
+    if (auto s = sync_counter(device.id, seen.slot, slot, "reconcile repair"); !s.ok()) {
       out.actions.push_back("store repair failed: " + s.error().message);
-    } else {
-      stale_counters.erase(key);
     }
   }
   out.pool = pool_now;

@@ -156,15 +156,23 @@ void AgentCore::State::warm_up_store() {
     for (const auto& [n, slot] : dev.slots) {
       // Open: the warm-up that closes the breaker loads every counter.
       if (breaker.state() != BreakerState::kClosed) return;
-      const std::string key = stock_key(id, n);
-      auto s = store.load(key, static_cast<int64_t>(slot.pool.size()));
-      if (s.ok()) {
-        breaker.on_success();
-      } else {
-        store_failed("warm-up", key, s.error());
-      }
+      (void)sync_counter(id, n, slot, "warm-up");
     }
   }
+}
+
+Status AgentCore::State::sync_counter(const std::string& device, int slot, const SlotRec& rec,
+                                      const std::string& what) {
+  if (breaker.state() != BreakerState::kClosed) return {};
+  const std::string key = stock_key(device, slot);
+  Status s = store.load(key, static_cast<int64_t>(rec.pool.size()));
+  if (!s.ok()) {
+    store_failed(what, key, s.error());
+    return s;
+  }
+  stale_counters.erase(key);
+  breaker.on_success();
+  return {};
 }
 
 void AgentCore::State::store_failed(const std::string& what, const std::string& key,

@@ -313,6 +313,12 @@ struct AgentCore::State {
   // A store call failed: counts it (breaker, metrics); `key`'s counter is
   // no longer trusted and is rewritten from its pool before its next use.
   void store_failed(const std::string& what, const std::string& key, const Error& error);
+  // Sets one slot's counter to its pool size (a warm-up or a repair).
+  // Skipped while the breaker is not closed: the warm-up that closes it
+  // loads every counter. A failure counts against the breaker and marks the
+  // key stale, so it is rewritten before the store is asked about it again.
+  Status sync_counter(const std::string& device, int slot, const detail::SlotRec& rec,
+                      const std::string& what);
   // The counter of `key` in the store is meant to equal its pool right now
   // (breaker closed, not marked stale): check_stock may compare them.
   bool counter_trusted(const std::string& key) const;

@@ -23,10 +23,26 @@ Status AgentCore::start() {
 
 // ---- orders ----
 
+// A reservation is answered only once it is durable: a customer who got
+// its id must find the order after any crash. Concurrent reservations share
+// one group commit; the wait happens outside the lock.
 Result<Order> AgentCore::create_order(const std::string& device, int slot,
                                       const std::string& idempotency_key) {
-  std::lock_guard lock(state_->mu);
-  return state_->create_order(device, slot, idempotency_key);
+  Ticket wait;
+  Result<Order> order = make_error("unavailable", "not reserved");
+  {
+    std::lock_guard lock(state_->mu);
+    order = state_->create_order(device, slot, idempotency_key);
+    if (!order.ok()) return order;
+    wait = state_->durable_ticket(order->id);
+  }
+  Status committed = wait.get();
+  if (!committed.ok()) {
+    std::lock_guard lock(state_->mu);
+    state_->fail_storage("order " + order->id + ": " + committed.error().to_string());
+    return make_error("unavailable", "order not stored: " + committed.error().message);
+  }
+  return order;
 }
 
 Result<Order> AgentCore::get_order(const std::string& order_id) {

@@ -227,6 +227,12 @@ OrderRec* AgentCore::State::find_order(const std::string& order_id) {
   return it == orders.end() ? nullptr : &it->second;
 }
 
+Ticket AgentCore::State::durable_ticket(const std::string& order_id) {
+  OrderRec* rec = find_order(order_id);
+  if (rec == nullptr || !rec->last_write.valid()) return detail::ready_ticket();
+  return rec->last_write;
+}
+
 Result<OrderRec*> AgentCore::State::find_or_load_order(const std::string& order_id) {
   if (OrderRec* rec = find_order(order_id)) return rec;
   if (all_orders_in_memory) return static_cast<OrderRec*>(nullptr);

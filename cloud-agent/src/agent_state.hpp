@@ -161,6 +161,9 @@ struct AgentCore::State {
   void set_state(detail::OrderRec& rec, OrderState to, Changeset& changes,
                  const std::string& detail);
   detail::OrderRec* find_order(const std::string& order_id);  // nullptr if unknown
+  // What an answer about the order waits for: its latest durable-promising
+  // write (ready when the order is not in memory: it was read from the log).
+  Ticket durable_ticket(const std::string& order_id);
   Result<detail::OrderRec*> find_or_load_order(const std::string& order_id);
   detail::SlotRec* find_slot(const std::string& device, int slot);
   // One deadline timer per order (a new one replaces it), one resend timer

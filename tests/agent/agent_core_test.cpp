@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 
 #include "agent_rig.hpp"
 
@@ -86,6 +88,30 @@ TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
   CHECK(m.stock_total == 2);
   CHECK(m.devices_online == 1);
   CHECK(rig.core->health().ok());
+}
+
+// Pins down a crash window: a 201 sent before its group commit could be lost
+// by kill -9, and the customer would then pay for an order nobody knows.
+TEST_CASE("a reservation is answered only once it is durable") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  auto blocker = rig.repo->submit([opened](WriteContext&) {
+    opened.wait();  // holds the writer: nothing after it commits
+    return Status{};
+  });
+  REQUIRE(blocker.ok());
+  auto answer =
+      std::async(std::launch::async, [&] { return rig.core->create_order("vm-1", 1, ""); });
+  CHECK(answer.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  gate.set_value();
+  auto order = answer.get();
+  REQUIRE(order.ok());
+  // The answer came after the commit: the log's read side already sees it.
+  auto stored = rig.repo->find_order(order->id);
+  REQUIRE(stored.ok());
+  CHECK(stored->has_value());
 }
 
 TEST_CASE("never more reservations than tokens: sold out when the pool is empty") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "live_http.hpp"
 #include "live_machine.hpp"
 #include "vend/crypto.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::bench {
 
@@ -258,9 +260,11 @@ HttpCustomer::Reply HttpCustomer::pay(const std::string& order_id, const std::st
                                       int64_t amount_cents) {
   std::string body = R"({"payment_id":")" + payment_id + R"(","amount_cents":)" +
                      std::to_string(amount_cents) + "}";
-  std::vector<uint8_t> key(gateway_secret_.begin(), gateway_secret_.end());
-  auto mac = crypto::hmac_sha256(key, body);
-  httplib::Headers headers{{"X-Vend-Signature", crypto::to_hex(mac.data(), mac.size())}};
+  int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  httplib::Headers headers{
+      {webhook::kHeader, webhook::sign(gateway_secret_, now_s, order_id, body)}};
   return reply_of(
       client_->Post("/v1/orders/" + order_id + "/payment", headers, body, "application/json"));
 }

@@ -10,6 +10,8 @@ constexpr size_t kMaxPaymentId = 128;
 constexpr const char* kApplied = "applied";
 constexpr const char* kDuplicateRefunded = "duplicate_payment_refunded";
 constexpr const char* kLateRefunded = "late_payment_refunded";
+constexpr const char* kMismatchRefunded = "amount_mismatch_refunded";
+constexpr const char* kUnknownOrderRefunded = "unknown_order_refunded";
 }  // namespace
 
 using detail::OrderRec;
@@ -35,34 +37,61 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
   }
   if (amount_cents < 0) return make_error("bad_request", "amount_cents is negative");
   if (!started) return make_error("unavailable", "the agent core is not started");
-  auto found = find_or_load_order(order_id);
-  if (!found.ok()) return found.error();
-  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
-  OrderRec& rec = **found;
-
   auto known = find_payment(payment_id);
   if (!known.ok()) return known.error();
+  auto found = find_or_load_order(order_id);
+  if (!found.ok()) return found.error();
   if (known->has_value()) {
     const detail::PaymentRec& p = **known;
     if (p.order_id != order_id) {
       return make_error("conflict", "payment " + payment_id + " belongs to order " + p.order_id);
     }
-    return PayStep{rec.order, p.outcome, p.recorded};  // same id, same answer
+    // Same id, same answer.
+    return PayStep{*found == nullptr ? unknown_order(order_id) : (*found)->order, p.outcome,
+                   p.recorded};
   }
   if (auto s = writable(); !s.ok()) return s.error();
+  if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
+  OrderRec& rec = **found;
   if (rec.order.state == OrderState::kReserved &&
       clock.wall_ms() >= rec.order.reserve_deadline_ms) {
     // Past the deadline but the timer has not fired yet: it is expired.
     expire_reservation(rec, "reservation expired");
   }
-  if (rec.order.state != OrderState::kReserved)
-    return refund_payment(rec, payment_id, amount_cents);
+  if (rec.order.state != OrderState::kReserved) {
+    return refund_payment(rec, payment_id, amount_cents, false);
+  }
   if (amount_cents != rec.order.price_cents) {
-    return make_error("bad_request", "amount " + std::to_string(amount_cents) +
-                                         " does not match the price " +
-                                         std::to_string(rec.order.price_cents));
+    log.warn(detail::kLog, "payment " + payment_id + " of " + std::to_string(amount_cents) +
+                               " for order " + rec.order.id + " priced " +
+                               std::to_string(rec.order.price_cents) + ": refunded");
+    return refund_payment(rec, payment_id, amount_cents, true);
   }
   return dispatch_paid(rec, payment_id, amount_cents);
+}
+
+Order AgentCore::State::unknown_order(const std::string& order_id) {
+  Order o;
+  o.id = order_id;
+  o.known = false;
+  return o;
+}
+
+// The gateway took money for an order id this agent never had (a typo, a
+// forged id signed by a leaked secret, a database restored from a backup):
+// recorded, and refunded through the refund outbox.
+PayStep AgentCore::State::refund_unknown_order(const std::string& order_id,
+                                               const std::string& payment_id,
+                                               int64_t amount_cents) {
+  int64_t now = clock.wall_ms();
+  Changeset changes;
+  changes.insert_payment(
+      StoredPayment{payment_id, order_id, amount_cents, kUnknownOrderRefunded, now});
+  changes.insert_refund(StoredRefund{payment_id, order_id, amount_cents, "unknown_order", now});
+  Ticket t = commit(std::move(changes));
+  payments[payment_id] = detail::PaymentRec{order_id, amount_cents, kUnknownOrderRefunded, t};
+  log.warn(detail::kLog, "payment " + payment_id + " for unknown order " + order_id + ": refunded");
+  return PayStep{unknown_order(order_id), kUnknownOrderRefunded, t};
 }
 
 PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& payment_id,
@@ -92,15 +121,20 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
 }
 
 PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payment_id,
-                                         int64_t amount_cents) {
+                                         int64_t amount_cents, bool amount_mismatch) {
   int64_t now = clock.wall_ms();
   Changeset changes;
   OrderState state = rec.order.state;
-  bool late = state == OrderState::kExpired || state == OrderState::kCancelled;
-  const char* outcome = late ? kLateRefunded : kDuplicateRefunded;
+  bool late =
+      !amount_mismatch && (state == OrderState::kExpired || state == OrderState::kCancelled);
+  const char* outcome = amount_mismatch ? kMismatchRefunded
+                        : late          ? kLateRefunded
+                                        : kDuplicateRefunded;
+  const char* reason = amount_mismatch ? "amount_mismatch"
+                       : late          ? "late_payment"
+                                       : "duplicate_payment";
   changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, outcome, now});
-  changes.insert_refund(StoredRefund{payment_id, rec.order.id, amount_cents,
-                                     late ? "late_payment" : "duplicate_payment", now});
+  changes.insert_refund(StoredRefund{payment_id, rec.order.id, amount_cents, reason, now});
   if (late) {
     // The payment is the order's (it never had another); the order ends REFUNDED.
     rec.order.payment_id = payment_id;
@@ -125,7 +159,11 @@ Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const Pa
   }
   auto found = find_or_load_order(order_id);
   if (!found.ok()) return found.error();
-  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+  if (*found == nullptr) {
+    Order answer = unknown_order(order_id);
+    answer.payment_outcome = step.outcome;
+    return answer;
+  }
   OrderRec& rec = **found;
   // DISPATCHED is durable now: the command may go out (once; a concurrent
   // repeat of the same payment may have sent it already).

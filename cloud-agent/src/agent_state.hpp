@@ -203,8 +203,14 @@ struct AgentCore::State {
   Result<std::optional<detail::PaymentRec>> find_payment(const std::string& payment_id);
   detail::PayStep dispatch_paid(detail::OrderRec& rec, const std::string& payment_id,
                                 int64_t amount_cents);
+  // The payment cannot be honoured (the order is not RESERVED, or
+  // `amount_mismatch`): recorded and refunded; the order keeps its state
+  // unless it was EXPIRED or CANCELLED (then it ends REFUNDED).
   detail::PayStep refund_payment(detail::OrderRec& rec, const std::string& payment_id,
-                                 int64_t amount_cents);
+                                 int64_t amount_cents, bool amount_mismatch);
+  detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
+                                       int64_t amount_cents);
+  static Order unknown_order(const std::string& order_id);
   Result<Order> finish_pay(const std::string& order_id, const detail::PayStep& step,
                            const Status& committed);
   void publish_dispense(detail::OrderRec& rec);

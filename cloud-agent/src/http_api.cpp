@@ -14,14 +14,8 @@ constexpr const char* kLog = "http";
 constexpr const char* kJson = "application/json";
 // Ids in paths: the same alphabet as ids in bodies (validated again there).
 constexpr const char* kId = "([A-Za-z0-9._-]+)";
-
-std::string lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
+// Signatures remembered against replays (a few MB at most).
+constexpr size_t kMaxRememberedSignatures = 100'000;
 
 // Compares two equal-size strings without an early exit.
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -50,10 +44,10 @@ std::pair<std::string, std::string> default_error(const httplib::Request& req, i
 
 int http_status_of(const std::string& code) {
   if (code == "bad_request") return 400;
-  if (code == "unauthorized" || code == "bad_signature") return 401;
+  if (code == "unauthorized" || code == "bad_signature" || code == "signature_expired") return 401;
   if (code == "not_found" || code == "unknown_slot") return 404;
   if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
-      code == "conflict") {
+      code == "conflict" || code == "replayed") {
     return 409;
   }
   if (code == "payload_too_large") return 413;
@@ -61,19 +55,12 @@ int http_status_of(const std::string& code) {
   return 500;
 }
 
-std::string gateway_signature(std::string_view secret, std::string_view body) {
-  std::vector<uint8_t> key(secret.begin(), secret.end());
-  std::vector<uint8_t> mac = crypto::hmac_sha256(key, body);
-  return crypto::to_hex(mac.data(), mac.size());
-}
-
-bool verify_gateway_signature(std::string_view secret, std::string_view body,
-                              std::string_view signature_hex) {
-  return constant_time_equal(gateway_signature(secret, body), lowercase(signature_hex));
-}
-
-HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, Logger& log)
-    : core_(core), options_(std::move(options)), log_(log) {}
+HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Logger& log)
+    : core_(core),
+      options_(std::move(options)),
+      clock_(clock),
+      log_(log),
+      replays_(options_.payment_tolerance_s, kMaxRememberedSignatures) {}
 
 void HttpApi::install(httplib::Server& s) {
   s.set_payload_max_length(options_.max_body_bytes);

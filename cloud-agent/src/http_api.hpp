@@ -2,7 +2,7 @@
 // AgentCore. docs/openapi.yaml is the contract; docs/agent.md shows a session.
 //
 //   customers   POST /v1/orders, GET /v1/orders/{id}, POST /v1/orders/{id}/cancel
-//   gateway     POST /v1/orders/{id}/payment   (X-Vend-Signature: HMAC of the body)
+//   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
 //   operators   /v1/devices..., GET /v1/orders (Authorization: Bearer <token>)
 //   anyone      GET /metrics, GET /healthz
 //
@@ -19,13 +19,16 @@
 
 #include <cstddef>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "metrics.hpp"
 #include "vend/agent/agent_core.hpp"
+#include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::agent {
 
@@ -33,13 +36,16 @@ struct HttpApiOptions {
   // Bearer token of the operator endpoints. Empty: they are open to anyone
   // (vend-agent --insecure-no-auth, local demos only).
   std::string operator_token;
-  // HMAC-SHA256 key (the string's bytes) of X-Vend-Signature on payment
-  // notifications. REQUIRES: not empty.
+  // HMAC-SHA256 key (the string's bytes) of the Vend-Signature header on
+  // payment notifications (vend/webhook.hpp). REQUIRES: not empty.
   std::string gateway_secret;
   // Larger bodies are refused with 413 before they are read.
   size_t max_body_bytes = 16 * 1024;
   // For /healthz and /metrics; may be empty (reported as not connected).
   std::function<bool()> mqtt_connected;
+  // A notification signed further than this from the agent's clock is
+  // refused (signature_expired); one seen before within it is a replay.
+  int64_t payment_tolerance_s = 300;
 };
 
 // A handler's successful answer.
@@ -54,7 +60,7 @@ struct HttpReply {
 // on the server's worker threads concurrently (AgentCore is thread-safe).
 class HttpApi {
  public:
-  HttpApi(AgentCore& core, HttpApiOptions options, Logger& log);
+  HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Logger& log);
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
@@ -92,22 +98,19 @@ class HttpApi {
 
   bool mqtt_connected() const;
 
+  // The notification's signature: valid, in the window, and not a replay.
+  Status verify_notification(const httplib::Request& req, const std::string& order_id);
+
   AgentCore& core_;
   HttpApiOptions options_;
+  const Clock& clock_;
   Logger& log_;
+  std::mutex replay_mu_;  // guards replays_
+  webhook::ReplayWindow replays_;
   MetricsExporter metrics_;
 };
 
 // HTTP status of an error code (core codes and the API's own).
 int http_status_of(const std::string& code);
-
-// True when `signature_hex` (64 hex chars, either case) is the HMAC-SHA256
-// of `body` under `secret`. Constant-time in the signature's content.
-bool verify_gateway_signature(std::string_view secret, std::string_view body,
-                              std::string_view signature_hex);
-
-// Lowercase hex HMAC-SHA256 of `body` under `secret`: what a payment gateway
-// (or `openssl dgst -sha256 -hmac "$secret"`) puts in X-Vend-Signature.
-std::string gateway_signature(std::string_view secret, std::string_view body);
 
 }  // namespace vend::agent

@@ -183,6 +183,7 @@ Json order_json(const Order& order) {
   if (order.dispatch_expires_at_ms > 0) j["dispatch_expires_at_ms"] = order.dispatch_expires_at_ms;
   if (!order.payment_id.empty()) j["payment_id"] = order.payment_id;
   if (!order.reason.empty()) j["reason"] = order.reason;
+  if (!order.payment_outcome.empty()) j["payment_outcome"] = order.payment_outcome;
   return j;
 }
 

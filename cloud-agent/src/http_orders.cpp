@@ -83,20 +83,36 @@ Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
   return order_reply(200, *order);
 }
 
+Status HttpApi::verify_notification(const httplib::Request& req, const std::string& order_id) {
+  if (req.get_header_value_count(webhook::kHeader) != 1) {
+    return make_error("bad_signature", std::string("send exactly one ") + webhook::kHeader +
+                                           " header: t=<unix seconds>,v1=<HMAC-SHA256 hex of "
+                                           "'<t>.<order id>.<body>'>");
+  }
+  std::string header = req.get_header_value(webhook::kHeader);
+  int64_t now_s = clock_.wall_ms() / 1000;
+  if (Status s = webhook::verify(options_.gateway_secret, header, order_id, req.body, now_s,
+                                 options_.payment_tolerance_s);
+      !s.ok()) {
+    return s;
+  }
+  auto sig = webhook::parse(header);  // parsed fine just above
+  std::lock_guard lock(replay_mu_);
+  if (!replays_.first_use(sig->t_s, sig->v1.front(), now_s)) {
+    return make_error("replayed", std::string("this ") + webhook::kHeader +
+                                      " was already used: sign every delivery anew");
+  }
+  return {};
+}
+
 // The signature is checked over the raw bytes before anything is parsed:
-// an unauthenticated caller learns nothing, not even whether the order exists.
+// an unauthenticated caller learns nothing, not even whether the order
+// exists. It binds the order id of the path and the time, so a body
+// captured for one order is refused for any other and after the window.
 Result<HttpReply> HttpApi::pay_order(const httplib::Request& req) {
-  const char* header = "X-Vend-Signature";
-  if (req.get_header_value_count(header) != 1) {
-    return make_error("bad_signature", "send exactly one X-Vend-Signature header");
-  }
-  if (!verify_gateway_signature(options_.gateway_secret, req.body, req.get_header_value(header))) {
-    return make_error("bad_signature",
-                      "X-Vend-Signature is not the HMAC-SHA256 of the body under the gateway "
-                      "secret");
-  }
-  auto id = order_id_of(req);
-  if (!id.ok()) return id.error();
+  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  if (Status s = verify_notification(req, id); !s.ok()) return s.error();
+  if (!http::is_valid_id(id)) return make_error("not_found", "no order '" + id + "'");
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
   http::FieldReader fields(*body);
@@ -105,9 +121,14 @@ Result<HttpReply> HttpApi::pay_order(const httplib::Request& req) {
   if (!payment_id.ok()) return payment_id.error();
   auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
   if (!amount.ok()) return amount.error();
-  auto order = core_.pay(*id, *payment_id, *amount);
+  auto order = core_.pay(id, *payment_id, *amount);
   if (!order.ok()) return order.error();
-  return order_reply(200, *order);
+  if (order->known) return order_reply(200, *order);
+  // A verified payment for an order this agent never had: recorded and
+  // refunded; the gateway is told so (2xx: it need not send it again).
+  http::Json j = {
+      {"id", id}, {"payment_id", *payment_id}, {"payment_outcome", order->payment_outcome}};
+  return HttpReply{200, j.dump()};
 }
 
 Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {

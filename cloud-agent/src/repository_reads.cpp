@@ -94,7 +94,10 @@ Status load_payments(sql::Database& db, size_t recent_max, LoadedState& out) {
       std::string("SELECT ") + kPaymentColumns +
           " FROM payments WHERE order_id IN (SELECT id FROM orders WHERE state IN " + kOpenStates +
           " UNION ALL SELECT id FROM (SELECT id FROM orders WHERE state NOT IN " + kOpenStates +
-          " ORDER BY updated_ms DESC, id LIMIT ?)) ORDER BY at_ms, payment_id",
+          " ORDER BY updated_ms DESC, id LIMIT ?))"
+          // Payments for orders the agent never had: their repeats must get
+          // the same answer (and never a second row).
+          " OR outcome = 'unknown_order_refunded' ORDER BY at_ms, payment_id",
       [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(recent_max)); },
       [&](const sql::Statement& st) { out.payments.push_back(read_payment(st)); });
 }

@@ -149,7 +149,8 @@ Result<int> AgentProcess::bind_http() {
   ho.gateway_secret = secrets_.gateway_secret;
   PahoTransport* transport = transport_.get();
   ho.mqtt_connected = [transport] { return transport->connected(); };
-  api_ = std::make_unique<HttpApi>(*core_, ho, log_);
+  ho.payment_tolerance_s = options_.payment_tolerance_s;
+  api_ = std::make_unique<HttpApi>(*core_, ho, clock_, log_);
   server_ = std::make_unique<httplib::Server>();
   HttpServerLimits limits;
   limits.threads = static_cast<size_t>(options_.http_threads);

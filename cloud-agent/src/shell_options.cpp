@@ -115,6 +115,8 @@ const std::map<std::string, Setter>& valued_options() {
       {"--stock", parse_stock},
       {"--operator-token-file", set_text(&ShellOptions::operator_token_file)},
       {"--gateway-secret-file", set_text(&ShellOptions::gateway_secret_file)},
+      {"--payment-tolerance-s",
+       set_int(&ShellOptions::payment_tolerance_s, "--payment-tolerance-s", 1, 86400)},
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
@@ -319,6 +321,8 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 VEND_GATEWAY_SECRET); a missing FILE is created with a new secret
   --insecure-no-auth            operator endpoints without a token (local demos only)
   --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
+  --payment-tolerance-s N       a payment notification signed more than N s from the
+                                agent's clock is refused (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
   --reconcile-interval-s N      ask every device for a snapshot every N s, staggered
                                 (600; 0 = only device-sent and on-demand snapshots)

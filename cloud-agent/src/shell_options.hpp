@@ -35,6 +35,7 @@ struct ShellOptions {
   std::string gateway_secret_file;
   bool insecure_no_auth = false;
   int64_t reservation_ttl_s = 300;
+  int64_t payment_tolerance_s = 300;
   int64_t dispatch_ttl_s = 60;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
   bool sync_full = true;               // --sync full|normal

@@ -2,9 +2,11 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "vend/crypto.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::sim {
 
@@ -61,13 +63,16 @@ AgentClient::AgentClient(AgentEndpoint endpoint)
 AgentClient::~AgentClient() = default;
 
 Result<std::string> AgentClient::call(const char* method, const std::string& path,
-                                      const std::string& body, bool operator_auth, bool sign) {
+                                      const std::string& body, bool operator_auth,
+                                      const std::string& signed_for) {
   httplib::Headers headers;
   if (operator_auth) headers.emplace("Authorization", "Bearer " + endpoint_.operator_token);
-  if (sign) {
-    std::vector<uint8_t> key(endpoint_.gateway_secret.begin(), endpoint_.gateway_secret.end());
-    auto mac = crypto::hmac_sha256(key, body);
-    headers.emplace("X-Vend-Signature", crypto::to_hex(mac.data(), mac.size()));
+  if (!signed_for.empty()) {
+    int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
+    headers.emplace(webhook::kHeader,
+                    webhook::sign(endpoint_.gateway_secret, now_s, signed_for, body));
   }
   httplib::Result res = std::string(method) == "GET"
                             ? client_->Get(path, headers)
@@ -88,17 +93,17 @@ Result<std::string> AgentClient::call(const char* method, const std::string& pat
 
 Result<OrderReply> AgentClient::create_order(const std::string& device, int slot) {
   return order_of(
-      call("POST", "/v1/orders", Json{{"device", device}, {"slot", slot}}.dump(), false, false));
+      call("POST", "/v1/orders", Json{{"device", device}, {"slot", slot}}.dump(), false, ""));
 }
 
 Result<OrderReply> AgentClient::pay(const std::string& order_id, const std::string& payment_id,
                                     int64_t amount_cents) {
   std::string body = Json{{"payment_id", payment_id}, {"amount_cents", amount_cents}}.dump();
-  return order_of(call("POST", "/v1/orders/" + order_id + "/payment", body, false, true));
+  return order_of(call("POST", "/v1/orders/" + order_id + "/payment", body, false, order_id));
 }
 
 Result<OrderReply> AgentClient::get_order(const std::string& order_id) {
-  return order_of(call("GET", "/v1/orders/" + order_id, "", false, false));
+  return order_of(call("GET", "/v1/orders/" + order_id, "", false, ""));
 }
 
 Result<std::string> AgentClient::provision(const std::string& device,
@@ -110,8 +115,7 @@ Result<std::string> AgentClient::provision(const std::string& device,
                     {"price_cents", s.price_cents},
                     {"capacity", s.capacity}});
   }
-  auto body =
-      call("POST", "/v1/devices", Json{{"id", device}, {"slots", list}}.dump(), true, false);
+  auto body = call("POST", "/v1/devices", Json{{"id", device}, {"slots", list}}.dump(), true, "");
   if (!body.ok()) return body.error();
   auto j = parse_json(*body);
   if (!j.ok()) return j.error();
@@ -119,7 +123,7 @@ Result<std::string> AgentClient::provision(const std::string& device,
 }
 
 Result<std::vector<SlotReply>> AgentClient::slots(const std::string& device) {
-  auto body = call("GET", "/v1/devices/" + device + "/slots", "", true, false);
+  auto body = call("GET", "/v1/devices/" + device + "/slots", "", true, "");
   if (!body.ok()) return body.error();
   auto j = parse_json(*body);
   if (!j.ok()) return j.error();
@@ -133,7 +137,7 @@ Result<std::vector<SlotReply>> AgentClient::slots(const std::string& device) {
 
 Status AgentClient::restock(const std::string& device, int slot, int count) {
   auto body = call("POST", "/v1/devices/" + device + "/restock",
-                   Json{{"slot", slot}, {"count", count}}.dump(), true, false);
+                   Json{{"slot", slot}, {"count", count}}.dump(), true, "");
   if (!body.ok()) return body.error();
   return {};
 }

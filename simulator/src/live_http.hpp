@@ -56,7 +56,7 @@ class AgentClient {
   // Errors carry the API's error code ("sold_out", "device_offline", ...),
   // or "http_error" when the agent could not be reached.
   Result<OrderReply> create_order(const std::string& device, int slot);
-  // Signs the body with the gateway secret (X-Vend-Signature).
+  // Signs the notification as the gateway does (Vend-Signature, vend/webhook.hpp).
   Result<OrderReply> pay(const std::string& order_id, const std::string& payment_id,
                          int64_t amount_cents);
   Result<OrderReply> get_order(const std::string& order_id);
@@ -67,7 +67,7 @@ class AgentClient {
 
  private:
   Result<std::string> call(const char* method, const std::string& path, const std::string& body,
-                           bool operator_auth, bool sign);
+                           bool operator_auth, const std::string& signed_for);
   AgentEndpoint endpoint_;
   std::unique_ptr<httplib::Client> client_;
 };

@@ -134,7 +134,6 @@ TEST_CASE("bad requests get their own error codes") {
   CHECK(rig.core->create_order("vm-404", 1, "").error().code == "not_found");
   CHECK(rig.core->create_order("vm-1", 9, "").error().code == "unknown_slot");
   CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
-  CHECK(rig.core->pay("ord-nope", "p", 1).error().code == "not_found");
   CHECK(rig.core->provision_device("vm-1", kSlots).error().code == "conflict");
   CHECK(rig.core->provision_device("bad/id", kSlots).error().code == "bad_request");
   CHECK(rig.core->provision_device("vm-2", {{0, "x", 1, 1}}).error().code == "bad_request");
@@ -142,9 +141,39 @@ TEST_CASE("bad requests get their own error codes") {
   CHECK(rig.core->request_restock("vm-1", 1, 0).error().code == "bad_request");
   auto o = rig.core->create_order("vm-1", 1, "");
   REQUIRE(o.ok());
-  CHECK(rig.core->pay(o->id, "p-1", 149).error().code == "bad_request");
   CHECK(rig.core->pay(o->id, "", 150).error().code == "bad_request");
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
+}
+
+// A verified notification that cannot be honoured was money taken: it is
+// recorded and refunded, never answered with an error and forgotten.
+TEST_CASE("payments that cannot be honoured are recorded and refunded") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  auto unknown = rig.core->pay("ord-nope", "p-unknown", 150);
+  REQUIRE(unknown.ok());
+  CHECK_FALSE(unknown->known);
+  CHECK(unknown->payment_outcome == "unknown_order_refunded");
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  auto wrong = rig.core->pay(o->id, "p-1", 149);
+  REQUIRE(wrong.ok());
+  CHECK(wrong->payment_outcome == "amount_mismatch_refunded");
+  CHECK(rig.state_of(o->id) == OrderState::kReserved);
+  auto refunds = rig.db().refunds_of(o->id);
+  REQUIRE(refunds.ok());
+  REQUIRE(refunds->size() == 1);
+  CHECK((*refunds)[0].amount_cents == 149);
+  CHECK(rig.db().refunds_of("ord-nope")->size() == 1);
+  // After a restart, the same notifications get the same answers, once.
+  rig.crash_agent();
+  rig.start_agent();
+  auto again = rig.core->pay("ord-nope", "p-unknown", 150);
+  REQUIRE(again.ok());
+  CHECK(again->payment_outcome == "unknown_order_refunded");
+  CHECK(rig.core->pay(o->id, "p-1", 149)->payment_outcome == "amount_mismatch_refunded");
+  CHECK(rig.db().refunds_of("ord-nope")->size() == 1);
+  CHECK(rig.core->health().ok());
 }
 
 TEST_CASE("the same idempotency key returns the same order") {

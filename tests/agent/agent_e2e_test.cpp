@@ -174,13 +174,14 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
 
   // 7. The gateway's notification, signed as the document does it with openssl.
   std::string body = R"({"payment_id":"pay-demo-1","amount_cents":150})";
-  Run sig =
-      run({"/bin/sh", "-c",
-           "printf '%s' \"$0\" | openssl dgst -sha256 -hmac \"$1\" | sed 's/^.* //'", body, secret},
-          dir.file("openssl.out"));
+  Run sig = run({"/bin/sh", "-c",
+                 "t=$(date +%s); printf 't=%s,v1=' \"$t\"; printf '%s' \"$t.$2.$0\" | "
+                 "openssl dgst -sha256 -hmac \"$1\" | sed 's/^.* //'",
+                 body, secret, id},
+                dir.file("openssl.out"));
   REQUIRE_MESSAGE(sig.code == 0, sig.output);
-  REQUIRE(trim(sig.output).size() == 64);
-  api.post("/v1/orders/" + id + "/payment", body, 200, {{"X-Vend-Signature", trim(sig.output)}});
+  REQUIRE(trim(sig.output).find(",v1=") != std::string::npos);
+  api.post("/v1/orders/" + id + "/payment", body, 200, {{"Vend-Signature", trim(sig.output)}});
 
   // 8. The device dispenses; the order completes.
   REQUIRE_MESSAGE(

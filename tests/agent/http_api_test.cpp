@@ -32,6 +32,7 @@
 #include "vend/in_memory_bus.hpp"
 #include "vend/protocol.hpp"
 #include "vend/topics.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::agent {
 namespace {
@@ -88,7 +89,7 @@ class Agent {
     REQUIRE(core_->start().ok());
     REQUIRE(transport_.connect().ok());
     HttpApiOptions options{kToken, kSecret, 16 * 1024, [this] { return transport_.connected(); }};
-    api_ = std::make_unique<HttpApi>(*core_, options, log_);
+    api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
     configure_server(server_, HttpServerLimits{});
     api_->install(server_);
     port_ = server_.bind_to_any_port("127.0.0.1");
@@ -126,6 +127,14 @@ class Agent {
   std::thread thread_;
   int port_ = 0;
 };
+
+int64_t now_s() { return SystemClock().wall_ms() / 1000; }
+
+// The gateway's signature of a notification about `order_id`.
+httplib::Headers signed_for(const std::string& order_id, const std::string& body,
+                            int64_t t_s = now_s(), const std::string& secret = kSecret) {
+  return {{webhook::kHeader, webhook::sign(secret, t_s, order_id, body)}};
+}
 
 Json body_of(const httplib::Result& r) {
   REQUIRE(r);
@@ -230,13 +239,14 @@ TEST_CASE("happy path: order, payment; the sale token never leaves the agent") {
     CHECK(body_of(again)["id"] == id);
   }
   SUBCASE("a signed payment is accepted; the order shows no token") {
+    // The wrong amount is recorded and refunded; the order stays payable.
     std::string wrong = R"({"payment_id":"pay-0","amount_cents":1})";
-    expect_error(post_json(agent, "/v1/orders/" + id + "/payment", wrong,
-                           {{"X-Vend-Signature", gateway_signature(kSecret, wrong)}}),
-                 400, "bad_request", "does not match the price");
+    Json refunded =
+        body_of(post_json(agent, "/v1/orders/" + id + "/payment", wrong, signed_for(id, wrong)));
+    CHECK(refunded["payment_outcome"] == "amount_mismatch_refunded");
+    CHECK(refunded["state"] == "RESERVED");
     std::string body = R"({"payment_id":"pay-1","amount_cents":250})";
-    auto paid = post_json(agent, "/v1/orders/" + id + "/payment", body,
-                          {{"X-Vend-Signature", gateway_signature(kSecret, body)}});
+    auto paid = post_json(agent, "/v1/orders/" + id + "/payment", body, signed_for(id, body));
     Json j = body_of(paid);
     CHECK(paid->status == 200);
     CHECK((j["state"] == "PAID" || j["state"] == "DISPATCHED"));
@@ -333,19 +343,52 @@ TEST_CASE("auth: operator bearer token and payment signature") {
   auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
   std::string path = "/v1/orders/" + body_of(created)["id"].get<std::string>() + "/payment";
   std::string body = R"({"payment_id":"pay-9","amount_cents":250})";
-  expect_error(post_json(agent, path, body), 401, "bad_signature", "X-Vend-Signature");
-  expect_error(post_json(agent, path, body, {{"X-Vend-Signature", std::string(64, '0')}}), 401,
-               "bad_signature");
-  std::string other = gateway_signature("another-secret-xxxxxxxx", body);
-  expect_error(post_json(agent, path, body, {{"X-Vend-Signature", other}}), 401, "bad_signature");
+  std::string id = body_of(created)["id"];
+  expect_error(post_json(agent, path, body), 401, "bad_signature", "Vend-Signature");
+  expect_error(post_json(agent, path, body,
+                         {{"Vend-Signature",
+                           "t=" + std::to_string(now_s()) + ",v1=" + std::string(64, '0')}}),
+               401, "bad_signature", "does not match");
+  expect_error(post_json(agent, path, body, {{"Vend-Signature", "v1=abc"}}), 401, "bad_signature",
+               "expected 't=");
+  expect_error(post_json(agent, path, body, signed_for(id, body, now_s(), "another-secret-xxxx")),
+               401, "bad_signature");
+  // Signed for another order: a captured notification cannot pay this one.
+  expect_error(post_json(agent, path, body, signed_for("ord-another", body)), 401, "bad_signature");
+  // Signed too long ago (or too far ahead).
+  expect_error(post_json(agent, path, body, signed_for(id, body, now_s() - 301)), 401,
+               "signature_expired", "300 s");
+  expect_error(post_json(agent, path, body, signed_for(id, body, now_s() + 301)), 401,
+               "signature_expired");
   // Signed but malformed is a 400, after the signature.
   std::string bad = R"({"payment_id":"pay-9"})";
-  expect_error(post_json(agent, path, bad, {{"X-Vend-Signature", gateway_signature(kSecret, bad)}}),
-               400, "bad_request", "missing field 'amount_cents'");
-  // Uppercase hex is the same signature.
-  std::string sig = gateway_signature(kSecret, body);
+  expect_error(post_json(agent, path, bad, signed_for(id, bad)), 400, "bad_request",
+               "missing field 'amount_cents'");
+  // Uppercase hex is the same signature; the very same request again is a replay.
+  httplib::Headers good = signed_for(id, body);
+  std::string sig = good.begin()->second;
   for (char& c : sig) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  CHECK(post_json(agent, path, body, {{"X-Vend-Signature", sig}})->status == 200);
+  sig[0] = 't';
+  sig[sig.find("V1=")] = 'v';
+  CHECK(post_json(agent, path, body, {{"Vend-Signature", sig}})->status == 200);
+  expect_error(post_json(agent, path, body, {{"Vend-Signature", sig}}), 409, "replayed");
+  // A gateway's retry signs anew and gets the recorded answer.
+  CHECK(body_of(post_json(agent, path, body, signed_for(id, body, now_s() - 1)))["payment_id"] ==
+        "pay-9");
+}
+
+// Every verified notification is recorded; one for an order the agent never
+// had is refunded, and its repeat gets the same answer.
+TEST_CASE("a payment for an unknown order is recorded and refunded") {
+  Agent agent;
+  std::string body = R"({"payment_id":"pay-lost","amount_cents":250})";
+  std::string path = "/v1/orders/ord-never-made/payment";
+  Json j = body_of(post_json(agent, path, body, signed_for("ord-never-made", body)));
+  CHECK(j["payment_outcome"] == "unknown_order_refunded");
+  CHECK(j["payment_id"] == "pay-lost");
+  Json again =
+      body_of(post_json(agent, path, body, signed_for("ord-never-made", body, now_s() - 2)));
+  CHECK(again["payment_outcome"] == "unknown_order_refunded");
 }
 
 TEST_CASE("not found, unknown routes, oversize bodies, conflicts") {

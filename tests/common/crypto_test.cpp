@@ -5,8 +5,10 @@
 #include <string>
 
 #include "test_support.hpp"
+#include "vend/webhook.hpp"
 
 using namespace vend::crypto;
+namespace webhook = vend::webhook;
 
 namespace {
 std::vector<uint8_t> bytes_of(const std::string& hex) { return from_hex(hex).value(); }
@@ -117,4 +119,48 @@ TEST_CASE("token digest is order-independent and sensitive to membership") {
   CHECK(token_digest(t) != token_digest({t[0], t[1]}));
   CHECK(token_digest({}) == sha256_hex(""));
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// ---- signed webhooks (vend/webhook.hpp) ----
+
+TEST_CASE("webhook signatures bind the subject, the time and the body") {
+  const std::string body = R"({"payment_id":"p-1","amount_cents":150})";
+  std::string header = webhook::sign("secret", 1'700'000'000, "ord-a", body);
+  CHECK(header.rfind("t=1700000000,v1=", 0) == 0);
+  CHECK(webhook::verify("secret", header, "ord-a", body, 1'700'000'100, 300).ok());
+  CHECK(webhook::verify("secret", header, "ord-b", body, 1'700'000'100, 300).error().code ==
+        "bad_signature");
+  CHECK(webhook::verify("secret", header, "ord-a", body + " ", 1'700'000'100, 300).error().code ==
+        "bad_signature");
+  CHECK(webhook::verify("other", header, "ord-a", body, 1'700'000'100, 300).error().code ==
+        "bad_signature");
+  auto late = webhook::verify("secret", header, "ord-a", body, 1'700'000'301, 300);
+  CHECK(late.error().code == "signature_expired");
+  CHECK(late.error().message.find("300 s") != std::string::npos);
+  // Rotation: any one matching v1 suffices.
+  std::string rotated = "t=1700000000,v1=" + std::string(64, 'a') + "," + header.substr(13);
+  CHECK(webhook::verify("secret", rotated, "ord-a", body, 1'700'000'000, 300).ok());
+}
+
+TEST_CASE("webhook headers are parsed strictly") {
+  for (const char* bad :
+       {"", "v1=00", "t=1", "t=x,v1=", "t=1,t=2,v1=", "t=-5,v1=", "t=1,v2=abc", "t=1,v1=zz"}) {
+    INFO(bad);
+    CHECK(webhook::parse(bad).error().code == "bad_signature");
+  }
+  auto ok = webhook::parse("t=5,v1=" + std::string(64, 'A'));
+  REQUIRE(ok.ok());
+  CHECK(ok->t_s == 5);
+  CHECK(ok->v1.front() == std::string(64, 'a'));
+}
+
+TEST_CASE("the replay window refuses a signature seen inside it, and forgets it after") {
+  webhook::ReplayWindow window(300, 3);
+  CHECK(window.first_use(1000, "a", 1000));
+  CHECK_FALSE(window.first_use(1000, "a", 1200));
+  CHECK(window.first_use(1000, "a", 1301));  // expired: it could not verify anyway
+  CHECK(window.first_use(1301, "b", 1301));
+  CHECK(window.first_use(1301, "c", 1301));
+  CHECK(window.first_use(1301, "d", 1301));  // over the cap: the oldest goes
+  CHECK(window.size() <= 3);
 }

@@ -72,8 +72,11 @@ struct Order {
   // Only in pay()'s answer: what happened to THIS payment. "applied" (it
   // paid the order), "duplicate_payment_refunded" (the order was already
   // paid by another payment), "late_payment_refunded" (the order had
-  // expired or was cancelled). Empty elsewhere.
+  // expired or was cancelled), "amount_mismatch_refunded" (the amount was
+  // not the price; the order is unchanged), "unknown_order_refunded" (no
+  // such order: only `id` is set and `known` is false). Empty elsewhere.
   std::string payment_outcome;
+  bool known = true;
 };
 
 struct SlotSpec {
@@ -196,7 +199,9 @@ class AgentCore {
   Result<Order> get_order(const std::string& order_id);
   // A verified payment notification. Idempotent per payment_id. RESERVED ->
   // PAID -> DISPATCHED (durable, then the command is published); EXPIRED ->
-  // REFUNDED. Returns after the group commit.
+  // REFUNDED. Every notification is recorded, for an unknown order too, and
+  // one that cannot be honoured gets a refund (payment_outcome says which).
+  // Returns after the group commit.
   Result<Order> pay(const std::string& order_id, const std::string& payment_id,
                     int64_t amount_cents);
   Result<Order> cancel(const std::string& order_id);

@@ -72,6 +72,25 @@ Result<Order> AgentCore::cancel(const std::string& order_id) {
   return state_->cancel(order_id);
 }
 
+Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispensed,
+                                        const std::string& by, const std::string& note) {
+  Ticket wait;
+  Result<Order> order = make_error("unavailable", "not resolved");
+  {
+    std::lock_guard lock(state_->mu);
+    order = state_->resolve_review(order_id, dispensed, by, note);
+    if (!order.ok()) return order;
+    wait = state_->durable_ticket(order_id);
+  }
+  Status committed = wait.get();
+  if (!committed.ok()) {
+    std::lock_guard lock(state_->mu);
+    state_->fail_storage("review of " + order_id + ": " + committed.error().to_string());
+    return make_error("unavailable", "resolution not stored: " + committed.error().message);
+  }
+  return order;
+}
+
 Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit) {
   std::lock_guard lock(state_->mu);
   return state_->list_orders(state, limit);

@@ -39,11 +39,31 @@ void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
   if (rec.order.state != OrderState::kDispatched) return;
   auto dev = devices.find(rec.order.device);
   if (dev == devices.end()) return;
+  int64_t dispatched_ms = rec.order.dispatch_expires_at_ms - options.dispatch_ttl_ms;
+  if (clock.wall_ms() >= dispatched_ms + options.dispatch_review_ms) {
+    return send_to_review(rec);
+  }
   log.info(detail::kLog, "order " + rec.order.id + " has no result past its deadline; checking " +
                              rec.order.device);
   request_check_snapshot(dev->second);
   schedule_deadline(rec, TimerKind::kDispatchDeadline,
                     clock.wall_ms() + options.dispatch_recheck_ms);
+}
+
+// No result for so long that a person must decide: the device may be gone
+// for good. The token is burned (never sold again; reconciliation raises it
+// if the device still holds it) and the order waits for an operator.
+void AgentCore::State::send_to_review(OrderRec& rec) {
+  if (!writable().ok()) return;  // the recheck tries again
+  Changeset changes;
+  token_spent(rec, TokenState::kBurned, changes);
+  rec.order.reason = "no_result";
+  set_state(rec, OrderState::kNeedsReview, changes,
+            "no result from " + rec.order.device + " for " +
+                std::to_string(options.dispatch_review_ms / 1000) + " s");
+  rec.last_write = commit(std::move(changes));
+  log.warn(detail::kLog,
+           "order " + rec.order.id + ": no result from " + rec.order.device + "; NEEDS_REVIEW");
 }
 
 void AgentCore::State::request_check_snapshot(DeviceRec& device, const char* prefix) {

@@ -11,6 +11,7 @@ namespace {
 constexpr size_t kMaxIdempotencyKey = 128;
 constexpr size_t kDefaultListLimit = 100;
 constexpr size_t kMaxListLimit = 10'000;
+constexpr size_t kMaxReviewText = 256;
 }  // namespace
 
 using detail::OrderRec;
@@ -165,6 +166,43 @@ Result<Order> AgentCore::State::cancel(const std::string& order_id) {
   rec.order.reason = "cancelled";
   set_state(rec, OrderState::kCancelled, changes, "cancelled by the customer");
   rec.last_write = commit(std::move(changes));
+  return rec.order;
+}
+
+Result<Order> AgentCore::State::resolve_review(const std::string& order_id, bool dispensed,
+                                               const std::string& by, const std::string& note) {
+  if (auto s = detail::check_text("by", by, kMaxReviewText, false); !s.ok()) return s.error();
+  bool clean = note.size() <= kMaxReviewText;
+  for (unsigned char c : note) clean = clean && c >= 0x20 && c != 0x7f;
+  if (!clean) return make_error("bad_request", "note: at most 256 bytes, no control characters");
+  auto found = find_or_load_order(order_id);
+  if (!found.ok()) return found.error();
+  if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+  OrderRec& rec = **found;
+  OrderState wanted = dispensed ? OrderState::kCompleted : OrderState::kRefunded;
+  if (rec.order.state == wanted && rec.order.reason.rfind("review:", 0) == 0) return rec.order;
+  if (rec.order.state != OrderState::kNeedsReview) {
+    return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
+                                           "; only NEEDS_REVIEW is resolved");
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  Changeset changes;
+  std::string why = std::string(dispensed ? "dispensed" : "not dispensed") + " (by " + by +
+                    (note.empty() ? "" : ": " + note) + ")";
+  if (SlotRec* slot = find_slot(rec.order.device, rec.order.slot); slot != nullptr && dispensed) {
+    // The burned token did drop an item: it counts as sold.
+    --slot->burned;
+    ++slot->sold;
+    changes.move_token(rec.order.token, TokenState::kBurned, TokenState::kSold, rec.order.id);
+  }
+  rec.order.reason = "review: " + why;
+  if (dispensed) {
+    set_state(rec, OrderState::kCompleted, changes, "review resolved: " + why);
+  } else {
+    refund_order(rec, "review_not_dispensed", changes);
+  }
+  rec.last_write = commit(std::move(changes));
+  log.info(detail::kLog, "order " + order_id + " review resolved: " + why);
   return rec.order;
 }
 

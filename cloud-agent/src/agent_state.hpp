@@ -191,6 +191,8 @@ struct AgentCore::State {
                                       const detail::SlotRec& rec);
   void release_stock(const std::string& device, int slot, int64_t n);
   Result<Order> cancel(const std::string& order_id);
+  Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
+                               const std::string& note);
   void expire_reservation(detail::OrderRec& rec, const std::string& why);
   std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit);
   // Token moves of an order, with the slot counters and the store.
@@ -337,6 +339,7 @@ struct AgentCore::State {
   void tick_locked();
   void fire_timer(uint64_t payload);
   void on_dispatch_deadline(detail::OrderRec& rec);
+  void send_to_review(detail::OrderRec& rec);
   // A full snapshot request (at most one per device per second); `prefix`
   // names the reason in its request id ("chk-", "full-", "gap-").
   void request_check_snapshot(detail::DeviceRec& device, const char* prefix = "chk-");

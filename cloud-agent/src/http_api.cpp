@@ -71,6 +71,7 @@ void HttpApi::install(httplib::Server& s) {
   s.Get(order, wrap(&HttpApi::get_order, Access::kPublic));
   s.Post(order + "/payment", wrap(&HttpApi::pay_order, Access::kPublic));
   s.Post(order + "/cancel", wrap(&HttpApi::cancel_order, Access::kPublic));
+  s.Post(order + "/resolve", wrap(&HttpApi::resolve_order, Access::kOperator));
   s.Post("/v1/devices", wrap(&HttpApi::provision_device, Access::kOperator));
   s.Get("/v1/devices", wrap(&HttpApi::list_devices, Access::kOperator));
   s.Get(device + "/slots", wrap(&HttpApi::list_slots, Access::kOperator));

@@ -3,7 +3,8 @@
 //
 //   customers   POST /v1/orders, GET /v1/orders/{id}, POST /v1/orders/{id}/cancel
 //   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
-//   operators   /v1/devices..., GET /v1/orders (Authorization: Bearer <token>)
+//   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve
+//               (Authorization: Bearer <token>)
 //   anyone      GET /metrics, GET /healthz
 //
 // Errors are {"error":{"code","message"}} with 400 bad_request, 401
@@ -81,6 +82,7 @@ class HttpApi {
   Result<HttpReply> get_order(const httplib::Request& req);
   Result<HttpReply> pay_order(const httplib::Request& req);
   Result<HttpReply> cancel_order(const httplib::Request& req);
+  Result<HttpReply> resolve_order(const httplib::Request& req);
   Result<HttpReply> list_orders(const httplib::Request& req);
 
   // Devices (http_devices.cpp).

@@ -129,6 +129,15 @@ Result<int64_t> FieldReader::integer(const char* field, int64_t lo, int64_t hi) 
   return n;
 }
 
+Result<bool> FieldReader::boolean(const char* field) const {
+  auto v = required(field);
+  if (!v.ok()) return v.error();
+  if (!(*v)->is_boolean()) {
+    return bad_request("field '" + name(field) + "' must be true or false, not " + type_name(**v));
+  }
+  return (*v)->get<bool>();
+}
+
 Result<std::string> FieldReader::text(const char* field, size_t max_bytes) const {
   auto v = required(field);
   if (!v.ok()) return v.error();

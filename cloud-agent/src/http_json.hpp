@@ -40,6 +40,8 @@ class FieldReader {
   Result<int64_t> integer(const char* field, int64_t lo, int64_t hi) const;
   // A required string of at most max_bytes bytes (UTF-8, no control chars).
   Result<std::string> text(const char* field, size_t max_bytes) const;
+  // A required JSON boolean (not 0/1, not "true").
+  Result<bool> boolean(const char* field) const;
   // A required array; its elements are checked by the caller.
   Result<const Json*> array(const char* field, size_t min_size, size_t max_size) const;
   bool has(const char* field) const { return object_.contains(field); }

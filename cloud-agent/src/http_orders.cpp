@@ -12,6 +12,7 @@ constexpr size_t kMaxIdempotencyKey = 128;
 constexpr int64_t kMaxAmountCents = 100'000'000;
 constexpr int64_t kMaxListLimit = 1000;
 constexpr int64_t kDefaultListLimit = 100;
+constexpr size_t kMaxReviewText = 256;
 
 // The order id of /v1/orders/{id}...; an id no order can have is not found.
 Result<std::string> order_id_of(const httplib::Request& req) {
@@ -136,6 +137,30 @@ Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {
   if (!id.ok()) return id.error();
   if (Status s = expect_empty_body(req); !s.ok()) return s.error();
   auto order = core_.cancel(*id);
+  if (!order.ok()) return order.error();
+  return order_reply(200, *order);
+}
+
+// An operator's decision on a NEEDS_REVIEW order, with who decided and why.
+Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
+  auto id = order_id_of(req);
+  if (!id.ok()) return id.error();
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::FieldReader fields(*body);
+  if (Status s = fields.only({"dispensed", "by", "note"}); !s.ok()) return s.error();
+  auto dispensed = fields.boolean("dispensed");
+  if (!dispensed.ok()) return dispensed.error();
+  auto by = fields.text("by", kMaxReviewText);
+  if (!by.ok()) return by.error();
+  if (by->empty()) return http::bad_request("field 'by' must name who decides");
+  std::string note;
+  if (fields.has("note")) {
+    auto n = fields.text("note", kMaxReviewText);
+    if (!n.ok()) return n.error();
+    note = *n;
+  }
+  auto order = core_.resolve_review(*id, *dispensed, *by, note);
   if (!order.ok()) return order.error();
   return order_reply(200, *order);
 }

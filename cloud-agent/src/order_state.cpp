@@ -24,6 +24,9 @@ constexpr std::array<std::array<bool, kStates>, kStates> make_table() {
   allow(OrderState::kDispatched, OrderState::kFailed);
   allow(OrderState::kDispatched, OrderState::kNeedsReview);
   allow(OrderState::kFailed, OrderState::kRefunded);
+  // An operator resolves a review: it dropped, or the customer is refunded.
+  allow(OrderState::kNeedsReview, OrderState::kCompleted);
+  allow(OrderState::kNeedsReview, OrderState::kRefunded);
   // A payment that arrives after the reservation ended is refunded.
   allow(OrderState::kExpired, OrderState::kRefunded);
   allow(OrderState::kCancelled, OrderState::kRefunded);

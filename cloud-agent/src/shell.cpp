@@ -127,6 +127,7 @@ Status AgentProcess::start(std::ostream& out) {
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
+  ao.dispatch_review_ms = options_.review_after_s * 1000;
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()

@@ -120,6 +120,8 @@ const std::map<std::string, Setter>& valued_options() {
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--review-after-s",
+       set_int(&ShellOptions::review_after_s, "--review-after-s", 60, 30 * 86400)},
       {"--reconcile-interval-s",
        set_int(&ShellOptions::reconcile_interval_s, "--reconcile-interval-s", 0, 86400)},
       {"--sync", parse_sync},
@@ -324,6 +326,8 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --payment-tolerance-s N       a payment notification signed more than N s from the
                                 agent's clock is refused (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --review-after-s N            a dispatched order with no result from its device for N s
+                                goes to NEEDS_REVIEW for an operator (1800; 60..2592000)
   --reconcile-interval-s N      ask every device for a snapshot every N s, staggered
                                 (600; 0 = only device-sent and on-demand snapshots)
   --sync full|normal            SQLite durability (full)

@@ -37,6 +37,7 @@ struct ShellOptions {
   int64_t reservation_ttl_s = 300;
   int64_t payment_tolerance_s = 300;
   int64_t dispatch_ttl_s = 60;
+  int64_t review_after_s = 30 * 60;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;

@@ -445,6 +445,45 @@ TEST_CASE("a command that never reached the device is refunded after its deadlin
   CHECK(rig.db().snapshot("vm-1").value().has_value());
 }
 
+// Pins down a stuck order: a DISPATCHED order whose device never returns
+// used to wait forever, with the customer's money held.
+TEST_CASE("no result for too long: NEEDS_REVIEW, then an operator resolves it") {
+  AgentOptions options = rig_test::test_agent_options();
+  options.dispatch_review_ms = 20'000;
+  AgentRig rig(options);
+  DeviceSim& dev = stocked_device(rig, 2);
+  auto ra = rig.core->create_order("vm-1", 1, "");
+  auto rb = rig.core->create_order("vm-1", 1, "");
+  REQUIRE((ra.ok() && rb.ok()));
+  dev.power_cut();  // gone for good, before the commands arrive
+  rig.bus.deliver_all();
+  auto a = rig.core->pay(ra->id, "pay-a", ra->price_cents);
+  auto b = rig.core->pay(rb->id, "pay-b", rb->price_cents);
+  REQUIRE((a.ok() && b.ok()));
+  REQUIRE(rig.run_until([&] { return rig.state_of(a->id) == OrderState::kNeedsReview; }, 40'000));
+  REQUIRE(rig.run_until([&] { return rig.state_of(b->id) == OrderState::kNeedsReview; }, 1000));
+  CHECK(rig.order(a->id).reason == "no_result");
+  CHECK(rig.slot("vm-1", 1).burned == 2);
+  CHECK(rig.slot("vm-1", 1).dispatched == 0);
+
+  CHECK(rig.core->resolve_review(a->id, true, "", "").error().code == "bad_request");
+  auto done = rig.core->resolve_review(a->id, true, "alice", "camera shows the drop");
+  REQUIRE(done.ok());
+  CHECK(done->state == OrderState::kCompleted);
+  CHECK(rig.slot("vm-1", 1).sold == 1);
+  auto refunded = rig.core->resolve_review(b->id, false, "alice", "");
+  REQUIRE(refunded.ok());
+  CHECK(refunded->state == OrderState::kRefunded);
+  CHECK(rig.db().refunds_of(b->id)->size() == 1);
+  // The same decision again is answered; the other one is refused.
+  CHECK(rig.core->resolve_review(b->id, false, "alice", "").ok());
+  CHECK(rig.core->resolve_review(b->id, true, "bob", "").error().code == "invalid_state");
+  auto events = rig.db().order_events(a->id);
+  REQUIRE(events.ok());
+  CHECK(events->back().detail.find("by alice: camera shows the drop") != std::string::npos);
+  rig.check_stock_invariant();
+}
+
 TEST_CASE("a restock ordered by the agent reaches the pool") {
   AgentRig rig;
   fw::CoreOptions options = rig_test::test_device_options();

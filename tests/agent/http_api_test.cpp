@@ -391,6 +391,24 @@ TEST_CASE("a payment for an unknown order is recorded and refunded") {
   CHECK(again["payment_outcome"] == "unknown_order_refunded");
 }
 
+TEST_CASE("resolving a review: operators only, a strict body, NEEDS_REVIEW only") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
+  std::string path = "/v1/orders/" + body_of(created)["id"].get<std::string>() + "/resolve";
+  std::string body = R"({"dispensed":true,"by":"alice","note":"seen on camera"})";
+  expect_error(post_json(agent, path, body), 401, "unauthorized");
+  auto op = agent.operator_headers();
+  expect_error(post_json(agent, path, R"({"dispensed":1,"by":"alice"})", op), 400, "bad_request",
+               "'dispensed' must be true or false");
+  expect_error(post_json(agent, path, R"({"dispensed":true})", op), 400, "bad_request", "'by'");
+  expect_error(post_json(agent, path, R"({"dispensed":true,"by":"a","x":1})", op), 400,
+               "bad_request", "x");
+  expect_error(post_json(agent, path, body, op), 409, "invalid_state", "only NEEDS_REVIEW");
+  expect_error(post_json(agent, "/v1/orders/ord-none/resolve", body, op), 404, "not_found");
+}
+
 TEST_CASE("not found, unknown routes, oversize bodies, conflicts") {
   Agent agent;
   Machine m;

@@ -50,9 +50,10 @@ enum class OrderState {
 const char* to_string(OrderState state);
 std::optional<OrderState> parse_order_state(std::string_view text);
 // RESERVED->PAID->DISPATCHED->COMPLETED; RESERVED->EXPIRED|CANCELLED;
-// DISPATCHED->FAILED->REFUNDED; DISPATCHED->NEEDS_REVIEW; EXPIRED->REFUNDED
-// and CANCELLED->REFUNDED (a payment that arrives for an expired or
-// cancelled order is refunded). Nothing else, not even X->X.
+// DISPATCHED->FAILED->REFUNDED; DISPATCHED->NEEDS_REVIEW->COMPLETED|REFUNDED
+// (an operator's resolution); EXPIRED->REFUNDED and CANCELLED->REFUNDED (a
+// payment that arrives for an expired or cancelled order is refunded).
+// Nothing else, not even X->X.
 bool is_legal_transition(OrderState from, OrderState to);
 
 struct Order {
@@ -122,6 +123,10 @@ struct AgentOptions {
   // A DISPATCHED order past expires_at + expiry_skew with no result: a full
   // snapshot is requested, and asked again this often while it stays so.
   int64_t dispatch_recheck_ms = 30 * 1000;
+  // A DISPATCHED order still without a result this long after its dispatch
+  // (the device never came back) goes to NEEDS_REVIEW, reason "no_result",
+  // for an operator to resolve; its token is burned, never sold again.
+  int64_t dispatch_review_ms = 30 * 60 * 1000;
   // Finished orders kept in memory (get_order/list_orders/idempotency
   // answers); older ones are read back from the repository on demand.
   size_t finished_orders_max = 100'000;
@@ -205,6 +210,13 @@ class AgentCore {
   Result<Order> pay(const std::string& order_id, const std::string& payment_id,
                     int64_t amount_cents);
   Result<Order> cancel(const std::string& order_id);
+  // An operator's decision on a NEEDS_REVIEW order: `dispensed` -> COMPLETED
+  // (the token counts as sold), otherwise -> REFUNDED (a refund of the
+  // payment is recorded). `by` and `note` are kept in the order's history.
+  // Answers after the commit; a repeat of the same decision is answered
+  // from the order, the other decision is invalid_state.
+  Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
+                               const std::string& note);
   Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit);
 
   // ---- devices and slots (HTTP, operator) ----

@@ -91,6 +91,12 @@ Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispen
   return order;
 }
 
+Result<std::vector<StoredRefund>> AgentCore::list_refunds(std::optional<RefundState> state,
+                                                          size_t limit) {
+  // The repository's read connection has its own lock: no core lock needed.
+  return state_->repo.refunds(state, limit);
+}
+
 Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit) {
   std::lock_guard lock(state_->mu);
   return state_->list_orders(state, limit);
@@ -168,6 +174,19 @@ Result<std::string> AgentCore::request_reconcile(const std::string& device_id) {
 Result<std::string> AgentCore::reconcile_report(const std::string& device_id) {
   std::lock_guard lock(state_->mu);
   return state_->reconcile_report(device_id);
+}
+
+// ---- refunds ----
+
+std::vector<RefundDelivery> AgentCore::take_due_refunds(size_t max) {
+  std::lock_guard lock(state_->mu);
+  return state_->take_due_refunds(max);
+}
+
+void AgentCore::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                                 const std::string& detail) {
+  std::lock_guard lock(state_->mu);
+  state_->refund_attempted(payment_id, outcome, detail);
 }
 
 // ---- MQTT and time ----

@@ -87,7 +87,7 @@ PayStep AgentCore::State::refund_unknown_order(const std::string& order_id,
   Changeset changes;
   changes.insert_payment(
       StoredPayment{payment_id, order_id, amount_cents, kUnknownOrderRefunded, now});
-  changes.insert_refund(StoredRefund{payment_id, order_id, amount_cents, "unknown_order", now});
+  add_refund(changes, new_refund(payment_id, order_id, amount_cents, "unknown_order", now));
   Ticket t = commit(std::move(changes));
   payments[payment_id] = detail::PaymentRec{order_id, amount_cents, kUnknownOrderRefunded, t};
   log.warn(detail::kLog, "payment " + payment_id + " for unknown order " + order_id + ": refunded");
@@ -134,7 +134,7 @@ PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payme
                        : late          ? "late_payment"
                                        : "duplicate_payment";
   changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, outcome, now});
-  changes.insert_refund(StoredRefund{payment_id, rec.order.id, amount_cents, reason, now});
+  add_refund(changes, new_refund(payment_id, rec.order.id, amount_cents, reason, now));
   if (late) {
     // The payment is the order's (it never had another); the order ends REFUNDED.
     rec.order.payment_id = payment_id;
@@ -188,8 +188,8 @@ void AgentCore::State::publish_dispense(OrderRec& rec) {
 }
 
 void AgentCore::State::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
-  changes.insert_refund(StoredRefund{rec.order.payment_id, rec.order.id, rec.order.price_cents,
-                                     reason, clock.wall_ms()});
+  add_refund(changes, new_refund(rec.order.payment_id, rec.order.id, rec.order.price_cents, reason,
+                                 clock.wall_ms()));
   set_state(rec, OrderState::kRefunded, changes, "refunded: " + reason);
 }
 

@@ -64,6 +64,7 @@ Status AgentCore::State::start() {
   if (!loaded.ok()) return loaded.error();
   if (auto s = load_devices(*loaded); !s.ok()) return s;
   load_orders(*loaded);
+  load_refunds(*loaded);
   warm_up_store();
   started = true;
   last_sweep_mono_ms = clock.monotonic_ms();
@@ -187,12 +188,14 @@ Ticket AgentCore::State::commit(Changeset changes) {
   if (!ticket.ok()) {
     fail_storage("submit refused after writable(): " + ticket.error().to_string());
     touched.clear();
+    refunds_to_queue.clear();
     return detail::ready_ticket(ticket.error());
   }
   for (const auto& id : touched) {
     if (OrderRec* rec = find_order(id)) rec->last_write = *ticket;
   }
   touched.clear();
+  queue_refunds(*ticket);
   return *ticket;
 }
 
@@ -363,6 +366,7 @@ AgentMetrics AgentCore::State::take_metrics() {
     for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
   }
   m.storage_failed = storage_failed;
+  m.refunds_pending = static_cast<int64_t>(refund_outbox.size());
   fill_store_metrics(m);
   std::map<std::string, int64_t> alerts;
   for (const auto& [key, alert] : active_alerts) ++alerts[alert.code];

@@ -117,6 +117,15 @@ struct PayStep {
   Ticket wait;
 };
 
+// A refund in the outbox: delivered to the gateway once its insert is
+// durable, retried with backoff until the gateway confirms or it is given up.
+struct RefundRec {
+  StoredRefund refund;
+  Ticket recorded;
+  int64_t next_attempt_ms = 0;  // wall clock
+  bool in_flight = false;       // taken by the sender, no outcome yet
+};
+
 // What a durable operator call waits for before answering.
 template <typename T>
 struct Durable {
@@ -217,6 +226,17 @@ struct AgentCore::State {
                            const Status& committed);
   void publish_dispense(detail::OrderRec& rec);
   void refund_order(detail::OrderRec& rec, const std::string& reason, Changeset& changes);
+
+  // ---- agent_core_refunds.cpp: the refund outbox ----
+  // Records a refund in `changes`; it enters the outbox at the next commit().
+  void add_refund(Changeset& changes, StoredRefund refund);
+  void queue_refunds(const Ticket& recorded);
+  void load_refunds(const LoadedState& loaded);
+  std::vector<RefundDelivery> take_due_refunds(size_t max);
+  void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                        const std::string& detail);
+  void give_up_refund(detail::RefundRec& rec, const std::string& why);
+  int64_t refund_backoff_ms(int attempts) const;
 
   // ---- agent_core_devices.cpp ----
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
@@ -393,7 +413,9 @@ struct AgentCore::State {
   CircuitBreaker breaker{clock, options.store_breaker};
   std::set<std::string> stale_counters;
 
-  std::vector<std::string> touched;  // orders set_state() changed since the last commit()
+  std::vector<std::string> touched;            // orders set_state() changed since the last commit()
+  std::vector<StoredRefund> refunds_to_queue;  // add_refund() since the last commit()
+  std::map<std::string, detail::RefundRec> refund_outbox;  // payment id -> PENDING refund
   std::array<int64_t, detail::kStateCount> state_counts{};
   AgentMetrics counters;  // the monotonic counters and latency samples
 };

@@ -68,6 +68,7 @@ void HttpApi::install(httplib::Server& s) {
   std::string device = std::string("/v1/devices/") + kId;
   s.Post("/v1/orders", wrap(&HttpApi::create_order, Access::kPublic));
   s.Get("/v1/orders", wrap(&HttpApi::list_orders, Access::kOperator));
+  s.Get("/v1/refunds", wrap(&HttpApi::list_refunds, Access::kOperator));
   s.Get(order, wrap(&HttpApi::get_order, Access::kPublic));
   s.Post(order + "/payment", wrap(&HttpApi::pay_order, Access::kPublic));
   s.Post(order + "/cancel", wrap(&HttpApi::cancel_order, Access::kPublic));

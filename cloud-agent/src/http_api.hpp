@@ -84,6 +84,7 @@ class HttpApi {
   Result<HttpReply> cancel_order(const httplib::Request& req);
   Result<HttpReply> resolve_order(const httplib::Request& req);
   Result<HttpReply> list_orders(const httplib::Request& req);
+  Result<HttpReply> list_refunds(const httplib::Request& req);
 
   // Devices (http_devices.cpp).
   Result<HttpReply> provision_device(const httplib::Request& req);

@@ -3,6 +3,7 @@
 
 #include "http_api.hpp"
 #include "http_json.hpp"
+#include "vend/agent/repository.hpp"
 
 namespace vend::agent {
 
@@ -163,6 +164,44 @@ Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
   auto order = core_.resolve_review(*id, *dispensed, *by, note);
   if (!order.ok()) return order.error();
   return order_reply(200, *order);
+}
+
+Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
+  std::optional<RefundState> state;
+  int64_t limit = kDefaultListLimit;
+  for (const auto& [name, value] : req.params) {
+    if (req.get_param_value_count(name) > 1) {
+      return http::bad_request("query parameter '" + name + "' given more than once");
+    }
+    if (name == "state") {
+      state = parse_refund_state(value);
+      if (!state) {
+        return http::bad_request("query parameter 'state' must be PENDING, DELIVERED or GAVE_UP");
+      }
+    } else if (name == "limit") {
+      auto n = parse_limit(value);
+      if (!n.ok()) return n.error();
+      limit = *n;
+    } else {
+      return http::bad_request("unknown query parameter '" + name + "'");
+    }
+  }
+  auto refunds = core_.list_refunds(state, static_cast<size_t>(limit));
+  if (!refunds.ok()) return refunds.error();
+  http::Json list = http::Json::array();
+  for (const StoredRefund& r : *refunds) {
+    list.push_back({{"refund_id", refund_id_of(r.payment_id)},
+                    {"payment_id", r.payment_id},
+                    {"order_id", r.order_id},
+                    {"amount_cents", r.amount_cents},
+                    {"reason", r.reason},
+                    {"state", to_string(r.state)},
+                    {"attempts", r.attempts},
+                    {"last_error", r.last_error},
+                    {"created_ms", r.at_ms},
+                    {"updated_ms", r.updated_ms}});
+  }
+  return HttpReply{200, http::Json{{"refunds", std::move(list)}}.dump()};
 }
 
 Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {

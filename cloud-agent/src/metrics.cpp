@@ -95,6 +95,16 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
          "Event seq gaps accepted (events the cloud lost after acknowledging them).",
          m.seq_gaps_total);
   scalar(out, "vend_alerts_raised_total", "counter", "Alerts raised.", m.alerts_raised_total);
+  scalar(out, "vend_refunds_pending", "gauge",
+         "Refunds recorded and not yet confirmed by the payment gateway (the refund outbox).",
+         m.refunds_pending);
+  scalar(out, "vend_refund_attempts_total", "counter", "Refund deliveries tried.",
+         m.refund_attempts_total);
+  scalar(out, "vend_refunds_delivered_total", "counter", "Refunds the payment gateway confirmed.",
+         m.refunds_delivered_total);
+  scalar(out, "vend_refunds_given_up_total", "counter",
+         "Refunds given up to an alert (refused by the gateway, or too many failures).",
+         m.refunds_given_up_total);
   header(out, "vend_alerts_active", "gauge", "Alerts raised and not cleared, by code.");
   for (const auto& [code, n] : m.alerts_active) {
     out += "vend_alerts_active{code=\"" + code + "\"} " + std::to_string(n) + "\n";

@@ -161,12 +161,28 @@ void Changeset::insert_payment(const StoredPayment& p) {
 void Changeset::insert_refund(const StoredRefund& r) {
   add([=](WriteContext& ctx) {
     return run(ctx,
-               "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms) "
-               "VALUES(?, ?, ?, ?, ?)",
+               "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, "
+               "attempts, last_error, updated_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [&](sql::Statement& s) {
                  s.bind(1, r.payment_id).bind(2, r.order_id).bind(3, r.amount_cents);
-                 s.bind(4, r.reason).bind(5, r.at_ms);
+                 s.bind(4, r.reason).bind(5, r.at_ms).bind(6, to_string(r.state));
+                 s.bind(7, r.attempts).bind(8, r.last_error).bind(9, r.at_ms);
                });
+  });
+}
+
+void Changeset::update_refund(const std::string& payment_id, RefundState state, int attempts,
+                              const std::string& last_error, int64_t at_ms) {
+  add([=](WriteContext& ctx) {
+    return run(
+        ctx,
+        "UPDATE refunds SET state = ?, attempts = ?, last_error = ?, updated_ms = ? "
+        "WHERE payment_id = ? AND state = 'PENDING'",
+        [&](sql::Statement& s) {
+          s.bind(1, to_string(state)).bind(2, attempts).bind(3, last_error);
+          s.bind(4, at_ms).bind(5, payment_id);
+        },
+        1, "refund of " + payment_id);
   });
 }
 

@@ -37,6 +37,28 @@ StoredPayment read_payment(const sql::Statement& s) {
 
 constexpr const char* kPaymentColumns = "payment_id, order_id, amount_cents, outcome, at_ms";
 
+constexpr const char* kRefundColumns =
+    "payment_id, order_id, amount_cents, reason, at_ms, state, attempts, last_error, updated_ms";
+
+StoredRefund read_refund(const sql::Statement& s) {
+  StoredRefund r = new_refund(s.column_text(0), s.column_text(1), s.column_int64(2),
+                              s.column_text(3), s.column_int64(4));
+  r.state = parse_refund_state(s.column_text(5)).value_or(RefundState::kPending);
+  r.attempts = s.column_int(6);
+  r.last_error = s.column_text(7);
+  r.updated_ms = s.column_int64(8);
+  return r;
+}
+
+Status load_pending_refunds(sql::Database& db, LoadedState& out) {
+  return query(
+      db,
+      std::string("SELECT ") + kRefundColumns +
+          " FROM refunds WHERE state = 'PENDING' ORDER BY at_ms, payment_id",
+      [](sql::Statement&) {},
+      [&](const sql::Statement& st) { out.pending_refunds.push_back(read_refund(st)); });
+}
+
 Status load_devices(sql::Database& db, LoadedState& out) {
   return query(db,
                "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0) "
@@ -128,6 +150,7 @@ Result<LoadedState> Repository::load(size_t recent_orders_max) {
   if (s.ok()) s = load_pool_and_restocks(read_db_, out);
   if (s.ok()) s = load_orders(read_db_, recent_orders_max, out);
   if (s.ok()) s = load_payments(read_db_, recent_orders_max, out);
+  if (s.ok()) s = load_pending_refunds(read_db_, out);
   (void)read_db_.exec("COMMIT");
   if (!s.ok()) return s.error();
   return out;
@@ -257,13 +280,32 @@ Result<std::vector<StoredRefund>> Repository::refunds_of(const std::string& orde
   std::vector<StoredRefund> out;
   auto s = query(
       read_db_,
-      "SELECT payment_id, order_id, amount_cents, reason, at_ms FROM refunds "
-      "WHERE order_id = ? ORDER BY at_ms, payment_id",
+      std::string("SELECT ") + kRefundColumns +
+          " FROM refunds WHERE order_id = ? ORDER BY at_ms, "
+          "payment_id",
       [&](sql::Statement& st) { st.bind(1, order_id); },
-      [&](const sql::Statement& st) {
-        out.push_back({st.column_text(0), st.column_text(1), st.column_int64(2), st.column_text(3),
-                       st.column_int64(4)});
-      });
+      [&](const sql::Statement& st) { out.push_back(read_refund(st)); });
+  if (!s.ok()) return s.error();
+  return out;
+}
+
+Result<std::vector<StoredRefund>> Repository::refunds(std::optional<RefundState> state,
+                                                      size_t limit) {
+  std::lock_guard lock(read_mu_);
+  std::vector<StoredRefund> out;
+  auto s = query(
+      read_db_,
+      std::string("SELECT ") + kRefundColumns + " FROM refunds WHERE (?1 IS NULL OR state = ?1) " +
+          "ORDER BY updated_ms DESC, payment_id LIMIT ?2",
+      [&](sql::Statement& st) {
+        if (state) {
+          st.bind(1, to_string(*state));
+        } else {
+          st.bind_null(1);
+        }
+        st.bind(2, static_cast<int64_t>(limit));
+      },
+      [&](const sql::Statement& st) { out.push_back(read_refund(st)); });
   if (!s.ok()) return s.error();
   return out;
 }

@@ -24,6 +24,35 @@ std::optional<TokenState> parse_token_state(std::string_view text) {
   return std::nullopt;
 }
 
+const char* to_string(RefundState state) {
+  switch (state) {
+    case RefundState::kPending: return "PENDING";
+    case RefundState::kDelivered: return "DELIVERED";
+    case RefundState::kGaveUp: return "GAVE_UP";
+  }
+  return "?";
+}
+
+std::optional<RefundState> parse_refund_state(std::string_view text) {
+  for (RefundState s : {RefundState::kPending, RefundState::kDelivered, RefundState::kGaveUp}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+std::string refund_id_of(const std::string& payment_id) { return "rfd-" + payment_id; }
+
+StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
+                        std::string reason, int64_t at_ms) {
+  StoredRefund r;
+  r.payment_id = std::move(payment_id);
+  r.order_id = std::move(order_id);
+  r.amount_cents = amount_cents;
+  r.reason = std::move(reason);
+  r.at_ms = r.updated_ms = at_ms;
+  return r;
+}
+
 namespace detail {
 
 namespace {
@@ -126,8 +155,18 @@ CREATE TABLE reconcile_reports(
 );
 )sql";
 
+// v3: the refund outbox. Refunds recorded before it are delivered too.
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE refunds ADD COLUMN state TEXT NOT NULL DEFAULT 'PENDING'
+  CHECK(state IN ('PENDING','DELIVERED','GAVE_UP'));
+ALTER TABLE refunds ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE refunds ADD COLUMN last_error TEXT NOT NULL DEFAULT '';
+ALTER TABLE refunds ADD COLUMN updated_ms INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX refunds_by_state ON refunds(state, updated_ms);
+)sql";
+
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2}};
+  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
   return all;
 }
 

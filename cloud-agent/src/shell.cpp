@@ -10,6 +10,7 @@
 
 #include "http_api.hpp"
 #include "http_server.hpp"
+#include "refund_sender.hpp"
 #include "shell_inbound.hpp"
 #include "shell_options.hpp"
 #include "shell_threads.hpp"
@@ -69,6 +70,7 @@ class AgentProcess {
   void open_transport();
   Result<int> bind_http();  // the bound port
   Status start_mqtt();
+  Status start_refunds();
   void serve_http();
 
   ShellOptions options_;
@@ -87,6 +89,7 @@ class AgentProcess {
   std::atomic<bool> http_running_{false};
   std::unique_ptr<PeriodicTicker> ticker_;
   std::unique_ptr<ConnectRetry> connector_;
+  std::unique_ptr<RefundSender> refunds_;
   bool stopped_ = false;
 };
 
@@ -128,11 +131,13 @@ Status AgentProcess::start(std::ostream& out) {
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
   ao.dispatch_review_ms = options_.review_after_s * 1000;
+  ao.refund_max_attempts = static_cast<int>(options_.refund_max_attempts);
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
   if (Status s = core_->start(); !s.ok()) return s;
+  if (Status s = start_refunds(); !s.ok()) return s;
   if (Status s = start_mqtt(); !s.ok()) return s;
   serve_http();
   out << "vend-agent: HTTP API on " << listen_url(options_.http_host, *port) << ", MQTT broker "
@@ -213,6 +218,23 @@ bool AgentProcess::wait_for_stop(const sigset_t& signals) {
   }
 }
 
+Status AgentProcess::start_refunds() {
+  if (options_.refund_url.empty()) {
+    log_.warn(kLog,
+              "no --refund-url: refunds are recorded (GET /v1/refunds) but not delivered to the "
+              "payment gateway");
+    return {};
+  }
+  RefundSenderOptions ro;
+  ro.url = options_.refund_url;
+  ro.secret = secrets_.gateway_secret;
+  auto sender = RefundSender::create(*core_, ro, clock_, log_);
+  if (!sender.ok()) return sender.error();
+  refunds_ = std::move(sender).value();
+  refunds_->start();
+  return {};
+}
+
 void AgentProcess::stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -221,6 +243,7 @@ void AgentProcess::stop() {
   if (connector_) connector_->stop();
   if (pump_) pump_->stop();  // later input is ignored; devices re-send what is unacked
   if (ticker_) ticker_->stop();
+  refunds_.reset();  // an answer in flight is applied; the rest stays PENDING
   if (transport_) transport_->disconnect();
   transport_.reset();         // joins the Paho threads: no handler runs after this
   core_.reset();              // nothing calls it any more

@@ -120,6 +120,9 @@ const std::map<std::string, Setter>& valued_options() {
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--refund-url", set_text(&ShellOptions::refund_url)},
+      {"--refund-max-attempts",
+       set_int(&ShellOptions::refund_max_attempts, "--refund-max-attempts", 1, 1000)},
       {"--review-after-s",
        set_int(&ShellOptions::review_after_s, "--review-after-s", 60, 30 * 86400)},
       {"--reconcile-interval-s",
@@ -326,6 +329,11 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --payment-tolerance-s N       a payment notification signed more than N s from the
                                 agent's clock is refused (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --refund-url URL              the payment gateway's refund endpoint (http[s]://…); every
+                                refund is POSTed there, signed, until it answers 2xx (none:
+                                refunds are recorded but not delivered)
+  --refund-max-attempts N       a refund is given up to an alert after N failed deliveries
+                                (20; 1..1000; retries back off from 1 s to 5 min)
   --review-after-s N            a dispatched order with no result from its device for N s
                                 goes to NEEDS_REVIEW for an operator (1800; 60..2592000)
   --reconcile-interval-s N      ask every device for a snapshot every N s, staggered

@@ -38,6 +38,8 @@ struct ShellOptions {
   int64_t payment_tolerance_s = 300;
   int64_t dispatch_ttl_s = 60;
   int64_t review_after_s = 30 * 60;
+  std::string refund_url;  // empty: refunds are recorded, not delivered
+  int64_t refund_max_attempts = 20;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;

@@ -389,6 +389,15 @@ TEST_CASE("a payment for an unknown order is recorded and refunded") {
   Json again =
       body_of(post_json(agent, path, body, signed_for("ord-never-made", body, now_s() - 2)));
   CHECK(again["payment_outcome"] == "unknown_order_refunded");
+  // Its refund is in the outbox, waiting for delivery (no refund URL here).
+  Json refunds = body_of(agent.client().Get("/v1/refunds?state=PENDING", agent.operator_headers()));
+  REQUIRE(refunds["refunds"].size() == 1);
+  CHECK(refunds["refunds"][0]["refund_id"] == "rfd-pay-lost");
+  CHECK(refunds["refunds"][0]["amount_cents"] == 250);
+  CHECK(refunds["refunds"][0]["reason"] == "unknown_order");
+  expect_error(agent.client().Get("/v1/refunds"), 401, "unauthorized");
+  expect_error(agent.client().Get("/v1/refunds?state=LOST", agent.operator_headers()), 400,
+               "bad_request", "PENDING, DELIVERED or GAVE_UP");
 }
 
 TEST_CASE("resolving a review: operators only, a strict body, NEEDS_REVIEW only") {

@@ -35,6 +35,8 @@
 namespace vend::agent {
 
 class Repository;
+struct StoredRefund;
+enum class RefundState;
 
 enum class OrderState {
   kReserved,
@@ -108,6 +110,20 @@ struct DeviceView {
   uint64_t last_processed_seq = 0;
 };
 
+// One refund for the shell to deliver to the payment gateway.
+struct RefundDelivery {
+  std::string refund_id;  // the gateway's idempotency key
+  std::string payment_id;
+  std::string order_id;
+  int64_t amount_cents = 0;
+  std::string reason;
+  int attempt = 1;  // 1 for the first delivery
+};
+
+// What the gateway said: confirmed (2xx), try again later (no answer, 5xx,
+// 408, 429), or refused for good (another 4xx: given up, alerted).
+enum class RefundOutcome { kDelivered, kRetry, kRejected };
+
 struct ProvisionedDevice {
   std::string id;
   std::string key_hex;  // returned once, at provisioning
@@ -149,6 +165,12 @@ struct AgentOptions {
   // published as they happen).
   bool ops_enabled = true;
   int64_t ops_interval_ms = 1000;
+  // The refund outbox: a failed delivery is retried after base * 2^(n-1)
+  // (at most max_ms, with jitter), and given up (alert refund_undeliverable)
+  // after max_attempts.
+  int refund_max_attempts = 20;
+  int64_t refund_retry_base_ms = 1000;
+  int64_t refund_retry_max_ms = 5 * 60 * 1000;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -177,6 +199,11 @@ struct AgentMetrics {
   int64_t tokens_removed_total = 0;  // tokens the devices no longer had
   int64_t seq_gaps_total = 0;
   int64_t alerts_raised_total = 0;
+  // The refund outbox.
+  int64_t refunds_pending = 0;  // current
+  int64_t refund_attempts_total = 0;
+  int64_t refunds_delivered_total = 0;
+  int64_t refunds_given_up_total = 0;
   std::vector<std::pair<std::string, int64_t>> alerts_active;  // code -> active count
 };
 
@@ -218,6 +245,9 @@ class AgentCore {
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
   Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit);
+  // Refunds and their delivery state, most recently updated first (from the
+  // log: what is committed).
+  Result<std::vector<StoredRefund>> list_refunds(std::optional<RefundState> state, size_t limit);
 
   // ---- devices and slots (HTTP, operator) ----
   Result<ProvisionedDevice> provision_device(const std::string& device_id,
@@ -235,6 +265,14 @@ class AgentCore {
   // The device's latest reconciliation report as JSON (vend/ops.hpp
   // ReconcileReport); not_found before its first one.
   Result<std::string> reconcile_report(const std::string& device_id);
+
+  // ---- refunds (the shell's refund sender) ----
+  // Takes up to `max` refunds due for delivery now (durable, not in
+  // flight, past their backoff) and marks them in flight.
+  std::vector<RefundDelivery> take_due_refunds(size_t max);
+  // The outcome of delivering a refund take_due_refunds() gave out.
+  void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                        const std::string& detail);
 
   // ---- MQTT ----
   // The shell subscribes to topics::all_device_evt() and all_device_status()

@@ -98,13 +98,32 @@ struct StoredPayment {
   int64_t at_ms = 0;
 };
 
+// A refund's delivery to the payment gateway (the refund outbox):
+// PENDING until the gateway confirms it (DELIVERED) or it is given up
+// (GAVE_UP: refused by the gateway, or too many failed attempts; alerted).
+enum class RefundState { kPending, kDelivered, kGaveUp };
+const char* to_string(RefundState state);
+std::optional<RefundState> parse_refund_state(std::string_view text);
+
+// One refund per payment; its id, sent to the gateway, is refund_id_of().
 struct StoredRefund {
   std::string payment_id;
   std::string order_id;
   int64_t amount_cents = 0;
   std::string reason;
   int64_t at_ms = 0;
+  RefundState state = RefundState::kPending;
+  int attempts = 0;        // deliveries tried
+  std::string last_error;  // of the latest failed attempt
+  int64_t updated_ms = 0;
 };
+
+// A new PENDING refund of `payment_id`, recorded at `at_ms`.
+StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
+                        std::string reason, int64_t at_ms);
+
+// "rfd-<payment id>": the idempotency key of a refund at the gateway.
+std::string refund_id_of(const std::string& payment_id);
 
 struct StoredRestock {
   std::string restock_id;
@@ -164,6 +183,9 @@ class Changeset {
   void put_restock(const StoredRestock& restock, int64_t at_ms);
   void insert_payment(const StoredPayment& payment);
   void insert_refund(const StoredRefund& refund);
+  // A delivery attempt's outcome: state, attempts and last_error.
+  void update_refund(const std::string& payment_id, RefundState state, int attempts,
+                     const std::string& last_error, int64_t at_ms);
   // The device's last processed event seq goes from `from` to `to`
   // (conditional, like a transition).
   void advance_device_seq(const std::string& device, uint64_t from, uint64_t to);
@@ -199,11 +221,12 @@ struct LoadedState {
   };
   std::vector<Device> devices;
   std::vector<Slot> slots;
-  std::vector<PoolToken> pool;           // POOL tokens, in mint order
-  std::vector<Order> open_orders;        // RESERVED, PAID, DISPATCHED
-  std::vector<Order> recent_orders;      // finished, most recently updated first
-  std::vector<StoredPayment> payments;   // of every loaded order
-  std::vector<StoredRestock> requested;  // restocks not minted yet
+  std::vector<PoolToken> pool;                // POOL tokens, in mint order
+  std::vector<Order> open_orders;             // RESERVED, PAID, DISPATCHED
+  std::vector<Order> recent_orders;           // finished, most recently updated first
+  std::vector<StoredPayment> payments;        // of every loaded order
+  std::vector<StoredRestock> requested;       // restocks not minted yet
+  std::vector<StoredRefund> pending_refunds;  // PENDING, oldest first
   std::map<OrderState, int64_t> order_counts;
 };
 
@@ -258,6 +281,8 @@ class Repository {
   Result<std::vector<OrderEvent>> order_events(const std::string& order_id);
   Result<std::vector<StoredPayment>> payments_of(const std::string& order_id);
   Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id);
+  // Refunds in `state` (any state if none), most recently updated first.
+  Result<std::vector<StoredRefund>> refunds(std::optional<RefundState> state, size_t limit);
   Result<std::optional<StoredSnapshot>> snapshot(const std::string& device);
   // The JSON of the device's latest reconciliation report, if any.
   Result<std::optional<std::string>> reconcile_report(const std::string& device);

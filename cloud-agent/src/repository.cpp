@@ -181,7 +181,18 @@ bool Repository::apply_together(std::vector<Pending>& group, std::vector<Status>
     }
   }
   if (!tx) return false;
-  for (auto& p : group) results.push_back(run_in_savepoint(p));
+  for (auto& p : group) {
+    results.push_back(run_in_savepoint(p));
+    // SQLite rolled the whole transaction back on its own (disk full, I/O
+    // error): nothing of the group is in the database, and running on would
+    // commit each later statement by itself. Every write gets its own
+    // transaction instead.
+    if (!write_db_.in_transaction()) {
+      log_.error(kLog, "the group's transaction was rolled back by SQLite (" +
+                           results.back().error().to_string() + "); retrying each write alone");
+      return false;
+    }
+  }
   if (auto s = tx->commit(); !s.ok()) {
     log_.error(kLog, "group commit of " + std::to_string(group.size()) +
                          " writes failed: " + s.error().to_string());
@@ -193,6 +204,8 @@ bool Repository::apply_together(std::vector<Pending>& group, std::vector<Status>
 Status Repository::run_in_savepoint(Pending& pending) {
   if (auto s = write_db_.exec("SAVEPOINT w"); !s.ok()) return s;
   Status result = pending.write(write_ctx_);
+  if (!write_db_.in_transaction())
+    return result.ok() ? fail_unavailable("transaction lost") : result;
   if (!result.ok()) (void)write_db_.exec("ROLLBACK TO w");
   if (auto s = write_db_.exec("RELEASE w"); !s.ok() && result.ok()) return s;
   return result;

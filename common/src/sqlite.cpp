@@ -206,6 +206,8 @@ Status Database::migrate(const std::vector<Migration>& migrations) {
   return {};
 }
 
+bool Database::in_transaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 int Database::changes() const { return sqlite3_changes(db_); }
 

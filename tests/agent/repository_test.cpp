@@ -121,6 +121,48 @@ TEST_CASE("a failing write is rolled back alone; the rest of its group commits")
   CHECK(f.repo->stats().failed_writes == 1);
 }
 
+// SQLITE_FULL (and IOERR) may roll the whole transaction back on its own;
+// the statements after it would then run in autocommit mode, and the retry
+// of the group would apply them a second time. Pins that down with a cap on
+// the database's pages (a disk that fills up mid-group).
+TEST_CASE("a disk full mid-group: nothing committed twice, no durable write answered failed") {
+  Fixture f;
+  Gate gate;
+  REQUIRE(f.repo
+              ->submit([](WriteContext& ctx) {
+                auto pages = ctx.db().prepare("PRAGMA page_count");
+                if (!pages.ok()) return Status(pages.error());
+                (void)pages->step();
+                int64_t n = pages->column_int64(0);
+                return ctx.db().exec("PRAGMA max_page_count = " + std::to_string(n + 3));
+              })
+              .ok());
+  REQUIRE(f.repo->submit(gate.write()).ok());
+  gate.wait_started();
+  Changeset first;
+  first.insert_payment(StoredPayment{"pay-1", "ord-1", 150, "applied", 1});
+  Ticket a = f.submit(std::move(first));
+  Changeset huge;
+  huge.insert_fault(StoredFault{"vm-1", "big", std::string(400 * 1024, 'x'), 0, 1});
+  Ticket b = f.submit(std::move(huge));
+  Changeset last;
+  last.insert_payment(StoredPayment{"pay-2", "ord-2", 150, "applied", 2});
+  Ticket c = f.submit(std::move(last));
+  gate.open();
+  REQUIRE_FALSE(b.get().ok());
+  CHECK(b.get().error().code == "sqlite_full");
+  CHECK_MESSAGE(a.get().ok(), a.get().error().to_string());
+  CHECK_MESSAGE(c.get().ok(), c.get().error().to_string());
+  f.repo->flush();
+  for (const char* id : {"pay-1", "pay-2"}) {
+    auto p = f.repo->find_payment(id);
+    REQUIRE(p.ok());
+    CHECK_MESSAGE(p->has_value(), id);
+  }
+  CHECK(f.fault_count() == 0);
+  CHECK(f.repo->stats().failed_writes == 1);
+}
+
 TEST_CASE("a full queue fails fast with unavailable") {
   RepositoryOptions o;
   o.queue_max = 2;

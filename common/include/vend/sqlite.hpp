@@ -99,6 +99,10 @@ class Database {
   Status migrate(const std::vector<Migration>& migrations);
   Result<int> user_version();
 
+  // False in autocommit mode: no transaction is open. After SQLITE_FULL,
+  // IOERR, BUSY or NOMEM inside a transaction, SQLite may have rolled the
+  // whole transaction back on its own; this tells.
+  bool in_transaction() const;
   int64_t last_insert_rowid() const;
   int changes() const;
   sqlite3* handle() const { return db_; }

@@ -36,7 +36,7 @@ Result<Order> AgentCore::create_order(const std::string& device, int slot,
     if (!order.ok()) return order;
     wait = state_->durable_ticket(order->id);
   }
-  Status committed = wait.get();
+  Status committed = state_->repo.wait(wait);
   if (!committed.ok()) {
     std::lock_guard lock(state_->mu);
     state_->fail_storage("order " + order->id + ": " + committed.error().to_string());
@@ -62,7 +62,7 @@ Result<Order> AgentCore::pay(const std::string& order_id, const std::string& pay
     if (!r.ok()) return r.error();
     step = std::move(r).value();
   }
-  Status committed = step.wait.get();  // the group commit, outside the lock
+  Status committed = state_->repo.wait(step.wait);  // the group commit, outside the lock
   std::lock_guard lock(state_->mu);
   return state_->finish_pay(order_id, step, committed);
 }
@@ -82,7 +82,7 @@ Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispen
     if (!order.ok()) return order;
     wait = state_->durable_ticket(order_id);
   }
-  Status committed = wait.get();
+  Status committed = state_->repo.wait(wait);
   if (!committed.ok()) {
     std::lock_guard lock(state_->mu);
     state_->fail_storage("review of " + order_id + ": " + committed.error().to_string());
@@ -113,7 +113,7 @@ Result<ProvisionedDevice> AgentCore::provision_device(const std::string& device_
     if (!r.ok()) return r.error();
     step = std::move(r).value();
   }
-  Status committed = step.wait.get();
+  Status committed = state_->repo.wait(step.wait);
   if (!committed.ok()) {
     std::lock_guard lock(state_->mu);
     state_->fail_storage("provisioning " + device_id + ": " + committed.error().to_string());
@@ -140,7 +140,7 @@ Status AgentCore::set_slot(const std::string& device_id, const SlotSpec& slot) {
     if (!r.ok()) return r.error();
     wait = *r;
   }
-  Status committed = wait.get();
+  Status committed = state_->repo.wait(wait);
   if (!committed.ok()) {
     std::lock_guard lock(state_->mu);
     state_->fail_storage("slot of " + device_id + ": " + committed.error().to_string());
@@ -157,7 +157,7 @@ Result<std::string> AgentCore::request_restock(const std::string& device_id, int
     if (!r.ok()) return r.error();
     step = std::move(r).value();
   }
-  Status committed = step.wait.get();
+  Status committed = state_->repo.wait(step.wait);
   std::lock_guard lock(state_->mu);
   if (!committed.ok()) {
     state_->fail_storage("restock " + step.value.restock_id + ": " + committed.error().to_string());
@@ -218,7 +218,7 @@ void AgentCore::tick() {
     state_->tick_locked();
     acks = state_->due_ack_tickets();
   }
-  for (const auto& t : acks) t.wait();  // usually committed already
+  for (const auto& t : acks) (void)state_->repo.wait(t);  // usually committed already
   std::lock_guard lock(state_->mu);
   state_->flush_acks();
 }

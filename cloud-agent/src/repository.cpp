@@ -57,8 +57,9 @@ Repository::Repository(sql::Database write_db, sql::Database read_db,
       log_(log),
       write_db_(std::move(write_db)),
       write_ctx_(write_db_, options_),
-      read_db_(std::move(read_db)),
-      writer_([this] { writer_loop(); }) {}
+      read_db_(std::move(read_db)) {
+  if (!options_.manual_commit) writer_ = std::thread([this] { writer_loop(); });
+}
 
 Repository::~Repository() {
   {
@@ -66,7 +67,42 @@ Repository::~Repository() {
     stopping_ = true;
   }
   wake_.notify_all();
-  writer_.join();
+  if (writer_.joinable()) writer_.join();
+  apply_queued();  // manual_commit: what is still queued (nothing after abandon())
+}
+
+void Repository::abandon() {
+  std::deque<Pending> dropped;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+  }
+  wake_.notify_all();
+  for (auto& p : dropped) p.done.set_value(make_error("abandoned", "the process died"));
+}
+
+Status Repository::wait(const Ticket& ticket) {
+  if (options_.manual_commit) apply_queued();
+  return ticket.get();
+}
+
+void Repository::apply_queued() {
+  if (!options_.manual_commit) return;
+  std::lock_guard apply(manual_mu_);
+  while (true) {
+    std::vector<Pending> group;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty()) return;
+      size_t n = std::min(queue_.size(), std::max<size_t>(1, options_.batch_max));
+      for (size_t i = 0; i < n; ++i) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    apply_group(group);
+  }
 }
 
 // ---- submission -----------------------------------------------------------
@@ -108,7 +144,7 @@ Result<Ticket> Repository::submit(Changeset changes) {
 void Repository::flush() {
   // Unbounded: a flush must not fail because the queue is full.
   auto ticket = enqueue([](WriteContext&) { return Status{}; }, false);
-  if (ticket.ok()) ticket->wait();
+  if (ticket.ok()) (void)wait(*ticket);
 }
 
 bool Repository::accepting() const {

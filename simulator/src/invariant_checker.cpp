@@ -1,6 +1,7 @@
 #include "vend/sim/invariant_checker.hpp"
 
 #include <filesystem>
+#include <unordered_set>
 
 #include "fleet_records.hpp"
 
@@ -66,6 +67,58 @@ Result<std::vector<Violation>> InvariantChecker::check(CheckPhase phase) {
   detail::check_ledger_rules(data, out);
   detail::check_token_conservation(data, phase, out);
   detail::check_order_rules(data, phase, out);
+  return out;
+}
+
+Result<std::vector<Violation>> InvariantChecker::check_promises(const Promises& promises,
+                                                                CheckPhase phase) {
+  std::vector<Violation> out;
+  if (files_.agent_db.empty()) return out;
+  auto db = database(files_.agent_db);
+  if (!db.ok()) return db.error();
+  if (*db == nullptr) return out;
+  // One scan per table: a check runs after every step.
+  auto ids = [&](const char* sql) -> Result<std::unordered_set<std::string>> {
+    std::unordered_set<std::string> out;
+    auto st = (*db)->prepare(sql);
+    if (!st.ok()) return st.error();
+    while (true) {
+      auto row = st->step();
+      if (!row.ok()) return row.error();
+      if (!*row) return out;
+      out.insert(st->column_text(0));
+    }
+  };
+  auto orders = ids("SELECT id FROM orders");
+  if (!orders.ok()) return orders.error();
+  auto paid = ids("SELECT payment_id FROM payments");
+  if (!paid.ok()) return paid.error();
+  for (const auto& id : promises.orders) {
+    if (!orders->count(id)) {
+      out.push_back({"answered_order_lost", "order " + id + " was answered as created"});
+    }
+  }
+  for (const auto& [order, payments] : promises.payments) {
+    for (const auto& id : payments) {
+      if (!paid->count(id)) {
+        out.push_back(
+            {"answered_payment_lost", "payment " + id + " of " + order + " answered 2xx"});
+      }
+    }
+  }
+  if (phase != CheckPhase::kSettled) return out;
+  auto st = (*db)->prepare(
+      "SELECT payment_id, state, attempts FROM refunds WHERE state != "
+      "'DELIVERED' ORDER BY payment_id");
+  if (!st.ok()) return st.error();
+  while (true) {
+    auto row = st->step();
+    if (!row.ok()) return row.error();
+    if (!*row) break;
+    out.push_back({"refund_undelivered", "refund of " + st->column_text(0) + " is " +
+                                             st->column_text(1) + " after " +
+                                             std::to_string(st->column_int(2)) + " attempts"});
+  }
   return out;
 }
 

@@ -19,6 +19,10 @@ namespace {
 constexpr int64_t kSettleAdvanceMs = 50;
 constexpr int64_t kSettleMaxMs = 10 * 60 * 1000;
 constexpr int64_t kSettleQuietCheckEvery = 20;
+// Right after a customer's answer is the crash point that matters most
+// (nothing answered may be lost), and customers answer far less often than
+// steps happen: crashes there are this much likelier than at other points.
+constexpr double kAfterAnswerCrashFactor = 20;
 
 agent::AgentOptions world_agent_options() {
   agent::AgentOptions o;
@@ -28,6 +32,8 @@ agent::AgentOptions world_agent_options() {
   o.sweep_interval_ms = 2000;
   o.busy_retry_ms = 500;
   o.ack_interval_ms = 50;
+  o.refund_retry_base_ms = 200;
+  o.refund_retry_max_ms = 5000;
   return o;
 }
 
@@ -133,16 +139,23 @@ Status World::one_step(bool workload) {
   if (workload) {
     if (Status s = faults_->step(step_); !s.ok()) return s;
   }
-  workload_->step(agent_, workload);
+  workload_->step(agent_, workload, [this, workload] {
+    if (workload) faults_->maybe_crash_agent(kAfterAnswerCrashFactor);
+  });
+  // The agent may die between any two parts of a step, losing every write
+  // nobody waited for (its group commit had not happened yet).
+  if (workload) faults_->maybe_crash_agent();
   if (workload) {
     auto n = random_.range(0, options_.max_deliveries_per_step);
     for (int64_t i = 0; i < n && bus_.deliver_one(); ++i) {
     }
+    faults_->maybe_crash_agent();
   } else {
     bus_.deliver_all(100'000);
   }
   for (auto& m : machines_) m->tick();
   agent_.tick();
+  if (workload) faults_->maybe_crash_agent();
   agent_.flush();
   maybe_plant_violation();
   return {};
@@ -163,6 +176,10 @@ void World::maybe_plant_violation() {
 
 bool World::check(CheckPhase phase) {
   auto violations = checker_->check(phase);
+  if (violations.ok() && violations->empty()) {
+    Promises promises{workload_->answered_orders(), workload_->answered_payments()};
+    violations = checker_->check_promises(promises, phase);
+  }
   if (violations.ok() && violations->empty()) return true;
   report_.ok = false;
   report_.failed_step = step_;
@@ -184,7 +201,8 @@ bool World::quiet() {
     auto open = agent_.core().list_orders(state, 1);
     if (!open.ok() || !open->empty()) return false;
   }
-  return true;
+  auto refunds = agent_.core().list_refunds(agent::RefundState::kPending, 1);
+  return refunds.ok() && refunds->empty();
 }
 
 void World::count_outcomes() {

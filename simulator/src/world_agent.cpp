@@ -44,6 +44,9 @@ WorldAgent::~WorldAgent() {
 Status WorldAgent::start() {
   agent::RepositoryOptions ro;
   ro.synchronous = sql::Sync::kOff;  // durability against process death only
+  // Writes commit only when the core waits for them or the world flushes:
+  // what a crash loses depends on the seed alone.
+  ro.manual_commit = true;
   auto repo = agent::Repository::open(db_path_, ro, log_);
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
@@ -71,11 +74,11 @@ Status WorldAgent::start() {
 }
 
 void WorldAgent::crash() {
-  flush();
+  repo_->abandon();  // kill -9: what was queued and not committed is lost
   bus_.kill_client(kAgentClientId);
   core_.reset();
   client_.reset();
-  repo_.reset();   // joins the writer; everything was committed by flush()
+  repo_.reset();
   store_.reset();  // the embedded store lives in the process
   trace_.add("agent crash");
 }

@@ -1,7 +1,9 @@
 // The cloud agent of the deterministic world: AgentCore over a Repository in
-// the work dir, the embedded stock store and a bus client. A crash drops the
-// core, the bus connection and the in-memory stock store; the database stays
-// and is reopened by start(), which rebuilds the timers from it.
+// the work dir (manual commit: writes commit when the core waits for them or
+// the world flushes), the embedded stock store and a bus client. A crash
+// drops the core, every write not committed yet, the bus connection and the
+// in-memory stock store; the database stays and is reopened by start(),
+// which rebuilds the timers from it.
 // Not thread-safe (the repository's writer thread is internal to it).
 // Non-copyable.
 #pragma once
@@ -33,7 +35,7 @@ class WorldAgent {
 
   // REQUIRES: !up().
   Status start();
-  // Process death after the last group commit. REQUIRES: up().
+  // Process death (kill -9): uncommitted writes are lost. REQUIRES: up().
   void crash();
   bool up() const { return core_ != nullptr; }
   void tick();

@@ -159,6 +159,10 @@ void WorldFaults::crash_machine(WorldMachine& m) {
   });
 }
 
+void WorldFaults::maybe_crash_agent(double rate_factor) {
+  if (enabled_ && agent_.up() && random_.chance(rates_.agent_crash * rate_factor)) crash_agent();
+}
+
 void WorldFaults::crash_agent() {
   agent_.crash();
   ++counters_.agent_crashes;

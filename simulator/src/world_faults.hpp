@@ -36,6 +36,10 @@ class WorldFaults {
 
   // Heals what is due at `step`, then maybe injects new faults.
   Status step(int64_t step);
+  // An agent crash at this point of the step, at the agent_crash rate:
+  // called between the parts of a step, before its writes are flushed, so
+  // the crash loses what was not committed yet.
+  void maybe_crash_agent(double rate_factor = 1);
   // Heals everything now and stops injecting (the settle phase).
   Status heal_all();
   const FaultCounters& counters() const { return counters_; }

@@ -19,16 +19,19 @@ WorldWorkload::WorldWorkload(const WorldOptions& options, int64_t reservation_tt
       clock_(clock),
       trace_(trace) {}
 
-void WorldWorkload::step(WorldAgent& agent, bool new_orders) {
+void WorldWorkload::step(WorldAgent& agent, bool new_orders,
+                         const std::function<void()>& after_answer) {
   if (!agent.up()) return;
   agent::AgentCore& core = agent.core();
   if (clock_.wall_ms() >= next_restock_ms_) {
     restock(core);
     next_restock_ms_ = clock_.wall_ms() + kRestockCheckMs;
   }
-  if (new_orders && random_.chance(options_.order_rate)) create_order(core);
+  serve_refunds(core);
+  if (new_orders && random_.chance(options_.order_rate)) create_order(core, after_answer);
   for (Customer& c : customers_) {
-    if (c.act_at_ms <= clock_.wall_ms()) act(core, c);
+    if (!agent.up()) break;  // `core` died with it
+    if (c.act_at_ms <= clock_.wall_ms()) act(core, c, after_answer);
   }
   std::erase_if(customers_, [](const Customer& c) { return c.act_at_ms < 0; });
 }
@@ -46,7 +49,8 @@ WorldWorkload::Plan WorldWorkload::pick_plan() {
   return Plan::kPay;
 }
 
-void WorldWorkload::create_order(agent::AgentCore& core) {
+void WorldWorkload::create_order(agent::AgentCore& core,
+                                 const std::function<void()>& after_answer) {
   const std::string& device = devices_[random_.range(0, devices_.size() - 1)];
   int slot = static_cast<int>(random_.range(1, options_.slots));
   auto order = core.create_order(device, slot, "");
@@ -57,21 +61,27 @@ void WorldWorkload::create_order(agent::AgentCore& core) {
     return;
   }
   ++created_;
+  answered_orders_.push_back(order->id);
   Customer c{order->id, order->price_cents, pick_plan(), 0, 0};
   c.act_at_ms = clock_.wall_ms() + random_.range(50, 2000);
   if (c.plan == Plan::kLatePay) c.act_at_ms += reservation_ttl_ms_ + 1000;
   trace_.add("customer order " + where + " -> " + order->id);
   customers_.push_back(std::move(c));
+  after_answer();
 }
 
-void WorldWorkload::pay(agent::AgentCore& core, Customer& c, const std::string& payment_id) {
+void WorldWorkload::pay(agent::AgentCore& core, Customer& c, const std::string& payment_id,
+                        const std::function<void()>& after_answer) {
   auto paid = core.pay(c.order_id, payment_id, c.price_cents);
+  if (paid.ok()) answered_payments_[c.order_id].push_back(payment_id);
   trace_.add("customer pay " + c.order_id + " " + payment_id + " -> " +
              (paid.ok() ? std::string(agent::to_string(paid->state)) : paid.error().code));
+  after_answer();
 }
 
 // One action of a customer; a finished customer gets act_at_ms = -1.
-void WorldWorkload::act(agent::AgentCore& core, Customer& c) {
+void WorldWorkload::act(agent::AgentCore& core, Customer& c,
+                        const std::function<void()>& after_answer) {
   ++c.acts;
   std::string payment_id = "pay-" + std::to_string(++payments_);
   switch (c.plan) {
@@ -83,20 +93,32 @@ void WorldWorkload::act(agent::AgentCore& core, Customer& c) {
       break;
     }
     case Plan::kRetryPay:
-      pay(core, c, payment_id);
-      pay(core, c, payment_id);  // the gateway repeats the notification
+      pay(core, c, payment_id, [] {});         // the gateway repeats the notification:
+      pay(core, c, payment_id, after_answer);  // no crash in between (same core)
       break;
     case Plan::kPayTwice:
-      pay(core, c, payment_id);
+      pay(core, c, payment_id, after_answer);
       if (c.acts == 1) {
         c.act_at_ms = clock_.wall_ms() + random_.range(10, 3000);
         return;
       }
       break;
     case Plan::kPay:
-    case Plan::kLatePay: pay(core, c, payment_id); break;
+    case Plan::kLatePay: pay(core, c, payment_id, after_answer); break;
   }
   c.act_at_ms = -1;
+}
+
+void WorldWorkload::serve_refunds(agent::AgentCore& core) {
+  constexpr double kGatewayFailure = 0.2;
+  for (const agent::RefundDelivery& r : core.take_due_refunds(8)) {
+    bool fail = random_.chance(kGatewayFailure);
+    trace_.add("gateway refund " + r.refund_id + " attempt " + std::to_string(r.attempt) +
+               (fail ? " -> 503" : " -> ok"));
+    core.refund_attempted(r.payment_id,
+                          fail ? agent::RefundOutcome::kRetry : agent::RefundOutcome::kDelivered,
+                          fail ? "HTTP 503 (simulated gateway)" : "");
+  }
 }
 
 void WorldWorkload::restock(agent::AgentCore& core) {

@@ -3,10 +3,13 @@
 // Customers order a random slot and then pay, pay twice, have the gateway
 // repeat the payment, pay after the reservation expired, cancel, or abandon
 // the order. The restocker orders a refill of every slot whose sellable stock
-// runs low. Not thread-safe. Non-copyable.
+// runs low. The payment gateway takes the agent's refunds, failing some of
+// them (the agent must retry until each is delivered). Not thread-safe.
+// Non-copyable.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,10 +30,19 @@ class WorldWorkload {
   WorldWorkload& operator=(const WorldWorkload&) = delete;
 
   // One step of customers (new orders when `new_orders`, due payments) and
-  // the restocker. No-op while the agent is down.
-  void step(WorldAgent& agent, bool new_orders);
+  // the restocker. No-op while the agent is down. `after_answer` runs right
+  // after each answer a customer gets (the crash point that matters most:
+  // nothing answered may be lost); the step ends if the agent went down.
+  void step(WorldAgent& agent, bool new_orders, const std::function<void()>& after_answer);
   int64_t orders_created() const { return created_; }
   int64_t orders_refused() const { return refused_; }
+  // What the customers were told: every order answered as created, and every
+  // payment answered 2xx (order id -> payment ids). The agent must keep its
+  // word through any crash (InvariantChecker::check_promises).
+  const std::vector<std::string>& answered_orders() const { return answered_orders_; }
+  const std::map<std::string, std::vector<std::string>>& answered_payments() const {
+    return answered_payments_;
+  }
 
  private:
   enum class Plan { kPay, kPayTwice, kRetryPay, kLatePay, kCancel, kAbandon };
@@ -42,11 +54,15 @@ class WorldWorkload {
     int acts = 0;  // actions taken so far
   };
 
-  void create_order(agent::AgentCore& core);
+  void create_order(agent::AgentCore& core, const std::function<void()>& after_answer);
   Plan pick_plan();
-  void act(agent::AgentCore& core, Customer& customer);
-  void pay(agent::AgentCore& core, Customer& customer, const std::string& payment_id);
+  void act(agent::AgentCore& core, Customer& customer, const std::function<void()>& after_answer);
+  void pay(agent::AgentCore& core, Customer& customer, const std::string& payment_id,
+           const std::function<void()>& after_answer);
   void restock(agent::AgentCore& core);
+  // The payment gateway's refund endpoint: confirms each due refund, or
+  // fails it (the agent retries).
+  void serve_refunds(agent::AgentCore& core);
 
   const WorldOptions& options_;
   int64_t reservation_ttl_ms_;
@@ -60,6 +76,8 @@ class WorldWorkload {
   int64_t payments_ = 0;
   int64_t next_restock_ms_ = 0;
   std::map<std::string, int64_t> restock_quiet_until_;  // "device/slot" -> wall ms
+  std::vector<std::string> answered_orders_;
+  std::map<std::string, std::vector<std::string>> answered_payments_;
 };
 
 }  // namespace vend::sim

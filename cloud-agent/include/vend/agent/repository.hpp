@@ -61,6 +61,10 @@ struct RepositoryOptions {
   size_t batch_max = 1024;        // writes per group commit
   int64_t faults_max = 10'000;    // rows kept in `faults` (oldest deleted first)
   int64_t cache_kib = 64 * 1024;  // SQLite page cache per connection (two connections)
+  // No writer thread: queued writes are applied on the caller's thread, by
+  // wait() and flush() only, so what is committed at any instant depends on
+  // the caller alone (the deterministic simulation). Group commit as usual.
+  bool manual_commit = false;
 };
 
 // The writer's connection, as a write sees it. Statements prepared through
@@ -259,6 +263,15 @@ class Repository {
   // REQUIRES: not called from inside a write (the writer would wait for
   // itself).
   void flush();
+  // The outcome of `ticket`, once its group committed. Use this, not
+  // ticket.get(): with manual_commit it applies the queue first.
+  Status wait(const Ticket& ticket);
+  // Process death (kill -9) for tests and the simulation: writes queued and
+  // not yet applied are dropped (their tickets fail "abandoned"), nothing is
+  // accepted any more, and the destructor commits nothing further. A group
+  // the writer thread is applying at that moment still completes, as it
+  // would in a dying process whose COMMIT already reached the disk.
+  void abandon();
   // True when submit() would accept a write now (not stopping, queue below
   // queue_max). Exact for a sole submitter that checks and submits under one
   // lock of its own (the agent core): only the writer drains the queue.
@@ -318,7 +331,10 @@ class Repository {
   bool stopping_ = false;
   WriterStats stats_;
 
-  std::thread writer_;  // last: started once everything above exists
+  void apply_queued();    // manual_commit: the caller's thread is the writer
+  std::mutex manual_mu_;  // manual_commit: one caller applies at a time
+
+  std::thread writer_;  // last: started once everything above exists (not with manual_commit)
 };
 
 }  // namespace vend::agent

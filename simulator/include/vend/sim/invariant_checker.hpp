@@ -27,6 +27,12 @@
 //                            payment without its refund row
 //   completed_and_refunded   a COMPLETED order whose payment was refunded
 //
+// And the customers' side (check_promises, deterministic world only):
+//   answered_order_lost      an order the customer was answered as created
+//                            is not in the agent's database
+//   answered_payment_lost    a payment answered 2xx is not recorded
+//   refund_undelivered       settled: a refund not confirmed by the gateway
+//
 // Reading is done on connections of the checker's own (committed data only),
 // so writers in other threads or processes are not disturbed.
 // Not thread-safe. Non-copyable.
@@ -46,6 +52,12 @@ struct Violation {
   std::string invariant;  // one of the names above
   std::string evidence;   // the rows that break it, for a human
   bool operator==(const Violation&) const = default;
+};
+
+// What the agent told its customers (orders created, payments answered 2xx).
+struct Promises {
+  std::vector<std::string> orders;
+  std::map<std::string, std::vector<std::string>> payments;  // order id -> payment ids
 };
 
 enum class CheckPhase {
@@ -77,6 +89,8 @@ class InvariantChecker {
   // Reads every file and returns the broken invariants (empty: all hold).
   // Errors: a file that exists but cannot be read ("sqlite_*").
   Result<std::vector<Violation>> check(CheckPhase phase);
+  // The agent kept its word: see the names above.
+  Result<std::vector<Violation>> check_promises(const Promises& promises, CheckPhase phase);
 
  private:
   struct Data;

@@ -19,9 +19,12 @@
 // machines going offline; machine crash-restart at any step (so also between
 // "token consumed" and "motor ran", and mid-rotation); agent crash-restart
 // (database reopened, timers rebuilt, embedded stock store lost); stock store
-// wiped; wall-clock skew per machine. An agent crash happens between steps,
-// after the group commit: writes are never lost half-way (the repository
-// offers no way to drop queued writes).
+// wiped; wall-clock skew per machine. An agent crash happens between any two
+// parts of a step and loses every write not committed yet (the repository
+// commits only when the core waits for a write or the world flushes), as a
+// kill -9 would. Besides the durable records, the checker holds the agent to
+// what it told the customers: every order answered as created and every
+// payment answered 2xx survive, and every refund reaches the gateway.
 #pragma once
 
 #include <cstdint>

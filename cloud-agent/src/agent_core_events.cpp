@@ -11,12 +11,14 @@ void AgentCore::State::on_message(const Message& message) {
   auto topic = topics::parse_device_topic(message.topic);
   if (!topic.ok()) {
     ++counters.events_rejected_total;
-    log.debug(detail::kLog, "ignored message on '" + message.topic + "'");
+    reject_log.log(LogLevel::kDebug, detail::kLog, "?", "bad_topic",
+                   "ignored message on '" + message.topic.substr(0, 200) + "'");
     return;
   }
   if (!started) {
     // Not acknowledged, so the device sends it again.
-    log.warn(detail::kLog, "message from " + topic->device + " before start(): dropped");
+    reject_log.log(LogLevel::kWarn, detail::kLog, topic->device, "not_started",
+                   "message from " + topic->device + " before start(): dropped");
     return;
   }
   switch (topic->kind) {
@@ -26,26 +28,32 @@ void AgentCore::State::on_message(const Message& message) {
   }
 }
 
-void AgentCore::State::reject_message(const std::string& device, const std::string& why) {
+void AgentCore::State::reject_message(const std::string& device, std::string_view reason,
+                                      const std::string& detail) {
   ++counters.events_rejected_total;
-  log.warn(detail::kLog, "rejected message from '" + device + "': " + why);
+  reject_log.log(LogLevel::kWarn, detail::kLog, device, reason,
+                 "rejected message from '" + device + "': " + detail);
 }
 
 void AgentCore::State::on_event(const std::string& topic_device, const std::string& payload) {
   auto decoded = proto::decode_event(payload);
-  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  if (!decoded.ok()) {
+    return reject_message(topic_device, decoded.error().code, decoded.error().to_string());
+  }
   const proto::DeviceEvent& event = decoded->message;
   if (event.device != topic_device) {
-    return reject_message(topic_device, "event names device '" + event.device + "'");
+    return reject_message(topic_device, "wrong_device",
+                          "event names device '" + event.device + "'");
   }
   auto it = devices.find(event.device);
-  if (it == devices.end()) return reject_message(topic_device, "unknown device");
+  if (it == devices.end()) return reject_message(topic_device, "unknown_device", "unknown device");
   DeviceRec& dev = it->second;
   std::string what =
       std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
   if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
     // A forged result could claim FAILED for a delivered item (refund fraud).
-    return reject_message(topic_device, "bad_mac on " + what + ": not signed by the device");
+    return reject_message(topic_device, "bad_mac",
+                          "bad_mac on " + what + ": not signed by the device");
   }
   dev.last_seen_ms = clock.wall_ms();
   if (event.seq <= dev.last_processed_seq) {
@@ -96,16 +104,21 @@ Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent
 
 void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload) {
   auto decoded = proto::decode_status(payload);
-  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  if (!decoded.ok()) {
+    return reject_message(topic_device, decoded.error().code, decoded.error().to_string());
+  }
   const proto::PresenceStatus& status = decoded->message;
   if (status.device != topic_device) {
-    return reject_message(topic_device, "status names device '" + status.device + "'");
+    return reject_message(topic_device, "wrong_device",
+                          "status names device '" + status.device + "'");
   }
   auto it = devices.find(status.device);
-  if (it == devices.end()) return reject_message(topic_device, "status of an unknown device");
+  if (it == devices.end()) {
+    return reject_message(topic_device, "unknown_device", "status of an unknown device");
+  }
   DeviceRec& dev = it->second;
   if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
-    return reject_message(topic_device, "bad_mac on status");
+    return reject_message(topic_device, "bad_mac", "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
   mark_device_dirty(dev.id);

@@ -54,7 +54,8 @@ AgentCore::State::State(Repository& repo_, StockStore& store_, Transport& transp
       random(random_),
       log(log_),
       options(options_),
-      wheel(clock_.wall_ms(), 10) {}
+      wheel(clock_.wall_ms(), 10),
+      reject_log(clock_, log_, RateLimitedLog::Options{options_.reject_log_interval_ms, 256}) {}
 
 // ---- start-up ----------------------------------------------------------------
 

@@ -27,6 +27,7 @@
 #include "vend/agent/repository.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/ops.hpp"
 #include "vend/protocol.hpp"
 
@@ -222,7 +223,10 @@ struct AgentCore::State {
   void on_message(const Message& message);
   void on_event(const std::string& topic_device, const std::string& payload);
   void on_status(const std::string& topic_device, const std::string& payload);
-  void reject_message(const std::string& device, const std::string& why);
+  // Counts a rejected message; logs it through `reject_log` keyed by
+  // (device, reason). `reason` is a short code, `detail` the full story.
+  void reject_message(const std::string& device, std::string_view reason,
+                      const std::string& detail);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
   Status apply_event(detail::DeviceRec& device, const proto::DeviceEvent& event,
                      const std::string& canonical, Changeset& changes);
@@ -384,6 +388,8 @@ struct AgentCore::State {
   std::vector<std::string> touched;  // orders set_state() changed since the last commit()
   std::array<int64_t, detail::kStateCount> state_counts{};
   AgentMetrics counters;  // the monotonic counters and latency samples
+  // Lines an outsider can trigger (rejected messages): bounded rate.
+  RateLimitedLog reject_log;
 };
 
 }  // namespace vend::agent

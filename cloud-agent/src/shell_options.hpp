@@ -37,6 +37,7 @@ struct ShellOptions {
   int64_t reservation_ttl_s = 300;
   int64_t dispatch_ttl_s = 60;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
+  int64_t reject_log_interval_s = 60;  // 0: log every rejected message
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;

@@ -32,7 +32,8 @@ DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Cloc
       clock_(clock),
       random_(random),
       log_(log),
-      options_(options) {}
+      options_(options),
+      refusal_log_(clock, log, RateLimitedLog::Options{kRefusalLogIntervalMs, 64}) {}
 
 Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_ms) {
   proto::PresenceStatus status{identity.device_id, identity.boot_id, online, now_ms};
@@ -124,8 +125,10 @@ CommandOutcome DeviceCore::refuse(const std::string& type, const std::string& re
   ++stats_.refused;
   ++refused_unreported_;
   last_refusal_ = reason + ": " + detail;
-  log_.warn(kLog, "refused " + (type.empty() ? std::string("command") : type) + " (" + reason +
-                      "): " + detail);
+  // Anyone on the broker can send these: counted always, logged at a bounded rate.
+  refusal_log_.log(
+      LogLevel::kWarn, kLog, type.empty() ? "command" : type, reason,
+      "refused " + (type.empty() ? std::string("command") : type) + " (" + reason + "): " + detail);
   return CommandOutcome{type, "refused", reason};
 }
 

@@ -85,6 +85,7 @@ void DeviceCore::check_outbox_pressure() {
 }
 
 void DeviceCore::report_refusals() {
+  refusal_log_.flush();
   if (refused_unreported_ == 0) return;
   int64_t now = clock_.monotonic_ms();
   if (last_refusal_report_ms_ != 0 && now - last_refusal_report_ms_ < kRefusalReportMs) return;

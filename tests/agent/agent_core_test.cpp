@@ -582,3 +582,29 @@ TEST_CASE("two devices: pools, seqs and acks are per device") {
   REQUIRE(listed.ok());
   CHECK(listed->size() == 2);
 }
+
+TEST_CASE("60,000 junk messages on a device's event topic: all counted, few lines logged") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  auto attacker = rig.bus.make_client("attacker");
+  REQUIRE(attacker->connect().ok());
+  size_t lines_before = rig.log.records().size();
+  int64_t rejected_before = rig.core->take_metrics().events_rejected_total;
+  constexpr int kJunk = 60'000;
+  for (int i = 0; i < kJunk; ++i) {
+    // Three reasons: not JSON, bad MAC-shaped junk, an unknown type.
+    std::string payload = i % 3 == 0   ? "junk " + std::to_string(i)
+                          : i % 3 == 1 ? R"({"v":1,"type":"nope"})"
+                                       : "{}";
+    rig.core->on_message(Message{topics::device_evt("vm-1"), payload, 1, false});
+    if (i % 1000 == 0) rig.clock.advance(100);  // 6 s in all: inside one interval
+  }
+  CHECK(rig.core->take_metrics().events_rejected_total - rejected_before == kJunk);
+  size_t lines = rig.log.records().size() - lines_before;
+  CHECK(lines <= 10);
+  CHECK(lines >= 1);
+  // The interval ends: the suppressed counts are logged, once per reason.
+  rig.run_for(61'000);
+  CHECK(rig.log.contains("similar line(s) (vm-1, bad_json) suppressed", LogLevel::kWarn));
+  CHECK(rig.log.records().size() - lines_before <= 20);
+}

@@ -239,3 +239,23 @@ TEST_CASE("an accepted dispense that expired before its turn gives its token bac
   CHECK_FALSE(o2->token_consumed);
   CHECK(rig.ledger.find_token(tokens[1]).value()->first == TokenState::kAvailable);
 }
+
+TEST_CASE("3,000 forged commands: every one refused and counted, a bounded number of lines") {
+  Rig rig;
+  auto tokens = rig.restock(1, 1);
+  rig.connect();
+  crypto::Key wrong = crypto::Key::generate();
+  size_t lines_before = rig.log.records().size();
+  for (int i = 0; i < 3000; ++i) {
+    auto cmd = rig.dispense("o-" + std::to_string(i), 1, tokens[0]);
+    auto out = rig.core->on_command(i % 2 == 0 ? rig.sign(cmd, &wrong) : "junk");
+    CHECK(out.result == "refused");
+    if (i % 100 == 0) rig.clock.advance(10);
+  }
+  CHECK(rig.core->stats().refused == 3000);
+  CHECK(rig.log.records().size() - lines_before <= 4);
+  rig.run_for(61'000);  // the interval ends: the suppressed counts are logged
+  CHECK(rig.log.contains("similar line(s) (dispense, bad_mac) suppressed", LogLevel::kWarn));
+  CHECK(rig.log.records().size() - lines_before <= 10);
+  CHECK(rig.machine.items(1) == 1);  // nothing dispensed
+}

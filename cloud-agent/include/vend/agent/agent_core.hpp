@@ -141,6 +141,10 @@ struct AgentOptions {
   // published as they happen).
   bool ops_enabled = true;
   int64_t ops_interval_ms = 1000;
+  // Rejected device messages are all counted (events_rejected_total) but
+  // logged once per (device, reason) per this interval, with the number
+  // suppressed (vend/log_limiter.hpp); 0 logs every one.
+  int64_t reject_log_interval_ms = 60 * 1000;
 };
 
 // Counters for /metrics. Read under the core lock.

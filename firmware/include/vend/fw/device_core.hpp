@@ -26,6 +26,7 @@
 #include "vend/fw/hal.hpp"
 #include "vend/fw/ledger.hpp"
 #include "vend/log.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/random.hpp"
 #include "vend/transport.hpp"
 
@@ -137,6 +138,9 @@ class DeviceCore {
   int64_t refused_unreported_ = 0;
   std::string last_refusal_;
   int64_t last_refusal_report_ms_ = 0;
+  // Refused commands: one line per (type, reason) a minute, with the count.
+  static constexpr int64_t kRefusalLogIntervalMs = 60'000;
+  RateLimitedLog refusal_log_;
   CoreStats stats_;
 };
 

@@ -4,7 +4,9 @@
 //   customers   POST /v1/orders, GET /v1/orders/{id}, POST /v1/orders/{id}/cancel
 //   gateway     POST /v1/orders/{id}/payment   (X-Vend-Signature: HMAC of the body)
 //   operators   /v1/devices..., GET /v1/orders (Authorization: Bearer <token>)
-//   anyone      GET /metrics, GET /healthz
+//   anyone      GET /metrics, GET /healthz (503 with the reasons when the
+//               repository fail-stopped, the broker is down past a grace or
+//               the inbound queue is saturated)
 //
 // Errors are {"error":{"code","message"}} with 400 bad_request, 401
 // unauthorized / bad_signature, 404 not_found / unknown_slot, 409 sold_out /
@@ -40,6 +42,16 @@ struct HttpApiOptions {
   size_t max_body_bytes = 16 * 1024;
   // For /healthz and /metrics; may be empty (reported as not connected).
   std::function<bool()> mqtt_connected;
+  // How long the broker connection has been down, ms (0 while up); may be
+  // empty (never down). Past broker_down_grace_ms /healthz answers 503.
+  std::function<int64_t()> mqtt_down_ms;
+  int64_t broker_down_grace_ms = 30'000;
+  // The inbound queue's fill; may be empty (never saturated). At >= 90% of
+  // either bound /healthz answers 503.
+  struct InboundFill {
+    size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
+  };
+  std::function<InboundFill()> inbound_fill;
 };
 
 // A handler's successful answer.
@@ -91,6 +103,7 @@ class HttpApi {
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;
+  AgentHealth health() const;
 
   AgentCore& core_;
   HttpApiOptions options_;

@@ -120,6 +120,8 @@ const std::map<std::string, Setter>& valued_options() {
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
       {"--reconcile-interval-s",
        set_int(&ShellOptions::reconcile_interval_s, "--reconcile-interval-s", 0, 86400)},
+      {"--broker-down-grace-s",
+       set_int(&ShellOptions::broker_down_grace_s, "--broker-down-grace-s", 0, 86400)},
       {"--reject-log-interval-s",
        set_int(&ShellOptions::reject_log_interval_s, "--reject-log-interval-s", 0, 86400)},
       {"--sync", parse_sync},
@@ -324,6 +326,8 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
   --reconcile-interval-s N      ask every device for a snapshot every N s, staggered
                                 (600; 0 = only device-sent and on-demand snapshots)
+  --broker-down-grace-s N       /healthz answers 503 once the broker has been down
+                                N s (30)
   --reject-log-interval-s N     log a rejected device message once per device and
                                 reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)

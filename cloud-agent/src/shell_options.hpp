@@ -38,6 +38,7 @@ struct ShellOptions {
   int64_t dispatch_ttl_s = 60;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
   int64_t reject_log_interval_s = 60;  // 0: log every rejected message
+  int64_t broker_down_grace_s = 30;    // /healthz 503 once the broker is down this long
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;

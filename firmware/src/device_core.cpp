@@ -117,6 +117,8 @@ CommandOutcome DeviceCore::on_command(std::string_view payload) {
   if (auto* c = std::get_if<proto::DispenseCommand>(&command)) return handle_dispense(*c);
   if (auto* c = std::get_if<proto::RestockCommand>(&command)) return handle_restock(*c);
   if (auto* c = std::get_if<proto::SnapshotRequest>(&command)) return handle_snapshot(*c);
+  if (auto* c = std::get_if<proto::ResendRequest>(&command)) return handle_resend(*c);
+  if (std::holds_alternative<proto::StatusRequest>(command)) return handle_status_request();
   return handle_ack(std::get<proto::Ack>(command));
 }
 

@@ -608,3 +608,63 @@ TEST_CASE("60,000 junk messages on a device's event topic: all counted, few line
   CHECK(rig.log.contains("similar line(s) (vm-1, bad_json) suppressed", LogLevel::kWarn));
   CHECK(rig.log.records().size() - lines_before <= 20);
 }
+
+namespace {
+void publish_retained_status(AgentRig& rig, const std::string& payload) {
+  auto attacker = rig.bus.make_client("attacker-status");
+  REQUIRE(attacker->connect().ok());
+  REQUIRE(attacker->publish(Message{topics::device_status("vm-1"), payload, 1, true}).ok());
+  rig.bus.deliver_all();
+}
+}  // namespace
+
+TEST_CASE("a forged retained offline, then an agent restart: the device is sellable at once") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  rig.crash_agent();
+  proto::PresenceStatus offline{"vm-1", dev.boot_id, false, rig.clock.wall_ms()};
+  crypto::Key wrong = crypto::Key::generate();
+  publish_retained_status(
+      rig, proto::encode(offline, crypto::sign(wrong, proto::encode_canonical(offline))));
+  rig.start_agent();
+  rig.bus.deliver_all();
+  // The retained forgery is rejected; the device is asked for its own status.
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
+  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  CHECK(rig.core->take_metrics().status_requests_total >= 1);
+}
+
+TEST_CASE("junk over the retained status, then a restart: the device re-announces at once") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  rig.crash_agent();
+  publish_retained_status(rig, "junk");
+  rig.start_agent();
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
+}
+
+TEST_CASE("no retained status at all after a restart: the device is asked after the probe delay") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  rig.crash_agent();
+  // An empty retained message deletes the retained one; the agent's queued
+  // copy is lost too, so nothing at all arrives.
+  rig.bus.set_filter([](const InMemoryBus::Envelope& e) {
+    return e.message.payload.empty() ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
+  });
+  publish_retained_status(rig, "");
+  REQUIRE_FALSE(rig.bus.retained(topics::device_status("vm-1")).has_value());
+  rig.start_agent();
+  rig.run_for(100);
+  CHECK_FALSE(rig.online("vm-1"));
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 4000));
+}
+
+TEST_CASE("a replayed genuine offline will of the live session is corrected at once") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 1);
+  Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
+  publish_retained_status(rig, will.payload);
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
+  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+}

@@ -23,7 +23,9 @@ void AgentCore::State::on_message(const Message& message) {
   }
   switch (topic->kind) {
     case topics::DeviceTopic::Kind::kEvt: on_event(topic->device, message.payload); break;
-    case topics::DeviceTopic::Kind::kStatus: on_status(topic->device, message.payload); break;
+    case topics::DeviceTopic::Kind::kStatus:
+      on_status(topic->device, message.payload, !message.retained);
+      break;
     case topics::DeviceTopic::Kind::kCmd: break;  // commands are ours
   }
 }
@@ -56,6 +58,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
                           "bad_mac on " + what + ": not signed by the device");
   }
   dev.last_seen_ms = clock.wall_ms();
+  observe_clock(dev, event.ts_ms);
   if (event.seq <= dev.last_processed_seq) {
     ++counters.duplicate_events_total;
     want_ack(dev);  // its ack may have been lost
@@ -105,7 +108,8 @@ Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent
   return {};
 }
 
-void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload) {
+void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload,
+                                 bool live) {
   auto decoded = proto::decode_status(payload);
   if (!decoded.ok()) {
     return reject_status(topic_device, decoded.error().code, decoded.error().to_string());
@@ -124,6 +128,7 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
     return reject_status(topic_device, "bad_mac", "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
+  if (live && status.online) observe_clock(dev, status.ts_ms);
   mark_device_dirty(dev.id);
   if (status.online) {
     if (!dev.online || dev.boot_id != status.boot_id) {

@@ -355,6 +355,7 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   for (const auto& [id, dev] : devices) {
     if (dev.online) ++m.devices_online;
+    if (dev.clock_skew_ms) m.device_clock_skew_ms.emplace_back(id, *dev.clock_skew_ms);
     for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
   }
   m.storage_failed = storage_failed;

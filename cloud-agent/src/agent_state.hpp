@@ -71,6 +71,9 @@ struct DeviceRec {
   int64_t check_requested_ms = 0;        // wall time of the last full snapshot request
   int64_t resend_requested_mono_ms = 0;  // the last resend request; 0 = none pending
   int64_t status_requested_mono_ms = 0;  // the last status_request; 0 = none
+  // Clock skew samples (monotonic time seen, ts_ms - wall now), newest last.
+  std::deque<std::pair<int64_t, int64_t>> skew_samples;
+  std::optional<int64_t> clock_skew_ms;  // max of skew_samples
   uint64_t reconcile_timer = 0;          // payload of the periodic snapshot request timer
   uint64_t outbox_depth = 0;             // from its last snapshot
   int64_t snapshot_at_ms = 0;            // wall time its last snapshot was processed
@@ -223,7 +226,8 @@ struct AgentCore::State {
   // ---- agent_core_events.cpp: MQTT in, acks out ----
   void on_message(const Message& message);
   void on_event(const std::string& topic_device, const std::string& payload);
-  void on_status(const std::string& topic_device, const std::string& payload);
+  // `live`: not a retained copy (its ts_ms is then a clock sample).
+  void on_status(const std::string& topic_device, const std::string& payload, bool live);
   // Counts a rejected message; logs it through `reject_log` keyed by
   // (device, reason). `reason` is a short code, `detail` the full story.
   void reject_message(const std::string& device, std::string_view reason,
@@ -236,6 +240,9 @@ struct AgentCore::State {
   void reject_status(const std::string& device, std::string_view reason, const std::string& detail);
   // A status_request command, at most once per status_request_interval_ms.
   void request_status(detail::DeviceRec& device);
+  // A verified message stamped `device_ts_ms` by the device: a skew sample;
+  // raises or clears the clock_skew alert.
+  void observe_clock(detail::DeviceRec& device, int64_t device_ts_ms);
   // tick(): after a connect, every device not online is asked once.
   void probe_presence();
   void want_ack(detail::DeviceRec& device);

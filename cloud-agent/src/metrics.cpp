@@ -189,6 +189,11 @@ std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
   scalar(out, "vend_stock_items", "gauge", "Sale tokens in all pools.", m.stock_total);
   scalar(out, "vend_devices_online", "gauge", "Devices online.", m.devices_online);
   render_health(health, out);
+  header(out, "vend_device_clock_skew_ms", "gauge",
+         "Device clock minus agent clock, ms (largest recent sample of event ts_ms - now).");
+  for (const auto& [device, skew] : m.device_clock_skew_ms) {
+    out += "vend_device_clock_skew_ms{device=\"" + device + "\"} " + std::to_string(skew) + "\n";
+  }
 
   const char* latency = "vend_dispatch_latency_seconds";
   header(out, latency, "histogram", "Time from payment to the device's dispense result.");

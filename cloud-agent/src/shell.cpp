@@ -133,6 +133,7 @@ Status AgentProcess::start(std::ostream& out) {
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
+  ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
   core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();

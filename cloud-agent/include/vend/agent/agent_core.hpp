@@ -102,6 +102,9 @@ struct DeviceView {
   std::string boot_id;
   int64_t last_seen_ms = 0;  // wall clock of the last message from it
   uint64_t last_processed_seq = 0;
+  // Its clock minus the agent's, ms, estimated from its messages' ts_ms
+  // (AgentOptions::clock_skew_*); nullopt before the first sample.
+  std::optional<int64_t> clock_skew_ms;
 };
 
 struct ProvisionedDevice {
@@ -154,6 +157,15 @@ struct AgentOptions {
   // connect, every device still not online (no retained status at all).
   int64_t status_request_interval_ms = 5000;
   int64_t status_probe_delay_ms = 3000;
+  // Device clock skew: every verified event and live status gives a sample
+  // ts_ms - agent wall clock (= skew - delivery delay); the estimate is the
+  // largest sample of the last clock_skew_window_ms (at most 32 samples),
+  // so delay and re-sent old events never inflate it. Beyond
+  // clock_skew_alert_ms either way the `clock_skew` alert is raised (cleared
+  // below 80% of it): below expiry_skew_ms, so it warns before commands
+  // start expiring early or running late.
+  int64_t clock_skew_alert_ms = 2000;
+  int64_t clock_skew_window_ms = 10 * 60 * 1000;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -185,6 +197,8 @@ struct AgentMetrics {
   int64_t status_requests_total = 0;  // status_request commands sent
   // DISPENSED results for orders already settled otherwise (alerted).
   int64_t contradictions_total = 0;
+  // device -> clock skew estimate (ms), for devices with one.
+  std::vector<std::pair<std::string, int64_t>> device_clock_skew_ms;
   int64_t alerts_raised_total = 0;
   std::vector<std::pair<std::string, int64_t>> alerts_active;  // code -> active count
 };

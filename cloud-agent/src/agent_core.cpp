@@ -3,6 +3,7 @@
 // restock orders, acks) happen here, with the lock released.
 #include "vend/agent/agent_core.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "agent_state.hpp"
@@ -200,6 +201,8 @@ void AgentCore::on_connection(bool connected) {
   std::lock_guard lock(state_->mu);
   state_->log.info(detail::kLog, connected ? "broker connection up" : "broker connection lost");
   if (!connected) return;
+  state_->presence_probe_due_mono_ms =
+      state_->clock.monotonic_ms() + std::max<int64_t>(1, state_->options.status_probe_delay_ms);
   // A SUBSCRIBE makes the broker send the retained presence statuses again;
   // a persistent session that still holds the subscription would not, and
   // every device would look offline after an agent restart. Commands that

@@ -31,6 +31,8 @@ void AgentCore::State::tick_locked() {
   }
   evict_finished();
   publish_ops_views();
+  reject_log.flush();
+  probe_presence();
 }
 
 // A DISPATCHED order without a result past expires_at + skew. Do not guess:

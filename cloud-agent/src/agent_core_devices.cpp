@@ -1,4 +1,6 @@
 // AgentCore::State: provisioning, slots and restock orders (operator calls).
+
+#include <algorithm>
 #include <set>
 
 #include "agent_state.hpp"
@@ -83,9 +85,42 @@ std::vector<DeviceView> AgentCore::State::device_views() {
   std::vector<DeviceView> out;
   out.reserve(devices.size());
   for (const auto& [id, d] : devices) {
-    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq});
+    out.push_back(
+        DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq, d.clock_skew_ms});
   }
   return out;
+}
+
+// A sample is skew minus delivery delay, so the largest recent one is the
+// closest to the skew: old events re-sent from the outbox, a slow broker or
+// a busy agent only make samples smaller. The alert has hysteresis so a
+// skew near the threshold does not flap.
+void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
+  constexpr size_t kMaxSamples = 32;
+  int64_t now = clock.monotonic_ms();
+  auto& samples = device.skew_samples;
+  samples.emplace_back(now, device_ts_ms - clock.wall_ms());
+  while (samples.size() > kMaxSamples ||
+         (samples.size() > 1 && now - samples.front().first > options.clock_skew_window_ms)) {
+    samples.pop_front();
+  }
+  int64_t skew = samples.front().second;
+  for (const auto& [at, sample] : samples) skew = std::max(skew, sample);
+  if (device.clock_skew_ms != skew) mark_device_dirty(device.id);
+  device.clock_skew_ms = skew;
+  if (options.clock_skew_alert_ms <= 0) return;
+  int64_t size = skew < 0 ? -skew : skew;
+  if (size > options.clock_skew_alert_ms) {
+    if (alert_active(device.id, 0, "clock_skew")) return;  // said once, not per event
+    raise_alert(device.id, 0, "clock_skew", "warning",
+                "device clock " + std::string(skew > 0 ? "ahead" : "behind") + " by about " +
+                    std::to_string(size) + " ms (alert above " +
+                    std::to_string(options.clock_skew_alert_ms) +
+                    " ms; commands are checked with a " + std::to_string(options.expiry_skew_ms) +
+                    " ms tolerance)");
+  } else if (size * 10 < options.clock_skew_alert_ms * 8) {
+    clear_alert(device.id, 0, "clock_skew");
+  }
 }
 
 Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& device_id) {

@@ -11,56 +11,67 @@ void AgentCore::State::on_message(const Message& message) {
   auto topic = topics::parse_device_topic(message.topic);
   if (!topic.ok()) {
     ++counters.events_rejected_total;
-    log.debug(detail::kLog, "ignored message on '" + message.topic + "'");
+    reject_log.log(LogLevel::kDebug, detail::kLog, "?", "bad_topic",
+                   "ignored message on '" + message.topic.substr(0, 200) + "'");
     return;
   }
   if (!started) {
     // Not acknowledged, so the device sends it again.
-    log.warn(detail::kLog, "message from " + topic->device + " before start(): dropped");
+    reject_log.log(LogLevel::kWarn, detail::kLog, topic->device, "not_started",
+                   "message from " + topic->device + " before start(): dropped");
     return;
   }
   switch (topic->kind) {
     case topics::DeviceTopic::Kind::kEvt: on_event(topic->device, message.payload); break;
-    case topics::DeviceTopic::Kind::kStatus: on_status(topic->device, message.payload); break;
+    case topics::DeviceTopic::Kind::kStatus:
+      on_status(topic->device, message.payload, !message.retained);
+      break;
     case topics::DeviceTopic::Kind::kCmd: break;  // commands are ours
   }
 }
 
-void AgentCore::State::reject_message(const std::string& device, const std::string& why) {
+void AgentCore::State::reject_message(const std::string& device, std::string_view reason,
+                                      const std::string& detail) {
   ++counters.events_rejected_total;
-  log.warn(detail::kLog, "rejected message from '" + device + "': " + why);
+  reject_log.log(LogLevel::kWarn, detail::kLog, device, reason,
+                 "rejected message from '" + device + "': " + detail);
 }
 
 void AgentCore::State::on_event(const std::string& topic_device, const std::string& payload) {
   auto decoded = proto::decode_event(payload);
-  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  if (!decoded.ok()) {
+    return reject_message(topic_device, decoded.error().code, decoded.error().to_string());
+  }
   const proto::DeviceEvent& event = decoded->message;
   if (event.device != topic_device) {
-    return reject_message(topic_device, "event names device '" + event.device + "'");
+    return reject_message(topic_device, "wrong_device",
+                          "event names device '" + event.device + "'");
   }
   auto it = devices.find(event.device);
-  if (it == devices.end()) return reject_message(topic_device, "unknown device");
+  if (it == devices.end()) return reject_message(topic_device, "unknown_device", "unknown device");
   DeviceRec& dev = it->second;
   std::string what =
       std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
   if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
     // A forged result could claim FAILED for a delivered item (refund fraud).
-    return reject_message(topic_device, "bad_mac on " + what + ": not signed by the device");
+    return reject_message(topic_device, "bad_mac",
+                          "bad_mac on " + what + ": not signed by the device");
   }
   dev.last_seen_ms = clock.wall_ms();
+  observe_clock(dev, event.ts_ms);
   if (event.seq <= dev.last_processed_seq) {
     ++counters.duplicate_events_total;
     want_ack(dev);  // its ack may have been lost
     return;
   }
   if (event.seq != dev.last_processed_seq + 1) {
-    if (!accept_seq_gap(dev, event.seq)) {
+    if (!writable().ok()) return;
+    if (!skip_seq_gap(dev, event)) {
       log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
                                   std::to_string(dev.last_processed_seq + 1));
-      return;  // the device resends in order from its acked seq
+      return;  // unacknowledged: the device resends in order
     }
-  } else {
-    dev.gap_since_mono_ms = 0;
+    if (event.seq != dev.last_processed_seq + 1) return;  // its older held ones come first
   }
   if (!writable().ok()) return;  // left unacknowledged: it comes again
   Changeset changes;
@@ -80,8 +91,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
 Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent& event,
                                      const std::string& canonical, Changeset& changes) {
   if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
-    on_dispense_result(device, *r, changes);
-    return {};
+    return on_dispense_result(device, *r, changes);
   }
   if (const auto* t = std::get_if<proto::TokensMinted>(&event.body)) {
     return on_tokens(device, *t, changes);
@@ -90,24 +100,35 @@ Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent
     on_snapshot(device, event, canonical, *s, changes);
     return {};
   }
-  on_fault(device, std::get<proto::Fault>(event.body), changes);
+  if (const auto* f = std::get_if<proto::Fault>(&event.body)) {
+    on_fault(device, *f, changes);
+    return {};
+  }
+  // events_unavailable in order: the gap it answered is closed already.
   return {};
 }
 
-void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload) {
+void AgentCore::State::on_status(const std::string& topic_device, const std::string& payload,
+                                 bool live) {
   auto decoded = proto::decode_status(payload);
-  if (!decoded.ok()) return reject_message(topic_device, decoded.error().to_string());
+  if (!decoded.ok()) {
+    return reject_status(topic_device, decoded.error().code, decoded.error().to_string());
+  }
   const proto::PresenceStatus& status = decoded->message;
   if (status.device != topic_device) {
-    return reject_message(topic_device, "status names device '" + status.device + "'");
+    return reject_status(topic_device, "wrong_device",
+                         "status names device '" + status.device + "'");
   }
   auto it = devices.find(status.device);
-  if (it == devices.end()) return reject_message(topic_device, "status of an unknown device");
+  if (it == devices.end()) {
+    return reject_message(topic_device, "unknown_device", "status of an unknown device");
+  }
   DeviceRec& dev = it->second;
   if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
-    return reject_message(topic_device, "bad_mac on status");
+    return reject_status(topic_device, "bad_mac", "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
+  if (live && status.online) observe_clock(dev, status.ts_ms);
   mark_device_dirty(dev.id);
   if (status.online) {
     if (!dev.online || dev.boot_id != status.boot_id) {
@@ -125,6 +146,34 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
   }
   if (dev.online) log.info(detail::kLog, dev.id + " offline (boot " + status.boot_id + ")");
   dev.online = false;
+  // A genuine will, or a replay of one: a live device answers at once.
+  request_status(dev);
+}
+
+void AgentCore::State::reject_status(const std::string& device, std::string_view reason,
+                                     const std::string& detail) {
+  reject_message(device, reason, detail);
+  // The retained status may now be this one: ask the device for its own.
+  if (auto it = devices.find(device); it != devices.end()) request_status(it->second);
+}
+
+void AgentCore::State::request_status(DeviceRec& device) {
+  int64_t now = clock.monotonic_ms();
+  if (device.status_requested_mono_ms != 0 &&
+      now - device.status_requested_mono_ms < options.status_request_interval_ms) {
+    return;
+  }
+  device.status_requested_mono_ms = now;
+  ++counters.status_requests_total;
+  (void)publish_command(device, proto::StatusRequest{device.id});
+}
+
+void AgentCore::State::probe_presence() {
+  if (presence_probe_due_mono_ms == 0 || clock.monotonic_ms() < presence_probe_due_mono_ms) return;
+  presence_probe_due_mono_ms = 0;
+  for (auto& [id, dev] : devices) {
+    if (!dev.online) request_status(dev);
+  }
 }
 
 // ---- acks ------------------------------------------------------------------

@@ -98,6 +98,7 @@ ops::DeviceStatus AgentCore::State::device_status(const DeviceRec& d) const {
         s.reserved, s.dispatched, s.sold, s.burned, s.physical_count, s.device_tokens});
   }
   out.ts_ms = clock.wall_ms();
+  out.clock_skew_ms = d.clock_skew_ms;
   return out;
 }
 

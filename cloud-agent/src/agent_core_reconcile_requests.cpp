@@ -1,6 +1,7 @@
 // AgentCore::State: when reconciliation runs. Periodic snapshot requests
 // staggered across the fleet, on-demand requests and their reports, and the
-// acceptance of a seq gap the device can no longer fill (a restored database).
+// resend requests of a seq gap, and the skip of one the device says it can no
+// longer fill (a restored database).
 // The comparison itself is agent_core_reconcile.cpp.
 #include "agent_state.hpp"
 
@@ -63,27 +64,49 @@ Result<std::string> AgentCore::State::reconcile_report(const std::string& device
   return it->second.last_report;
 }
 
-// The device sends seq N+k while the cloud expects N+1. Normally the missing
-// ones arrive first (the device resends in order from its acked seq), so
-// wait. If they never do, the device had them acknowledged and deleted: the
-// cloud lost its own record (a restored database). Nothing can bring those
-// events back; accept the gap, say so, and repair from a full snapshot.
-bool AgentCore::State::accept_seq_gap(DeviceRec& device, uint64_t seq) {
-  int64_t now = clock.monotonic_ms();
-  if (device.gap_since_mono_ms == 0) {
-    device.gap_since_mono_ms = now;
+// The device sends seq N+k while the cloud expects N+1. Nothing is ever
+// acknowledged past N, so the device still holds N+1.. unless it deleted
+// them on an earlier ack the cloud no longer remembers (a restored
+// database). Ask it to resend from N+1; only its signed events_unavailable
+// answer lets the seq skip, and then a full snapshot repairs the token views.
+bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent& event) {
+  const auto* gone = std::get_if<proto::EventsUnavailable>(&event.body);
+  const uint64_t next = device.last_processed_seq + 1;
+  if (gone == nullptr || gone->from_seq > next || gone->oldest_seq <= next ||
+      gone->oldest_seq > event.seq) {
+    request_resend(device);
     return false;
   }
-  if (now - device.gap_since_mono_ms < options.seq_gap_grace_ms) return false;
-  device.gap_since_mono_ms = 0;
+  const uint64_t to = gone->oldest_seq - 1;
+  Changeset changes;
+  changes.advance_device_seq(device.id, device.last_processed_seq, to);
+  device.last_processed_seq = to;
+  device.unacked.push_back(detail::PendingAck{to, commit(std::move(changes))});
+  if (device.ack_due_mono_ms == 0) {
+    device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
+  }
   ++counters.seq_gaps_total;
   raise_alert(device.id, 0, "seq_gap", "critical",
-              "events " + std::to_string(device.last_processed_seq + 1) + ".." +
-                  std::to_string(seq - 1) +
+              "events " + std::to_string(next) + ".." + std::to_string(to) +
                   " were acknowledged to the device but are missing here (restored database?); "
-                  "accepted, reconciling from a full snapshot");
+                  "the device confirmed they are gone; reconciling from a full snapshot");
   request_check_snapshot(device, "gap-");
+  device.resend_requested_mono_ms = 0;
+  if (event.seq != to + 1) request_resend(device);  // from its oldest held event on
   return true;
+}
+
+void AgentCore::State::request_resend(DeviceRec& device) {
+  int64_t now = clock.monotonic_ms();
+  if (device.resend_requested_mono_ms != 0 &&
+      now - device.resend_requested_mono_ms < options.resend_interval_ms) {
+    return;
+  }
+  device.resend_requested_mono_ms = now;
+  ++counters.resend_requests_total;
+  uint64_t from = device.last_processed_seq + 1;
+  log.info(detail::kLog, device.id + ": seq gap, asking it to resend from " + std::to_string(from));
+  (void)publish_command(device, proto::ResendRequest{device.id, from});
 }
 
 }  // namespace vend::agent

@@ -11,29 +11,36 @@ namespace vend::agent {
 using detail::DeviceRec;
 using detail::OrderRec;
 
-void AgentCore::State::on_dispense_result(DeviceRec& device, const proto::DispenseResult& r,
-                                          Changeset& changes) {
-  OrderRec* rec = find_order(r.order_id);
+Status AgentCore::State::on_dispense_result(DeviceRec& device, const proto::DispenseResult& r,
+                                            Changeset& changes) {
+  auto found = find_or_load_order(r.order_id);  // a settled order may have been evicted
+  if (!found.ok()) return found.error();        // unacknowledged: it comes again
+  OrderRec* rec = *found;
   std::string what = std::string(proto::to_string(r.status)) +
                      (r.reason.empty() ? "" : " (" + r.reason + ")") + " for order " + r.order_id;
   if (rec == nullptr || rec->order.device != device.id) {
-    log.info(detail::kLog, device.id + ": " + what + ": no such open order, ignored");
-    return;
+    log.info(detail::kLog, device.id + ": " + what + ": no such order, ignored");
+    return {};
   }
   if (rec->order.state != OrderState::kDispatched) {
     // A re-report of a settled order, or a late answer: never a second settlement.
-    bool contradicts =
-        r.status == proto::DispenseStatus::kDispensed && rec->order.state != OrderState::kCompleted;
-    log.log(contradicts ? LogLevel::kError : LogLevel::kInfo, detail::kLog,
-            device.id + ": " + what + " but the order is " + to_string(rec->order.state) +
-                ": no transition");
-    return;
+    if (r.status == proto::DispenseStatus::kDispensed &&
+        rec->order.state != OrderState::kCompleted) {
+      report_contradiction(device, *rec, what, changes);
+    } else {
+      log.info(detail::kLog, device.id + ": " + what + " but the order is " +
+                                 to_string(rec->order.state) + ": no transition");
+    }
+    return {};
   }
   if (r.token != rec->order.token || r.slot != rec->order.slot) {
     log.warn(detail::kLog, device.id + ": " + what + " names another token or slot: ignored");
-    return;
+    return {};
   }
-  if (r.status == proto::DispenseStatus::kRejected) return settle_rejected(*rec, r, changes);
+  if (r.status == proto::DispenseStatus::kRejected) {
+    settle_rejected(*rec, r, changes);
+    return {};
+  }
   if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
     counters.dispatch_latency_ms.push_back(
         static_cast<double>(clock.monotonic_ms() - rec->paid_mono_ms));
@@ -59,6 +66,23 @@ void AgentCore::State::on_dispense_result(DeviceRec& device, const proto::Dispen
     case proto::DispenseStatus::kRejected: break;
   }
   log.info(detail::kLog, device.id + ": " + what + " -> " + to_string(rec->order.state));
+  return {};
+}
+
+// An item left the machine for an order the cloud settled otherwise
+// (refunded, expired, cancelled, failed, under review): money and stock
+// disagree with what happened. Nothing is changed automatically — the order
+// keeps its state — but an operator must see it: an alert and a fault row.
+void AgentCore::State::report_contradiction(DeviceRec& device, const OrderRec& rec,
+                                            const std::string& what, Changeset& changes) {
+  ++counters.contradictions_total;
+  std::string message = what + " but the order is " + to_string(rec.order.state) +
+                        (rec.order.reason.empty() ? "" : " (" + rec.order.reason + ")") +
+                        ": an item left the machine for an order settled otherwise";
+  log.error(detail::kLog, device.id + ": " + message);
+  changes.insert_fault(StoredFault{device.id, "dispense_contradiction", message.substr(0, 512),
+                                   rec.order.slot, clock.wall_ms()});
+  raise_alert(device.id, rec.order.slot, "dispense_contradiction", "critical", message);
 }
 
 // REJECTED: the motor never ran for this command. Only "busy" is transient.

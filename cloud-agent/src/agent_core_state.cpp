@@ -54,7 +54,8 @@ AgentCore::State::State(Repository& repo_, StockStore& store_, Transport& transp
       random(random_),
       log(log_),
       options(options_),
-      wheel(clock_.wall_ms(), 10) {}
+      wheel(clock_.wall_ms(), 10),
+      reject_log(clock_, log_, RateLimitedLog::Options{options_.reject_log_interval_ms, 256}) {}
 
 // ---- start-up ----------------------------------------------------------------
 
@@ -363,6 +364,7 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   for (const auto& [id, dev] : devices) {
     if (dev.online) ++m.devices_online;
+    if (dev.clock_skew_ms) m.device_clock_skew_ms.emplace_back(id, *dev.clock_skew_ms);
     for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
   }
   m.storage_failed = storage_failed;

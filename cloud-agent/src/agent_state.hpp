@@ -27,6 +27,7 @@
 #include "vend/agent/repository.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/ops.hpp"
 #include "vend/protocol.hpp"
 
@@ -62,18 +63,22 @@ struct DeviceRec {
   bool online = false;
   std::string boot_id;  // the session that last said "online"
   int64_t last_seen_ms = 0;
-  uint64_t last_processed_seq = 0;  // applied in memory (its write may still be queued)
-  uint64_t committed_seq = 0;       // durable; what an ack may cover
-  std::deque<PendingAck> unacked;   // processed, commit not yet observed
-  bool ack_wanted = false;          // a duplicate asks for a re-ack
-  int64_t ack_due_mono_ms = 0;      // batched acks go out at or after this
-  int64_t check_requested_ms = 0;   // wall time of the last full snapshot request
-  int64_t gap_since_mono_ms = 0;    // a seq gap was first seen then; 0 = none
-  uint64_t reconcile_timer = 0;     // payload of the periodic snapshot request timer
-  uint64_t outbox_depth = 0;        // from its last snapshot
-  int64_t snapshot_at_ms = 0;       // wall time its last snapshot was processed
-  std::string last_verdict;         // of its last reconciliation
-  std::string last_report;          // JSON of that report ("" = none in memory)
+  uint64_t last_processed_seq = 0;       // applied in memory (its write may still be queued)
+  uint64_t committed_seq = 0;            // durable; what an ack may cover
+  std::deque<PendingAck> unacked;        // processed, commit not yet observed
+  bool ack_wanted = false;               // a duplicate asks for a re-ack
+  int64_t ack_due_mono_ms = 0;           // batched acks go out at or after this
+  int64_t check_requested_ms = 0;        // wall time of the last full snapshot request
+  int64_t resend_requested_mono_ms = 0;  // the last resend request; 0 = none pending
+  int64_t status_requested_mono_ms = 0;  // the last status_request; 0 = none
+  // Clock skew samples (monotonic time seen, ts_ms - wall now), newest last.
+  std::deque<std::pair<int64_t, int64_t>> skew_samples;
+  std::optional<int64_t> clock_skew_ms;  // max of skew_samples
+  uint64_t reconcile_timer = 0;          // payload of the periodic snapshot request timer
+  uint64_t outbox_depth = 0;             // from its last snapshot
+  int64_t snapshot_at_ms = 0;            // wall time its last snapshot was processed
+  std::string last_verdict;              // of its last reconciliation
+  std::string last_report;               // JSON of that report ("" = none in memory)
   int64_t ops_published_mono_ms = 0;
   std::map<int, SlotRec> slots;
 };
@@ -252,19 +257,37 @@ struct AgentCore::State {
   // ---- agent_core_events.cpp: MQTT in, acks out ----
   void on_message(const Message& message);
   void on_event(const std::string& topic_device, const std::string& payload);
-  void on_status(const std::string& topic_device, const std::string& payload);
-  void reject_message(const std::string& device, const std::string& why);
+  // `live`: not a retained copy (its ts_ms is then a clock sample).
+  void on_status(const std::string& topic_device, const std::string& payload, bool live);
+  // Counts a rejected message; logs it through `reject_log` keyed by
+  // (device, reason). `reason` is a short code, `detail` the full story.
+  void reject_message(const std::string& device, std::string_view reason,
+                      const std::string& detail);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
   Status apply_event(detail::DeviceRec& device, const proto::DeviceEvent& event,
                      const std::string& canonical, Changeset& changes);
+  // A status the core cannot use: rejected as reject_message does, and the
+  // device (if known) asked for its status again.
+  void reject_status(const std::string& device, std::string_view reason, const std::string& detail);
+  // A status_request command, at most once per status_request_interval_ms.
+  void request_status(detail::DeviceRec& device);
+  // A verified message stamped `device_ts_ms` by the device: a skew sample;
+  // raises or clears the clock_skew alert.
+  void observe_clock(detail::DeviceRec& device, int64_t device_ts_ms);
+  // tick(): after a connect, every device not online is asked once.
+  void probe_presence();
   void want_ack(detail::DeviceRec& device);
   // Tickets the due acks wait for (the caller waits outside the lock).
   std::vector<Ticket> due_ack_tickets();
   void flush_acks();
 
   // ---- agent_core_results.cpp: what devices report ----
-  void on_dispense_result(detail::DeviceRec& device, const proto::DispenseResult& result,
-                          Changeset& changes);
+  // An error (the order could not be read back) leaves the event unprocessed.
+  Status on_dispense_result(detail::DeviceRec& device, const proto::DispenseResult& result,
+                            Changeset& changes);
+  // DISPENSED for an order settled otherwise: alert, fault row, counter.
+  void report_contradiction(detail::DeviceRec& device, const detail::OrderRec& rec,
+                            const std::string& what, Changeset& changes);
   void settle_rejected(detail::OrderRec& rec, const proto::DispenseResult& result,
                        Changeset& changes);
   Status on_tokens(detail::DeviceRec& device, const proto::TokensMinted& minted,
@@ -308,8 +331,15 @@ struct AgentCore::State {
   void on_reconcile_timer(const std::string& device_id);
   Result<std::string> request_reconcile(const std::string& device_id);
   Result<std::string> reconcile_report(const std::string& device_id);
-  // An event beyond the next expected seq: true once the gap is accepted.
-  bool accept_seq_gap(detail::DeviceRec& device, uint64_t seq);
+  // An event beyond the next expected seq. True when it is the device's
+  // signed word (events_unavailable) that the missing events are gone: the
+  // seq then skips to its oldest held event (durably), the seq_gap alert is
+  // raised and a full snapshot requested. Otherwise asks for a resend and
+  // returns false (the event is dropped unacknowledged; it comes again).
+  bool skip_seq_gap(detail::DeviceRec& device, const proto::DeviceEvent& event);
+  // A resend command from the first missing seq, at most once per
+  // options.resend_interval_ms per device.
+  void request_resend(detail::DeviceRec& device);
 
   // ---- agent_core_ops.cpp: operator views on vend/v1/ops/... ----
   void publish_ops(const std::string& topic, const std::string& payload, int qos, bool retained);
@@ -379,6 +409,7 @@ struct AgentCore::State {
 
   std::mutex mu;  // the core lock
   bool started = false;
+  int64_t presence_probe_due_mono_ms = 0;  // 0 = none pending (set on connect)
   bool storage_failed = false;
   TimingWheel wheel;
   std::unordered_map<uint64_t, detail::TimerTarget> timers;  // wheel payload -> target
@@ -418,6 +449,8 @@ struct AgentCore::State {
   std::map<std::string, detail::RefundRec> refund_outbox;  // payment id -> PENDING refund
   std::array<int64_t, detail::kStateCount> state_counts{};
   AgentMetrics counters;  // the monotonic counters and latency samples
+  // Lines an outsider can trigger (rejected messages): bounded rate.
+  RateLimitedLog reject_log;
 };
 
 }  // namespace vend::agent

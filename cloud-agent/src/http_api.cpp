@@ -167,17 +167,45 @@ bool HttpApi::mqtt_connected() const {
   return options_.mqtt_connected && options_.mqtt_connected();
 }
 
+AgentHealth HttpApi::health() const {
+  AgentHealth h;
+  h.storage_failed = !core_.health().ok();
+  h.mqtt_connected = mqtt_connected();
+  h.mqtt_down_ms = options_.mqtt_down_ms ? options_.mqtt_down_ms() : 0;
+  h.broker_down = !h.mqtt_connected && h.mqtt_down_ms > options_.broker_down_grace_ms;
+  if (options_.inbound_fill) {
+    HttpApiOptions::InboundFill f = options_.inbound_fill();
+    h.inbound_messages = f.messages;
+    h.inbound_max_messages = f.max_messages;
+    h.inbound_saturated = (f.max_messages > 0 && f.messages * 10 >= f.max_messages * 9) ||
+                          (f.max_bytes > 0 && f.bytes * 10 >= f.max_bytes * 9);
+  }
+  return h;
+}
+
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
-  return HttpReply{200, metrics_.scrape(core_, mqtt_connected()),
+  return HttpReply{200, metrics_.scrape(core_, health()),
                    "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
   // 200 while degraded: the agent still sells through the database when the
   // stock store's breaker is open; "stock_store" says which path is in use.
-  http::Json body = {
-      {"status", "ok"}, {"mqtt_connected", mqtt_connected()}, {"stock_store", core_.store_state()}};
-  return HttpReply{200, body.dump()};
+  // 503 when it cannot do its job: nothing durable (storage), no devices
+  // (broker past the grace), or input it cannot keep up with.
+  AgentHealth h = health();
+  std::vector<std::string> reasons = h.reasons();
+  http::Json body = {{"status", reasons.empty() ? "ok" : "unavailable"},
+                     {"mqtt_connected", h.mqtt_connected},
+                     {"mqtt_down_ms", h.mqtt_down_ms},
+                     {"inbound_messages", h.inbound_messages},
+                     {"storage_failed", h.storage_failed},
+                     {"stock_store", core_.store_state()}};
+  if (!reasons.empty()) {
+    body["reasons"] = reasons;
+    body["reason"] = reasons.front();
+  }
+  return HttpReply{reasons.empty() ? 200 : 503, body.dump()};
 }
 
 }  // namespace vend::agent

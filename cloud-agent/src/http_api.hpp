@@ -5,7 +5,9 @@
 //   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
 //   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve
 //               (Authorization: Bearer <token>)
-//   anyone      GET /metrics, GET /healthz
+//   anyone      GET /metrics, GET /healthz (503 with the reasons when the
+//               repository fail-stopped, the broker is down past a grace or
+//               the inbound queue is saturated)
 //
 // Errors are {"error":{"code","message"}} with 400 bad_request, 401
 // unauthorized / bad_signature, 404 not_found / unknown_slot, 409 sold_out /
@@ -47,6 +49,16 @@ struct HttpApiOptions {
   // A notification signed further than this from the agent's clock is
   // refused (signature_expired); one seen before within it is a replay.
   int64_t payment_tolerance_s = 300;
+  // How long the broker connection has been down, ms (0 while up); may be
+  // empty (never down). Past broker_down_grace_ms /healthz answers 503.
+  std::function<int64_t()> mqtt_down_ms;
+  int64_t broker_down_grace_ms = 30'000;
+  // The inbound queue's fill; may be empty (never saturated). At >= 90% of
+  // either bound /healthz answers 503.
+  struct InboundFill {
+    size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
+  };
+  std::function<InboundFill()> inbound_fill;
 };
 
 // A handler's successful answer.
@@ -100,6 +112,7 @@ class HttpApi {
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;
+  AgentHealth health() const;
 
   // The notification's signature: valid, in the window, and not a replay.
   Status verify_notification(const httplib::Request& req, const std::string& order_id);

@@ -209,11 +209,14 @@ Json slot_json(const SlotView& s) {
 }
 
 Json device_json(const DeviceView& d) {
-  return {{"id", d.id},
-          {"online", d.online},
-          {"boot_id", d.boot_id},
-          {"last_seen_ms", d.last_seen_ms},
-          {"last_processed_seq", d.last_processed_seq}};
+  Json j = {{"id", d.id},
+            {"online", d.online},
+            {"boot_id", d.boot_id},
+            {"last_seen_ms", d.last_seen_ms},
+            {"last_processed_seq", d.last_processed_seq},
+            {"clock_skew_ms", nullptr}};
+  if (d.clock_skew_ms) j["clock_skew_ms"] = *d.clock_skew_ms;
+  return j;
 }
 
 std::string error_body(const std::string& code, const std::string& message) {

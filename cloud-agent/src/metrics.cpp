@@ -92,8 +92,16 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
   scalar(out, "vend_reconcile_tokens_removed_total", "counter",
          "Tokens the cloud held that a device no longer had, removed.", m.tokens_removed_total);
   scalar(out, "vend_device_seq_gaps_total", "counter",
-         "Event seq gaps accepted (events the cloud lost after acknowledging them).",
+         "Event seq gaps skipped on the device's word that it no longer holds them.",
          m.seq_gaps_total);
+  scalar(out, "vend_device_resend_requests_total", "counter",
+         "Resend commands sent to devices for a seq gap.", m.resend_requests_total);
+  scalar(out, "vend_dispense_contradictions_total", "counter",
+         "DISPENSED results for orders already settled otherwise (alert dispense_contradiction).",
+         m.contradictions_total);
+  scalar(out, "vend_device_status_requests_total", "counter",
+         "status_request commands sent (no trusted status of the device).",
+         m.status_requests_total);
   scalar(out, "vend_alerts_raised_total", "counter", "Alerts raised.", m.alerts_raised_total);
   scalar(out, "vend_refunds_pending", "gauge",
          "Refunds recorded and not yet confirmed by the payment gateway (the refund outbox).",
@@ -144,7 +152,34 @@ void Histogram::render(const std::string& name, std::string& out) const {
   out += name + "_count " + std::to_string(count_) + "\n";
 }
 
-std::string MetricsExporter::render(AgentMetrics m, bool mqtt_connected) {
+std::vector<std::string> AgentHealth::reasons() const {
+  std::vector<std::string> out;
+  if (storage_failed) out.emplace_back("storage_failed");
+  if (broker_down) out.emplace_back("broker_down");
+  if (inbound_saturated) out.emplace_back("inbound_saturated");
+  return out;
+}
+
+namespace {
+void render_health(const AgentHealth& h, std::string& out) {
+  scalar(out, "vend_healthy", "gauge", "1 when /healthz answers 200.", h.reasons().empty() ? 1 : 0);
+  scalar(out, "vend_storage_failed", "gauge",
+         "1 when the repository fail-stopped (restart to rebuild from the log).",
+         h.storage_failed ? 1 : 0);
+  scalar(out, "vend_mqtt_connected", "gauge", "1 when the agent's MQTT session is up.",
+         h.mqtt_connected ? 1 : 0);
+  scalar(out, "vend_mqtt_down_seconds", "gauge",
+         "How long the broker connection has been down (0 while up).", h.mqtt_down_ms / 1000);
+  scalar(out, "vend_broker_down", "gauge", "1 when the broker has been down past the grace.",
+         h.broker_down ? 1 : 0);
+  scalar(out, "vend_inbound_queue_messages", "gauge", "MQTT messages waiting for the core.",
+         static_cast<int64_t>(h.inbound_messages));
+  scalar(out, "vend_inbound_saturated", "gauge",
+         "1 when the inbound queue is at 90% of its bound or more.", h.inbound_saturated ? 1 : 0);
+}
+}  // namespace
+
+std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
   std::string out;
   out.reserve(4096);
   render_orders(m, out);
@@ -163,8 +198,12 @@ std::string MetricsExporter::render(AgentMetrics m, bool mqtt_connected) {
          "Device events received again and ignored.", m.duplicate_events_total);
   scalar(out, "vend_stock_items", "gauge", "Sale tokens in all pools.", m.stock_total);
   scalar(out, "vend_devices_online", "gauge", "Devices online.", m.devices_online);
-  scalar(out, "vend_mqtt_connected", "gauge", "1 when the agent's MQTT session is up.",
-         mqtt_connected ? 1 : 0);
+  render_health(health, out);
+  header(out, "vend_device_clock_skew_ms", "gauge",
+         "Device clock minus agent clock, ms (largest recent sample of event ts_ms - now).");
+  for (const auto& [device, skew] : m.device_clock_skew_ms) {
+    out += "vend_device_clock_skew_ms{device=\"" + device + "\"} " + std::to_string(skew) + "\n";
+  }
 
   const char* latency = "vend_dispatch_latency_seconds";
   header(out, latency, "histogram", "Time from payment to the device's dispense result.");
@@ -174,9 +213,9 @@ std::string MetricsExporter::render(AgentMetrics m, bool mqtt_connected) {
   return out;
 }
 
-std::string MetricsExporter::scrape(AgentCore& core, bool mqtt_connected) {
+std::string MetricsExporter::scrape(AgentCore& core, const AgentHealth& health) {
   std::lock_guard lock(scrape_mu_);
-  return render(core.take_metrics(), mqtt_connected);
+  return render(core.take_metrics(), health);
 }
 
 }  // namespace vend::agent

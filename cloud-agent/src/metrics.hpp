@@ -34,14 +34,28 @@ class Histogram {
   double sum_ = 0;
 };
 
+// The agent's health as /healthz judges it and /metrics shows it: the
+// core's storage, the broker connection, the inbound queue.
+struct AgentHealth {
+  bool storage_failed = false;  // the repository fail-stopped (AgentCore::health)
+  bool mqtt_connected = false;
+  int64_t mqtt_down_ms = 0;         // how long the broker has been down; 0 while up
+  bool broker_down = false;         // down longer than the grace
+  size_t inbound_messages = 0;      // waiting in the inbound queue
+  size_t inbound_max_messages = 0;  // its bound (0: unknown)
+  bool inbound_saturated = false;   // at >= 90% of its message or byte bound
+  // "storage_failed", "broker_down", "inbound_saturated": why it is not ok.
+  std::vector<std::string> reasons() const;
+};
+
 // Thread-safe: render() may run on many HTTP threads at once.
 class MetricsExporter {
  public:
-  // Renders `metrics`, folding its latency samples into the histogram.
-  std::string render(AgentMetrics metrics, bool mqtt_connected);
+  // Renders `metrics` and `health`, folding latency samples into the histogram.
+  std::string render(AgentMetrics metrics, const AgentHealth& health);
   // take_metrics() and render() under one lock, so concurrent scrapes never
   // publish a histogram that misses samples another scrape already took.
-  std::string scrape(AgentCore& core, bool mqtt_connected);
+  std::string scrape(AgentCore& core, const AgentHealth& health);
 
  private:
   std::mutex scrape_mu_;     // serialises scrape(); taken before histogram_mu_

@@ -87,6 +87,9 @@ class AgentProcess {
   std::unique_ptr<httplib::Server> server_;
   std::thread http_thread_;
   std::atomic<bool> http_running_{false};
+  // Monotonic ms since which the broker connection is down (for /healthz);
+  // set at start, cleared on connect, set again on a loss.
+  std::atomic<int64_t> mqtt_down_since_ms_{0};
   std::unique_ptr<PeriodicTicker> ticker_;
   std::unique_ptr<ConnectRetry> connector_;
   std::unique_ptr<RefundSender> refunds_;
@@ -126,6 +129,7 @@ void AgentProcess::open_transport() {
 // id) could take the running agent's session over.
 Status AgentProcess::start(std::ostream& out) {
   if (Status s = open_storage(); !s.ok()) return s;
+  mqtt_down_since_ms_ = clock_.monotonic_ms();  // down until the first connect
   open_transport();
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
@@ -133,6 +137,8 @@ Status AgentProcess::start(std::ostream& out) {
   ao.dispatch_review_ms = options_.review_after_s * 1000;
   ao.refund_max_attempts = static_cast<int>(options_.refund_max_attempts);
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
+  ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
+  ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
   core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
@@ -155,6 +161,17 @@ Result<int> AgentProcess::bind_http() {
   ho.gateway_secret = secrets_.gateway_secret;
   PahoTransport* transport = transport_.get();
   ho.mqtt_connected = [transport] { return transport->connected(); };
+  ho.mqtt_down_ms = [this, transport]() -> int64_t {
+    if (transport->connected()) return 0;
+    return clock_.monotonic_ms() - mqtt_down_since_ms_.load();
+  };
+  ho.broker_down_grace_ms = options_.broker_down_grace_s * 1000;
+  ho.inbound_fill = [this] {
+    InboundPump* pump = pump_.get();  // set before MQTT starts; read-only afterwards
+    if (pump == nullptr) return HttpApiOptions::InboundFill{};
+    InboundPump::Fill f = pump->fill();
+    return HttpApiOptions::InboundFill{f.messages, f.max_messages, f.bytes, f.max_bytes};
+  };
   ho.payment_tolerance_s = options_.payment_tolerance_s;
   api_ = std::make_unique<HttpApi>(*core_, ho, clock_, log_);
   server_ = std::make_unique<httplib::Server>();
@@ -184,7 +201,10 @@ Status AgentProcess::start_mqtt() {
       [&core](bool up) { core.on_connection(up); }, log_);
   InboundPump& pump = *pump_;
   transport_->on_message([&pump](const Message& m) { pump.push_message(m); });
-  transport_->on_connection([&pump](bool up) { pump.push_connection(up); });
+  transport_->on_connection([this, &pump](bool up) {
+    mqtt_down_since_ms_ = up ? 0 : clock_.monotonic_ms();
+    pump.push_connection(up);
+  });
   // Remembered while disconnected; sent (and restored) at every connect.
   for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
     if (Status s = transport_->subscribe(filter, 1); !s.ok()) return s;

@@ -50,6 +50,11 @@ void InboundPump::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+InboundPump::Fill InboundPump::fill() const {
+  std::lock_guard lock(mu_);
+  return Fill{messages_, limits_.max_messages, bytes_, limits_.max_bytes};
+}
+
 uint64_t InboundPump::dropped() const {
   std::lock_guard lock(mu_);
   return dropped_;

@@ -58,6 +58,11 @@ class InboundPump {
   void stop();
 
   uint64_t dropped() const;
+  // What waits now, and the bounds.
+  struct Fill {
+    size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
+  };
+  Fill fill() const;
 
  private:
   using Item = std::variant<Message, bool>;

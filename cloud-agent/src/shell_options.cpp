@@ -127,6 +127,12 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::review_after_s, "--review-after-s", 60, 30 * 86400)},
       {"--reconcile-interval-s",
        set_int(&ShellOptions::reconcile_interval_s, "--reconcile-interval-s", 0, 86400)},
+      {"--broker-down-grace-s",
+       set_int(&ShellOptions::broker_down_grace_s, "--broker-down-grace-s", 0, 86400)},
+      {"--clock-skew-alert-ms",
+       set_int(&ShellOptions::clock_skew_alert_ms, "--clock-skew-alert-ms", 0, 3'600'000)},
+      {"--reject-log-interval-s",
+       set_int(&ShellOptions::reject_log_interval_s, "--reject-log-interval-s", 0, 86400)},
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
       {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
@@ -338,6 +344,12 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 goes to NEEDS_REVIEW for an operator (1800; 60..2592000)
   --reconcile-interval-s N      ask every device for a snapshot every N s, staggered
                                 (600; 0 = only device-sent and on-demand snapshots)
+  --broker-down-grace-s N       /healthz answers 503 once the broker has been down
+                                N s (30)
+  --clock-skew-alert-ms N       alert when a device's clock is off by more than N ms
+                                (2000; below the 5 s command expiry tolerance; 0 = off)
+  --reject-log-interval-s N     log a rejected device message once per device and
+                                reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)
   --http-threads N              HTTP worker threads (8; 1..256)
   --log-level debug|info|warn|error  (info)

@@ -41,6 +41,9 @@ struct ShellOptions {
   std::string refund_url;  // empty: refunds are recorded, not delivered
   int64_t refund_max_attempts = 20;
   int64_t reconcile_interval_s = 600;  // 0: no periodic snapshot requests
+  int64_t reject_log_interval_s = 60;  // 0: log every rejected message
+  int64_t broker_down_grace_s = 30;    // /healthz 503 once the broker is down this long
+  int64_t clock_skew_alert_ms = 2000;  // clock_skew alert beyond this device clock skew
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;

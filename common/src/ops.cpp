@@ -215,6 +215,7 @@ DeviceStatus read_device(Json& /*root*/, FieldReader& r) {
   m.last_verdict = r.text("last_verdict");
   m.slots = read_objects<SlotStatus>(r, "slots", read_slot_status);
   m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  if (r.has("clock_skew_ms")) m.clock_skew_ms = r.int64_in("clock_skew_ms", -kInt64Max, kInt64Max);
   return m;
 }
 
@@ -313,6 +314,7 @@ std::string encode(const DeviceStatus& m) {
   j["slots"] = Json::array();
   for (const SlotStatus& s : m.slots) j["slots"].push_back(to_json(s));
   j["ts_ms"] = m.ts_ms;
+  if (m.clock_skew_ms) j["clock_skew_ms"] = *m.clock_skew_ms;
   return dump(j);
 }
 

@@ -72,6 +72,18 @@ void add_fields(Json& j, const Ack& c) {
   j["upto_seq"] = c.upto_seq;
 }
 
+void add_fields(Json& j, const ResendRequest& c) {
+  j["device"] = c.device;
+  j["from_seq"] = c.from_seq;
+}
+
+void add_fields(Json& j, const StatusRequest& c) { j["device"] = c.device; }
+
+void add_fields(Json& j, const EventsUnavailable& e) {
+  j["from_seq"] = e.from_seq;
+  j["oldest_seq"] = e.oldest_seq;
+}
+
 void add_fields(Json& j, const DispenseResult& r) {
   j["order_id"] = r.order_id;
   j["slot"] = r.slot;
@@ -178,6 +190,8 @@ const char* type_name(const Command& command) {
                         [](const RestockCommand&) { return "restock"; },
                         [](const SnapshotRequest&) { return "snapshot_request"; },
                         [](const Ack&) { return "ack"; },
+                        [](const ResendRequest&) { return "resend"; },
+                        [](const StatusRequest&) { return "status_request"; },
                     },
                     command);
 }
@@ -188,6 +202,7 @@ const char* type_name(const EventBody& body) {
                         [](const TokensMinted&) { return "tokens"; },
                         [](const Snapshot&) { return "snapshot"; },
                         [](const Fault&) { return "fault"; },
+                        [](const EventsUnavailable&) { return "events_unavailable"; },
                     },
                     body);
 }

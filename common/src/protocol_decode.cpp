@@ -65,6 +65,29 @@ Command read_ack(FieldReader& r) {
   return c;
 }
 
+Command read_resend(FieldReader& r) {
+  ResendRequest c;
+  c.device = r.id("device");
+  c.from_seq = r.uint64_in("from_seq", 1);
+  return c;
+}
+
+Command read_status_request(FieldReader& r) {
+  StatusRequest c;
+  c.device = r.id("device");
+  return c;
+}
+
+EventBody read_events_unavailable(FieldReader& r) {
+  EventsUnavailable e;
+  e.from_seq = r.uint64_in("from_seq", 1);
+  e.oldest_seq = r.uint64_in("oldest_seq", 1);
+  if (!r.failed() && e.oldest_seq <= e.from_seq) {
+    r.out_of_range("oldest_seq", "must be greater than from_seq");
+  }
+  return e;
+}
+
 EventBody read_dispense_result(FieldReader& r) {
   DispenseResult e;
   e.order_id = r.id("order_id");
@@ -157,6 +180,9 @@ constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_i
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
 constexpr std::array<std::string_view, 2> kAckFields = {"device", "upto_seq"};
+constexpr std::array<std::string_view, 2> kResendFields = {"device", "from_seq"};
+constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
+constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};
 constexpr std::array<std::string_view, 6> kDispenseResultFields = {
     "order_id", "slot", "token", "status", "reason", "token_consumed"};
 constexpr std::array<std::string_view, 4> kTokensFields = {"restock_id", "slot", "tokens",
@@ -165,18 +191,21 @@ constexpr std::array<std::string_view, 3> kSnapshotFields = {"request_id", "slot
 constexpr std::array<std::string_view, 3> kFaultFields = {"code", "message", "slot"};
 constexpr std::array<std::string_view, 4> kStatusFields = {"device", "boot_id", "state", "ts_ms"};
 
-constexpr std::array<MessageType<Command>, 4> kCommandTypes = {{
+constexpr std::array<MessageType<Command>, 6> kCommandTypes = {{
     {"dispense", kDispenseFields, read_dispense},
     {"restock", kRestockFields, read_restock},
     {"snapshot_request", kSnapshotRequestFields, read_snapshot_request},
     {"ack", kAckFields, read_ack},
+    {"resend", kResendFields, read_resend},
+    {"status_request", kStatusRequestFields, read_status_request},
 }};
 
-constexpr std::array<MessageType<EventBody>, 4> kEventTypes = {{
+constexpr std::array<MessageType<EventBody>, 5> kEventTypes = {{
     {"dispense_result", kDispenseResultFields, read_dispense_result},
     {"tokens", kTokensFields, read_tokens},
     {"snapshot", kSnapshotFields, read_snapshot},
     {"fault", kFaultFields, read_fault},
+    {"events_unavailable", kEventsUnavailableFields, read_events_unavailable},
 }};
 
 // ---- Decoding -------------------------------------------------------------

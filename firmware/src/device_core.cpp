@@ -32,7 +32,8 @@ DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Cloc
       clock_(clock),
       random_(random),
       log_(log),
-      options_(options) {}
+      options_(options),
+      refusal_log_(clock, log, RateLimitedLog::Options{kRefusalLogIntervalMs, 64}) {}
 
 Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_ms) {
   proto::PresenceStatus status{identity.device_id, identity.boot_id, online, now_ms};
@@ -116,6 +117,8 @@ CommandOutcome DeviceCore::on_command(std::string_view payload) {
   if (auto* c = std::get_if<proto::DispenseCommand>(&command)) return handle_dispense(*c);
   if (auto* c = std::get_if<proto::RestockCommand>(&command)) return handle_restock(*c);
   if (auto* c = std::get_if<proto::SnapshotRequest>(&command)) return handle_snapshot(*c);
+  if (auto* c = std::get_if<proto::ResendRequest>(&command)) return handle_resend(*c);
+  if (std::holds_alternative<proto::StatusRequest>(command)) return handle_status_request();
   return handle_ack(std::get<proto::Ack>(command));
 }
 
@@ -124,8 +127,10 @@ CommandOutcome DeviceCore::refuse(const std::string& type, const std::string& re
   ++stats_.refused;
   ++refused_unreported_;
   last_refusal_ = reason + ": " + detail;
-  log_.warn(kLog, "refused " + (type.empty() ? std::string("command") : type) + " (" + reason +
-                      "): " + detail);
+  // Anyone on the broker can send these: counted always, logged at a bounded rate.
+  refusal_log_.log(
+      LogLevel::kWarn, kLog, type.empty() ? "command" : type, reason,
+      "refused " + (type.empty() ? std::string("command") : type) + " (" + reason + "): " + detail);
   return CommandOutcome{type, "refused", reason};
 }
 

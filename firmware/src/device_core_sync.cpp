@@ -32,12 +32,57 @@ void DeviceCore::maybe_republish_presence() {
   }
 }
 
+CommandOutcome DeviceCore::handle_status_request() {
+  int64_t now = clock_.monotonic_ms();
+  if (status_answered_ms_ >= 0 && now - status_answered_ms_ < 1000) {
+    return CommandOutcome{"status_request", "duplicate", ""};
+  }
+  if (auto s = transport_.publish(presence(identity(), true, clock_.wall_ms())); !s.ok()) {
+    return CommandOutcome{"status_request", "ignored", s.error().to_string()};
+  }
+  status_answered_ms_ = now;
+  last_presence_ms_ = now;
+  return CommandOutcome{"status_request", "done", ""};
+}
+
 CommandOutcome DeviceCore::handle_ack(const proto::Ack& ack) {
   auto dropped = ledger_.acknowledge(ack.upto_seq);
   if (!dropped.ok()) return refuse("ack", "bad_ack", dropped.error().message);
   acked_ = std::max(acked_, ack.upto_seq);
   sent_upto_ = std::max(sent_upto_, ack.upto_seq);
   return CommandOutcome{"ack", "done", std::to_string(*dropped)};
+}
+
+Result<uint64_t> DeviceCore::oldest_held_seq() {
+  auto rows = ledger_.outbox_after(acked_, 1);
+  if (!rows.ok()) return rows.error();
+  if (!rows->empty()) return rows->front().seq;
+  auto last = ledger_.last_seq();
+  if (!last.ok()) return last.error();
+  return *last + 1;
+}
+
+CommandOutcome DeviceCore::handle_resend(const proto::ResendRequest& request) {
+  const std::string from = std::to_string(request.from_seq);
+  if (request.from_seq > acked_) {  // still held: publish again from there (the cloud dedups)
+    sent_upto_ = std::min(sent_upto_, request.from_seq - 1);
+    outbox_dirty_ = true;
+    return CommandOutcome{"resend", "done", from};
+  }
+  sent_upto_ = acked_;  // everything held goes out again, oldest first
+  outbox_dirty_ = true;
+  if (unavailable_reported_at_ == acked_) return CommandOutcome{"resend", "duplicate", from};
+  if (outbox_full()) return refuse("resend", "outbox_full", from);
+  auto oldest = oldest_held_seq();
+  if (!oldest.ok()) return refuse("resend", "storage", oldest.error().to_string());
+  proto::EventsUnavailable gone{request.from_seq, *oldest};
+  if (auto seq = ledger_.append_event(gone, clock_.wall_ms()); !seq.ok()) {
+    return refuse("resend", "storage", seq.error().to_string());
+  }
+  unavailable_reported_at_ = acked_;
+  log_.warn(kLog, "cloud asked for events from " + from + ", acknowledged earlier; oldest held " +
+                      std::to_string(*oldest));
+  return CommandOutcome{"resend", "done", "unavailable"};
 }
 
 CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request) {
@@ -85,6 +130,7 @@ void DeviceCore::check_outbox_pressure() {
 }
 
 void DeviceCore::report_refusals() {
+  refusal_log_.flush();
   if (refused_unreported_ == 0) return;
   int64_t now = clock_.monotonic_ms();
   if (last_refusal_report_ms_ != 0 && now - last_refusal_report_ms_ < kRefusalReportMs) return;

@@ -10,6 +10,7 @@
 #include <future>
 
 #include "agent_rig.hpp"
+#include "metrics.hpp"
 
 using namespace vend;
 using namespace vend::agent;
@@ -675,4 +676,147 @@ TEST_CASE("two devices: pools, seqs and acks are per device") {
   auto listed = rig.core->list_orders(std::nullopt, 0);
   REQUIRE(listed.ok());
   CHECK(listed->size() == 2);
+}
+
+TEST_CASE("60,000 junk messages on a device's event topic: all counted, few lines logged") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  auto attacker = rig.bus.make_client("attacker");
+  REQUIRE(attacker->connect().ok());
+  size_t lines_before = rig.log.records().size();
+  int64_t rejected_before = rig.core->take_metrics().events_rejected_total;
+  constexpr int kJunk = 60'000;
+  for (int i = 0; i < kJunk; ++i) {
+    // Three reasons: not JSON, bad MAC-shaped junk, an unknown type.
+    std::string payload = i % 3 == 0   ? "junk " + std::to_string(i)
+                          : i % 3 == 1 ? R"({"v":1,"type":"nope"})"
+                                       : "{}";
+    rig.core->on_message(Message{topics::device_evt("vm-1"), payload, 1, false});
+    if (i % 1000 == 0) rig.clock.advance(100);  // 6 s in all: inside one interval
+  }
+  CHECK(rig.core->take_metrics().events_rejected_total - rejected_before == kJunk);
+  size_t lines = rig.log.records().size() - lines_before;
+  CHECK(lines <= 10);
+  CHECK(lines >= 1);
+  // The interval ends: the suppressed counts are logged, once per reason.
+  rig.run_for(61'000);
+  CHECK(rig.log.contains("similar line(s) (vm-1, bad_json) suppressed", LogLevel::kWarn));
+  CHECK(rig.log.records().size() - lines_before <= 20);
+}
+
+namespace {
+void publish_retained_status(AgentRig& rig, const std::string& payload) {
+  auto attacker = rig.bus.make_client("attacker-status");
+  REQUIRE(attacker->connect().ok());
+  REQUIRE(attacker->publish(Message{topics::device_status("vm-1"), payload, 1, true}).ok());
+  rig.bus.deliver_all();
+}
+}  // namespace
+
+TEST_CASE("a forged retained offline, then an agent restart: the device is sellable at once") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 2);
+  rig.crash_agent();
+  proto::PresenceStatus offline{"vm-1", dev.boot_id, false, rig.clock.wall_ms()};
+  crypto::Key wrong = crypto::Key::generate();
+  publish_retained_status(
+      rig, proto::encode(offline, crypto::sign(wrong, proto::encode_canonical(offline))));
+  rig.start_agent();
+  rig.bus.deliver_all();
+  // The retained forgery is rejected; the device is asked for its own status.
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
+  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  CHECK(rig.core->take_metrics().status_requests_total >= 1);
+}
+
+TEST_CASE("junk over the retained status, then a restart: the device re-announces at once") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  rig.crash_agent();
+  publish_retained_status(rig, "junk");
+  rig.start_agent();
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
+}
+
+TEST_CASE("no retained status at all after a restart: the device is asked after the probe delay") {
+  AgentRig rig;
+  stocked_device(rig, 1);
+  rig.crash_agent();
+  // An empty retained message deletes the retained one; the agent's queued
+  // copy is lost too, so nothing at all arrives.
+  rig.bus.set_filter([](const InMemoryBus::Envelope& e) {
+    return e.message.payload.empty() ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
+  });
+  publish_retained_status(rig, "");
+  REQUIRE_FALSE(rig.bus.retained(topics::device_status("vm-1")).has_value());
+  rig.start_agent();
+  rig.run_for(100);
+  CHECK_FALSE(rig.online("vm-1"));
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 4000));
+}
+
+TEST_CASE("a replayed genuine offline will of the live session is corrected at once") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 1);
+  Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
+  publish_retained_status(rig, will.payload);
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
+  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+}
+
+namespace {
+// A well-signed event of the device with the next seq, stamped `ts_ms` by
+// "its clock".
+void send_stamped_event(AgentRig& rig, DeviceSim& dev, int64_t ts_ms) {
+  auto view = rig.core->devices().front();
+  proto::DeviceEvent e{"vm-1", view.last_processed_seq + 1, dev.boot_id, ts_ms,
+                       proto::Fault{"note", "stamped", 0}};
+  rig.core->on_message(Message{topics::device_evt("vm-1"),
+                               proto::encode(e, crypto::sign(dev.key, proto::encode_canonical(e))),
+                               1, false});
+}
+
+bool skew_alert_active(AgentRig& rig) {
+  for (const auto& [code, n] : rig.core->take_metrics().alerts_active) {
+    if (code == "clock_skew") return n > 0;
+  }
+  return false;
+}
+}  // namespace
+
+TEST_CASE("device clock skew: measured from its events, alerted, shown, cleared") {
+  AgentRig rig;
+  DeviceSim& dev = stocked_device(rig, 1);
+  REQUIRE(rig.core->devices().front().clock_skew_ms.has_value());
+  CHECK(*rig.core->devices().front().clock_skew_ms <= 0);  // same clock, minus delivery delay
+  CHECK_FALSE(skew_alert_active(rig));
+
+  // The device's clock runs 3 s ahead; deliveries take 0..500 ms.
+  int64_t now = rig.clock.wall_ms();
+  send_stamped_event(rig, dev, now + 3000 - 500);
+  send_stamped_event(rig, dev, now + 3000);
+  send_stamped_event(rig, dev, now + 3000 - 200);
+  send_stamped_event(rig, dev, now - 3'600'000);  // an hour-old event from its outbox
+  CHECK(rig.core->devices().front().clock_skew_ms == 3000);
+  CHECK(skew_alert_active(rig));
+  AgentMetrics m = rig.core->take_metrics();
+  std::string text = MetricsExporter().render(m, AgentHealth{});
+  CHECK(text.find("vend_device_clock_skew_ms{device=\"vm-1\"} 3000\n") != std::string::npos);
+  CHECK(rig.log.contains("ALERT clock_skew vm-1", LogLevel::kWarn));
+  CHECK(rig.log.contains("device clock ahead by about 2500 ms"));  // when first beyond 2 s
+  auto view = rig.core->devices().front();
+  CHECK(view.clock_skew_ms == 3000);
+
+  // Fixed (NTP): once the old samples leave the window the alert clears.
+  rig.clock.advance(11 * 60 * 1000);
+  send_stamped_event(rig, dev, rig.clock.wall_ms() + 100);
+  CHECK(rig.core->devices().front().clock_skew_ms == 100);
+  CHECK_FALSE(skew_alert_active(rig));
+
+  // Behind counts too.
+  rig.clock.advance(11 * 60 * 1000);
+  send_stamped_event(rig, dev, rig.clock.wall_ms() - 4000);
+  CHECK(rig.core->devices().front().clock_skew_ms == -4000);
+  CHECK(skew_alert_active(rig));
+  CHECK(rig.log.contains("device clock behind by about 4000 ms"));
 }

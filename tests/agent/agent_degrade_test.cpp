@@ -156,7 +156,9 @@ TEST_CASE("store down: sales go through the database, never past the pool; then 
   CHECK(m.reservations_total == 5);
   CHECK(m.store_errors_total == 3);
   CHECK(m.store_breaker_opened_total == 1);
-  std::string text = MetricsExporter().render(m, true);
+  AgentHealth health;
+  health.mqtt_connected = true;
+  std::string text = MetricsExporter().render(m, health);
   CHECK(has_line(text, "vend_store_breaker_state{state=\"open\"} 1"));
   CHECK(has_line(text, "vend_store_breaker_state{state=\"closed\"} 0"));
   CHECK(has_line(text, "vend_store_breaker_transitions_total{to=\"open\"} 1"));

@@ -235,6 +235,36 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   CHECK(device_daemon.wait(10s) == 0);
 }
 
+// /healthz tells the truth about the broker: 503 broker_down once it has
+// been unreachable past --broker-down-grace-s, 200 again after it returns.
+TEST_CASE("vend-agent /healthz: 503 broker_down past the grace, 200 once the broker is back") {
+  test::TempDir dir;
+  test::MosquittoServer broker;
+  int http_port = test::free_port();
+  std::string http = "127.0.0.1:" + std::to_string(http_port);
+  test::Child agent(
+      {test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(), "--db",
+       dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
+       "--gateway-secret-file", dir.file("gateway.secret"), "--broker-down-grace-s", "1"},
+      dir.file("agent.log"));
+  auto agent_log = [&] { return test::read_file(dir.file("agent.log")); };
+  Api api(http_port);
+  auto status_is = [&](int want) {
+    httplib::Client c("127.0.0.1", http_port);
+    auto r = c.Get("/healthz");
+    return r && r->status == want;
+  };
+  REQUIRE_MESSAGE(eventually([&] { return status_is(200); }, 10s), agent_log());
+  REQUIRE(eventually([&] { return api.get("/healthz")["mqtt_connected"] == true; }, 10s));
+  broker.stop();
+  REQUIRE_MESSAGE(eventually([&] { return status_is(503); }, 10s), agent_log());
+  Json down = api.get("/healthz", 503);
+  CHECK(down["reason"] == "broker_down");
+  CHECK(down["mqtt_down_ms"].get<int64_t>() > 1000);
+  broker.start();
+  CHECK_MESSAGE(eventually([&] { return status_is(200); }, 40s), agent_log());
+}
+
 TEST_CASE("vend-agent refuses bad options (2) and starting without secrets (2)") {
   test::TempDir dir;
   std::string agent = test::binary_path("cloud-agent/vend-agent");

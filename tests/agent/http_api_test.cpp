@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,7 @@
 #include "vend/crypto.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/protocol.hpp"
+#include "vend/sqlite.hpp"
 #include "vend/topics.hpp"
 #include "vend/webhook.hpp"
 
@@ -81,6 +83,12 @@ class LockedTransport final : public Transport {
 // An agent core behind a real HTTP server on an ephemeral loopback port.
 class Agent {
  public:
+  // What the shell would report; a test may change them.
+  struct ShellState {
+    std::atomic<int64_t> mqtt_down_ms{0};
+    std::atomic<size_t> inbound_messages{0};
+  };
+
   Agent() : transport_(bus_) {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
     REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
@@ -88,7 +96,15 @@ class Agent {
     core_ = std::make_unique<AgentCore>(*repo_, store_, transport_, clock_, random_, log_);
     REQUIRE(core_->start().ok());
     REQUIRE(transport_.connect().ok());
-    HttpApiOptions options{kToken, kSecret, 16 * 1024, [this] { return transport_.connected(); }};
+    HttpApiOptions options;
+    options.operator_token = kToken;
+    options.gateway_secret = kSecret;
+    options.mqtt_connected = [this] { return transport_.connected(); };
+    options.mqtt_down_ms = [this] { return shell.mqtt_down_ms.load(); };
+    options.broker_down_grace_ms = 30'000;
+    options.inbound_fill = [this] {
+      return HttpApiOptions::InboundFill{shell.inbound_messages.load(), 10'000, 0, 1 << 26};
+    };
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
     configure_server(server_, HttpServerLimits{});
     api_->install(server_);
@@ -111,6 +127,10 @@ class Agent {
   }
   AgentCore& core() { return *core_; }
   int port() const { return port_; }
+  std::string db_path() const { return dir_.file("agent.db"); }
+  Repository& repo() { return *repo_; }
+  void disconnect_broker() { transport_.disconnect(); }
+  ShellState shell;
 
  private:
   test::TempDir dir_;
@@ -584,6 +604,81 @@ TEST_CASE("metrics: Prometheus text format, healthz") {
   CHECK(health["status"] == "ok");
   CHECK(health["mqtt_connected"] == true);
   CHECK(health["stock_store"] == "closed");
+  CHECK(values["vend_healthy"] == "1");
+  CHECK(values["vend_storage_failed"] == "0");
+  CHECK(values["vend_broker_down"] == "0");
+  CHECK(values["vend_inbound_saturated"] == "0");
+}
+
+// The value of one sample in a /metrics scrape ("" if absent).
+std::string metric(Agent& agent, const std::string& name) {
+  auto r = agent.client().Get("/metrics");
+  REQUIRE(r);
+  std::istringstream lines(r->body);
+  for (std::string line; std::getline(lines, line);) {
+    auto sample = parse_sample(line);
+    if (sample && sample->first == name) return sample->second;
+  }
+  return "";
+}
+
+TEST_CASE("healthz: 503 with a reason once the broker is down past the grace") {
+  Agent agent;
+  agent.disconnect_broker();
+  agent.shell.mqtt_down_ms = 29'000;  // within the grace: degraded, still 200
+  auto r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(body_of(r)["mqtt_connected"] == false);
+  agent.shell.mqtt_down_ms = 31'000;
+  r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  Json body = body_of(r);
+  CHECK(body["status"] == "unavailable");
+  CHECK(body["reason"] == "broker_down");
+  CHECK(body["mqtt_down_ms"] == 31'000);
+  CHECK(metric(agent, "vend_broker_down") == "1");
+  CHECK(metric(agent, "vend_mqtt_down_seconds") == "31");
+  CHECK(metric(agent, "vend_healthy") == "0");
+}
+
+TEST_CASE("healthz: 503 inbound_saturated at 90% of the inbound queue") {
+  Agent agent;
+  agent.shell.inbound_messages = 8'999;
+  CHECK(agent.client().Get("/healthz")->status == 200);
+  agent.shell.inbound_messages = 9'000;
+  auto r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(body_of(r)["reasons"] == Json::array({"inbound_saturated"}));
+  CHECK(metric(agent, "vend_inbound_saturated") == "1");
+  CHECK(metric(agent, "vend_inbound_queue_messages") == "9000");
+}
+
+TEST_CASE("healthz: 503 storage_failed once the repository fail-stopped") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
+  REQUIRE(created->status == 201);
+  std::string id = Json::parse(created->body)["id"];
+  {
+    // Someone changes the log behind the core's back: the next write fails.
+    agent.repo().flush();
+    auto db = sql::Database::open(agent.db_path());
+    REQUIRE(db.ok());
+    REQUIRE(db->exec("UPDATE orders SET state = 'CANCELLED' WHERE id = '" + id + "'").ok());
+  }
+  REQUIRE(agent.core().cancel(id).ok());
+  agent.repo().flush();
+  REQUIRE_FALSE(agent.core().health().ok());
+  auto r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(body_of(r)["reason"] == "storage_failed");
+  CHECK(body_of(r)["storage_failed"] == true);
+  CHECK(metric(agent, "vend_storage_failed") == "1");
 }
 
 // Pins down a ~40 ms stall per request (docs/benchmarks.md #2): httplib

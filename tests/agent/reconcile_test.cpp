@@ -25,7 +25,7 @@ const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}, {2, "water", 90, 5}}
 
 AgentOptions reconcile_options() {
   AgentOptions o = rig_test::test_agent_options();
-  o.seq_gap_grace_ms = 3000;
+  o.resend_interval_ms = 500;
   o.reconcile_interval_ms = 0;  // only the requests a test makes
   return o;
 }
@@ -272,7 +272,68 @@ TEST_CASE("a dispatch in flight explains a digest difference") {
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
 }
 
-TEST_CASE("a restored database: the device is ahead; the gap is accepted and repaired") {
+// The bug this pins: a gap was accepted after a grace, and the ack past it
+// made the device delete events the agent never saw.
+TEST_CASE("a seq gap the device can fill is resent, never acknowledged past") {
+  AgentRig rig(reconcile_options());
+  fw::CoreOptions slow = rig_test::test_device_options();
+  slow.retransmit_ms = 600'000;  // only the agent's resend request can fill the gap
+  DeviceSim& dev = rig.add_device("vm-1", kSlots, slow);
+  REQUIRE(rig.online("vm-1"));
+  dev.restock(1, 3);
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == 3; }));
+  uint64_t seq_before = rig.core->devices().front().last_processed_seq;
+
+  int dropped = 0;  // the next tokens event is lost on its way to the agent
+  rig.bus.set_filter([&](const InMemoryBus::Envelope& e) {
+    bool tokens = e.message.topic == topics::device_evt("vm-1") &&
+                  e.message.payload.find(R"("type":"tokens")") != std::string::npos;
+    if (tokens && dropped == 0) {
+      ++dropped;
+      return InMemoryBus::Fault::drop();
+    }
+    return InMemoryBus::Fault::deliver();
+  });
+  dev.restock(1, 2);  // seq +1: lost
+  rig.run_for(1000);
+  dev.restock(1, 1);  // seq +2: beyond the gap
+  rig.run_for(5000);  // past the old 3 s grace
+  dev.restock(2, 1);  // seq +3
+  REQUIRE(rig.run_until([&] { return dev.ledger->outbox_depth().value() == 0; }, 10'000));
+  CHECK(dropped == 1);
+  CHECK(rig.slot("vm-1", 1).pool == 6);  // 3 + 2 + 1: the lost event was resent
+  CHECK(rig.slot("vm-1", 2).pool == 1);
+  CHECK(rig.core->devices().front().last_processed_seq == seq_before + 3);
+  auto m = rig.core->take_metrics();
+  CHECK(m.seq_gaps_total == 0);
+  CHECK(m.resend_requests_total >= 1);
+  CHECK(m.events_processed_total >= 4);
+  CHECK_FALSE(rig.log.contains("acknowledged to the device but are missing"));
+  rig.check_stock_invariant();
+}
+
+TEST_CASE("a forged-looking jump of +1000 is never acknowledged past") {
+  AgentRig rig(reconcile_options());
+  DeviceSim& dev = stocked_device(rig, 2);
+  uint64_t seq = rig.core->devices().front().last_processed_seq;
+  auto attacker = rig.bus.make_client("replayer");
+  REQUIRE(attacker->connect().ok());
+  // Signed with the device key (a device bug, or a key holder): seq +1000.
+  proto::DeviceEvent jump{"vm-1", seq + 1000, dev.boot_id, rig.clock.wall_ms(),
+                          proto::Fault{"x", "far ahead", 0}};
+  std::string payload = proto::encode(jump, crypto::sign(dev.key, proto::encode_canonical(jump)));
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(attacker->publish(Message{topics::device_evt("vm-1"), payload, 1, false}).ok());
+    rig.run_for(1000);
+  }
+  CHECK(rig.core->devices().front().last_processed_seq == seq);
+  CHECK(rig.core->take_metrics().seq_gaps_total == 0);
+  CHECK(dev.ledger->acked_seq().value() == seq);
+  dev.restock(1, 1);  // the device's real next event still counts
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == 3; }));
+}
+
+TEST_CASE("a restored database: the device is ahead; it says so, the gap is skipped and repaired") {
   AgentRig rig(reconcile_options());
   DeviceSim& dev = stocked_device(rig, 3);
   std::string backup = rig.dir.file("backup.db");
@@ -285,12 +346,15 @@ TEST_CASE("a restored database: the device is ahead; the gap is accepted and rep
   CHECK(rig.state_of(o.id) == OrderState::kDispatched);
   CHECK(rig.slot("vm-1", 1).pool == 2);
   // The agent re-sends the live command at start; the device re-reports the
-  // stored result with a seq beyond the cloud's gap. After the grace the gap
-  // is accepted: the result settles the order, a full snapshot adds the
-  // minted tokens.
+  // stored result with a seq beyond the cloud's gap. The agent asks for a
+  // resend from its next seq; the device no longer holds it and says so
+  // (events_unavailable): the gap is skipped, the result settles the order,
+  // a full snapshot adds the minted tokens.
   REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 15000));
   auto m = rig.core->take_metrics();
   CHECK(m.seq_gaps_total == 1);
+  CHECK(m.resend_requests_total >= 1);
+  CHECK(dev.log.contains("acknowledged earlier; oldest held"));
   REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == 4; }, 5000));
   auto r = report_of(rig);
   REQUIRE(r.has_value());
@@ -386,4 +450,35 @@ TEST_CASE("periodic requests are staggered across the fleet, one per device per 
   }
   CHECK(at.size() == 4);
   CHECK(first.size() == 4);  // not all at once
+}
+
+TEST_CASE("DISPENSED for an order settled otherwise is an alert and a fault record") {
+  AgentRig rig(reconcile_options());
+  DeviceSim& dev = stocked_device(rig, 2);
+  auto o = rig.core->create_order("vm-1", 1, "");
+  REQUIRE(o.ok());
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kExpired; }, 5000));
+  // A command for the expired order reaches the machine anyway (a stale
+  // copy, an operator's tool): the item drops, the device reports DISPENSED.
+  send_to_device(dev,
+                 proto::DispenseCommand{"vm-1", o->id, 1, o->token, rig.clock.wall_ms() + 10'000});
+  REQUIRE(rig.run_until([&] { return rig.core->take_metrics().contradictions_total == 1; }));
+  CHECK(rig.state_of(o->id) == OrderState::kExpired);  // nothing changed automatically
+  auto m = rig.core->take_metrics();
+  bool alerted = false;
+  for (const auto& [code, n] : m.alerts_active)
+    alerted |= code == "dispense_contradiction" && n == 1;
+  CHECK(alerted);
+  auto faults = rig.db().faults("vm-1", 10);
+  REQUIRE(faults.ok());
+  bool recorded = false;
+  for (const auto& f : *faults) {
+    if (f.code == "dispense_contradiction") {
+      recorded = true;
+      CHECK(f.slot == 1);
+      CHECK(f.message.find(o->id) != std::string::npos);
+      CHECK(f.message.find("EXPIRED") != std::string::npos);
+    }
+  }
+  CHECK(recorded);
 }

@@ -124,6 +124,22 @@ TEST_CASE("ops messages encode to their golden JSON and decode back") {
   CHECK(*r == reconcile());
 }
 
+TEST_CASE("a device status carries clock_skew_ms once measured, either sign") {
+  for (int64_t skew : {int64_t{-4000}, int64_t{0}, int64_t{2500}}) {
+    DeviceStatus d = device();
+    d.clock_skew_ms = skew;
+    std::string text = encode(d);
+    CHECK(text.find("\"clock_skew_ms\":" + std::to_string(skew)) != std::string::npos);
+    auto back = decode_device(text);
+    REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+    CHECK(*back == d);
+  }
+  CHECK(encode(device()).find("clock_skew_ms") == std::string::npos);  // absent when unknown
+  json j = json::parse(kDeviceJson);
+  j["clock_skew_ms"] = "2500";
+  CHECK(decode_device(j.dump()).error().code == "wrong_type");
+}
+
 TEST_CASE("ops decoding ignores unknown fields and accepts any key order and whitespace") {
   json j = json::parse(kDeviceJson);
   j["added_by_a_newer_agent"] = {{"x", 1}};

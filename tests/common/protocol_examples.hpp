@@ -29,6 +29,8 @@ inline DispenseCommand dispense() { return {kDevice, "ord-7f3a", 12, kToken, 170
 inline RestockCommand restock() { return {kDevice, "rst-0009", 3, 10}; }
 inline SnapshotRequest snapshot_request() { return {kDevice, "snap-0001", true}; }
 inline Ack ack() { return {kDevice, 41}; }
+inline ResendRequest resend() { return {kDevice, 42}; }
+inline StatusRequest status_request() { return {kDevice}; }
 
 inline DeviceEvent event(uint64_t seq, EventBody body) {
   return {kDevice, seq, kBootId, 1700000001234, std::move(body)};
@@ -50,6 +52,7 @@ inline DeviceEvent periodic_snapshot() {
   return event(45, Snapshot{"", {SlotSnapshot{3, 2, 2, kDigestTwo, std::nullopt}}, 7});
 }
 inline DeviceEvent fault() { return event(46, Fault{"jam", "motor stalled after 1500 ms", 12}); }
+inline DeviceEvent events_unavailable() { return event(47, EventsUnavailable{42, 45}); }
 inline PresenceStatus online() { return {kDevice, kBootId, true, 1700000000000}; }
 
 // ---- Golden canonical forms (docs/protocol.md) -------------------------------
@@ -63,6 +66,10 @@ inline constexpr const char* kSnapshotRequestGolden =
     R"({"device":"vm-0042","full":true,"request_id":"snap-0001","type":"snapshot_request","v":1})";
 inline constexpr const char* kAckGolden =
     R"({"device":"vm-0042","type":"ack","upto_seq":41,"v":1})";
+inline constexpr const char* kResendGolden =
+    R"({"device":"vm-0042","from_seq":42,"type":"resend","v":1})";
+inline constexpr const char* kStatusRequestGolden =
+    R"({"device":"vm-0042","type":"status_request","v":1})";
 inline constexpr const char* kDispenseResultGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","order_id":"ord-7f3a",)"
     R"("reason":"","seq":42,"slot":12,"status":"DISPENSED",)"
@@ -89,6 +96,9 @@ inline constexpr const char* kFaultGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","code":"jam","device":"vm-0042",)"
     R"("message":"motor stalled after 1500 ms","seq":46,"slot":12,"ts_ms":1700000001234,)"
     R"("type":"fault","v":1})";
+inline constexpr const char* kEventsUnavailableGolden =
+    R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","from_seq":42,)"
+    R"("oldest_seq":45,"seq":47,"ts_ms":1700000001234,"type":"events_unavailable","v":1})";
 inline constexpr const char* kStatusGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","state":"online",)"
     R"("ts_ms":1700000000000,"type":"status","v":1})";

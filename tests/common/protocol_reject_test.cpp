@@ -126,6 +126,7 @@ std::vector<Case> command_cases() {
   const std::string r = wire(Command{restock()});
   const std::string s = wire(Command{snapshot_request()});
   const std::string a = wire(Command{ack()});
+  const std::string rs = wire(Command{resend()});
   return {
       {"device missing", kCmd, without(d, "device"), kErrMissingField, "'device'"},
       {"device empty", kCmd, with(d, "device", ""), kErrOutOfRange, "'device'"},
@@ -176,6 +177,14 @@ std::vector<Case> command_cases() {
       {"ack upto_seq string", kCmd, with(a, "upto_seq", "1"), kErrWrongType, "'upto_seq'"},
       {"ack upto_seq missing", kCmd, without(a, "upto_seq"), kErrMissingField, "'upto_seq'"},
       {"ack with slot", kCmd, with(a, "slot", 1), kErrUnknownField, "'slot'"},
+      {"resend from_seq 0", kCmd, with(rs, "from_seq", 0), kErrOutOfRange, "'from_seq'"},
+      {"resend from_seq float", kCmd, with(rs, "from_seq", 2.0), kErrWrongType, "'from_seq'"},
+      {"resend from_seq missing", kCmd, without(rs, "from_seq"), kErrMissingField, "'from_seq'"},
+      {"resend with upto_seq", kCmd, with(rs, "upto_seq", 1), kErrUnknownField, "'upto_seq'"},
+      {"status_request device missing", kCmd, without(wire(Command{status_request()}), "device"),
+       kErrMissingField, "'device'"},
+      {"status_request with state", kCmd, with(wire(Command{status_request()}), "state", "online"),
+       kErrUnknownField, "'state'"},
   };
 }
 
@@ -183,8 +192,17 @@ std::vector<Case> event_cases() {
   const std::string dr = wire(dispense_result());
   const std::string t = wire(tokens_minted());
   const std::string f = wire(fault());
+  const std::string eu = wire(events_unavailable());
   return {
       {"command type as event", kEvt, wire(Command{ack()}), kErrUnknownType, "'ack'"},
+      {"resend as event", kEvt, wire(Command{resend()}), kErrUnknownType, "'resend'"},
+      {"events_unavailable oldest = from", kEvt, with(eu, "oldest_seq", 42), kErrOutOfRange,
+       "'oldest_seq'"},
+      {"events_unavailable from_seq 0", kEvt, with(eu, "from_seq", 0), kErrOutOfRange,
+       "'from_seq'"},
+      {"events_unavailable oldest missing", kEvt, without(eu, "oldest_seq"), kErrMissingField,
+       "'oldest_seq'"},
+      {"events_unavailable with slot", kEvt, with(eu, "slot", 1), kErrUnknownField, "'slot'"},
       {"seq 0", kEvt, with(dr, "seq", 0), kErrOutOfRange, "'seq'"},
       {"seq negative", kEvt, with(dr, "seq", -1), kErrOutOfRange, "'seq'"},
       {"seq missing", kEvt, without(dr, "seq"), kErrMissingField, "'seq'"},

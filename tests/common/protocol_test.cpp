@@ -26,6 +26,8 @@ TEST_CASE("golden canonical form of every command") {
   CHECK(encode_canonical(Command{restock()}) == kRestockGolden);
   CHECK(encode_canonical(Command{snapshot_request()}) == kSnapshotRequestGolden);
   CHECK(encode_canonical(Command{ack()}) == kAckGolden);
+  CHECK(encode_canonical(Command{resend()}) == kResendGolden);
+  CHECK(encode_canonical(Command{status_request()}) == kStatusRequestGolden);
 }
 
 TEST_CASE("golden canonical form of every event and of status") {
@@ -34,6 +36,7 @@ TEST_CASE("golden canonical form of every event and of status") {
   CHECK(encode_canonical(full_snapshot()) == kFullSnapshotGolden);
   CHECK(encode_canonical(periodic_snapshot()) == kPeriodicSnapshotGolden);
   CHECK(encode_canonical(fault()) == kFaultGolden);
+  CHECK(encode_canonical(events_unavailable()) == kEventsUnavailableGolden);
   CHECK(encode_canonical(online()) == kStatusGolden);
   PresenceStatus offline = online();
   offline.online = false;
@@ -61,7 +64,8 @@ TEST_CASE("docs/protocol.md shows every golden example") {
   REQUIRE_FALSE(doc.empty());
   for (const char* golden :
        {kDispenseGolden, kRestockGolden, kSnapshotRequestGolden, kAckGolden, kDispenseResultGolden,
-        kTokensGolden, kFullSnapshotGolden, kPeriodicSnapshotGolden, kFaultGolden, kStatusGolden}) {
+        kTokensGolden, kFullSnapshotGolden, kPeriodicSnapshotGolden, kFaultGolden, kStatusGolden,
+        kResendGolden, kEventsUnavailableGolden, kStatusRequestGolden}) {
     CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
   }
 }
@@ -69,7 +73,8 @@ TEST_CASE("docs/protocol.md shows every golden example") {
 TEST_CASE("every command round-trips") {
   for (const Command& command :
        {Command{dispense()}, Command{restock()}, Command{snapshot_request()}, Command{ack()},
-        Command{Ack{kDevice, 0}}, Command{SnapshotRequest{kDevice, "r", false}}}) {
+        Command{Ack{kDevice, 0}}, Command{SnapshotRequest{kDevice, "r", false}}, Command{resend()},
+        Command{ResendRequest{kDevice, 1}}}) {
     CAPTURE(encode_canonical(command));
     auto decoded = decode_command(encode(command, kMac));
     REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
@@ -85,8 +90,9 @@ TEST_CASE("every event round-trips") {
   DeviceEvent uncertain = event(
       2, DispenseResult{"o", 255, kToken, DispenseStatus::kUncertain, reason::kPowerLoss, true});
   DeviceEvent no_slot_fault = event(3, Fault{"outbox_near_full", "", 0});
-  for (const DeviceEvent& e : {dispense_result(), tokens_minted(), full_snapshot(),
-                               periodic_snapshot(), fault(), rejected, uncertain, no_slot_fault}) {
+  for (const DeviceEvent& e :
+       {dispense_result(), tokens_minted(), full_snapshot(), periodic_snapshot(), fault(), rejected,
+        uncertain, no_slot_fault, events_unavailable()}) {
     CAPTURE(encode_canonical(e));
     auto decoded = decode_event(encode(e, kMac));
     REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
@@ -155,6 +161,8 @@ TEST_CASE("command_device, type_name and DispenseStatus names") {
   CHECK(command_device(Command{restock()}) == kDevice);
   CHECK(std::string(type_name(Command{snapshot_request()})) == "snapshot_request");
   CHECK(std::string(type_name(EventBody{TokensMinted{}})) == "tokens");
+  CHECK(std::string(type_name(Command{resend()})) == "resend");
+  CHECK(std::string(type_name(EventBody{EventsUnavailable{}})) == "events_unavailable");
   for (auto s : {DispenseStatus::kDispensed, DispenseStatus::kFailed, DispenseStatus::kRejected,
                  DispenseStatus::kUncertain}) {
     CHECK(parse_dispense_status(to_string(s)) == s);

@@ -6,6 +6,7 @@
 
 using namespace vend;
 using namespace vend::fw;
+using vend::fw::test::kDevice;
 using vend::fw::test::Rig;
 
 namespace {
@@ -238,4 +239,109 @@ TEST_CASE("an accepted dispense that expired before its turn gives its token bac
   CHECK(o2->reason == "expired");
   CHECK_FALSE(o2->token_consumed);
   CHECK(rig.ledger.find_token(tokens[1]).value()->first == TokenState::kAvailable);
+}
+
+TEST_CASE("3,000 forged commands: every one refused and counted, a bounded number of lines") {
+  Rig rig;
+  auto tokens = rig.restock(1, 1);
+  rig.connect();
+  crypto::Key wrong = crypto::Key::generate();
+  size_t lines_before = rig.log.records().size();
+  for (int i = 0; i < 3000; ++i) {
+    auto cmd = rig.dispense("o-" + std::to_string(i), 1, tokens[0]);
+    auto out = rig.core->on_command(i % 2 == 0 ? rig.sign(cmd, &wrong) : "junk");
+    CHECK(out.result == "refused");
+    if (i % 100 == 0) rig.clock.advance(10);
+  }
+  CHECK(rig.core->stats().refused == 3000);
+  CHECK(rig.log.records().size() - lines_before <= 4);
+  rig.run_for(61'000);  // the interval ends: the suppressed counts are logged
+  CHECK(rig.log.contains("similar line(s) (dispense, bad_mac) suppressed", LogLevel::kWarn));
+  CHECK(rig.log.records().size() - lines_before <= 10);
+  CHECK(rig.machine.items(1) == 1);  // nothing dispensed
+}
+
+TEST_CASE("resend: held events are published again from the asked seq") {
+  Rig rig;
+  rig.restock(1, 2);  // seq 1
+  rig.restock(2, 1);  // seq 2
+  rig.restock(1, 1);  // seq 3
+  rig.connect();
+  rig.run_for(500);
+  REQUIRE(rig.events().size() == 3);
+  auto out = rig.send(proto::ResendRequest{kDevice, 2});
+  CHECK(out.result == "done");
+  rig.run_for(500);
+  auto events = rig.events();
+  REQUIRE(events.size() == 5);  // 2 and 3 again, in order
+  CHECK(events[3].seq == 2);
+  CHECK(events[4].seq == 3);
+  CHECK(rig.bodies<proto::EventsUnavailable>().empty());
+}
+
+TEST_CASE("resend of acknowledged events: events_unavailable names the oldest held seq") {
+  Rig rig;
+  rig.restock(1, 2);  // seq 1
+  rig.restock(2, 1);  // seq 2
+  rig.restock(1, 1);  // seq 3
+  rig.connect();
+  rig.run_for(500);
+  REQUIRE(rig.send(proto::Ack{kDevice, 2}).result == "done");  // 1 and 2 deleted
+  size_t before = rig.events().size();
+  CHECK(rig.send(proto::ResendRequest{kDevice, 1}).result == "done");
+  rig.run_for(500);
+  auto events = rig.events();
+  REQUIRE(events.size() == before + 2);  // seq 3 again, then the answer (seq 4)
+  CHECK(events[before].seq == 3);
+  CHECK(events[before + 1].seq == 4);
+  auto gone = std::get<proto::EventsUnavailable>(events[before + 1].body);
+  CHECK(gone.from_seq == 1);
+  CHECK(gone.oldest_seq == 3);
+  // A replay of the same command does not add another answer (the held
+  // events, the answer included, are only published again).
+  CHECK(rig.send(proto::ResendRequest{kDevice, 1}).result == "duplicate");
+  rig.run_for(500);
+  CHECK(rig.ledger.outbox_depth().value() == 2);
+  CHECK(rig.events().back().seq == 4);
+  // With an empty outbox the oldest held is the answer itself.
+  REQUIRE(rig.send(proto::Ack{kDevice, 4}).result == "done");
+  CHECK(rig.send(proto::ResendRequest{kDevice, 2}).result == "done");
+  rig.run_for(500);
+  REQUIRE(rig.events().back().seq == 5);
+  auto last = std::get<proto::EventsUnavailable>(rig.events().back().body);
+  CHECK(last.from_seq == 2);
+  CHECK(last.oldest_seq == 5);
+}
+
+TEST_CASE("a forged resend is refused like any forged command") {
+  Rig rig;
+  rig.restock(1, 1);
+  rig.connect();
+  crypto::Key wrong = crypto::Key::generate();
+  auto out = rig.core->on_command(rig.sign(proto::ResendRequest{kDevice, 1}, &wrong));
+  CHECK(out.result == "refused");
+  CHECK(out.reason == proto::reason::kBadMac);
+}
+
+TEST_CASE("status_request re-publishes the retained online status, at most once a second") {
+  Rig rig;
+  rig.connect();
+  auto statuses = [&] {
+    size_t n = 0;
+    for (const auto& m : rig.transport.published) {
+      if (m.topic == topics::device_status(kDevice) && m.retained) ++n;
+    }
+    return n;
+  };
+  size_t before = statuses();
+  CHECK(rig.send(proto::StatusRequest{kDevice}).result == "done");
+  CHECK(statuses() == before + 1);
+  CHECK(rig.send(proto::StatusRequest{kDevice}).result == "duplicate");  // a replay storm
+  CHECK(statuses() == before + 1);
+  rig.clock.advance(1000);
+  CHECK(rig.send(proto::StatusRequest{kDevice}).result == "done");
+  CHECK(statuses() == before + 2);
+  auto last = proto::decode_status(rig.transport.published.back().payload);
+  REQUIRE(last.ok());
+  CHECK(last->message.online);
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,8 @@ struct DeviceStatus {
   std::string last_verdict;
   std::vector<SlotStatus> slots;
   int64_t ts_ms = 0;  // when this status was composed
+  // Its clock minus the agent's, ms; absent (nullopt) before the first sample.
+  std::optional<int64_t> clock_skew_ms;
   bool operator==(const DeviceStatus&) const = default;
 };
 

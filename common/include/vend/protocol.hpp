@@ -80,7 +80,26 @@ struct Ack {
   bool operator==(const Ack&) const = default;
 };
 
-using Command = std::variant<DispenseCommand, RestockCommand, SnapshotRequest, Ack>;
+// The cloud saw a seq gap: re-publish every held event with seq >= from_seq.
+// A device that no longer holds from_seq (acknowledged earlier, e.g. before
+// the cloud's database was restored) answers with an EventsUnavailable event
+// and re-publishes from its oldest held one.
+struct ResendRequest {
+  std::string device;
+  uint64_t from_seq = 1;  // >= 1
+  bool operator==(const ResendRequest&) const = default;
+};
+
+// Publish the retained `online` status again (the cloud saw no verified
+// status of this device, or one it cannot trust). Answered at most once a
+// second.
+struct StatusRequest {
+  std::string device;
+  bool operator==(const StatusRequest&) const = default;
+};
+
+using Command = std::variant<DispenseCommand, RestockCommand, SnapshotRequest, Ack, ResendRequest,
+                             StatusRequest>;
 
 // ---- Events: device -> cloud, on vend/v1/dev/{device}/evt ---------------
 
@@ -148,7 +167,17 @@ struct Fault {
   bool operator==(const Fault&) const = default;
 };
 
-using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault>;
+// The answer to a ResendRequest the device cannot fill: the events
+// from_seq..oldest_seq-1 were acknowledged and deleted; oldest_seq is the
+// oldest event it still holds (this event's own seq at most).
+// The decoder checks from_seq < oldest_seq.
+struct EventsUnavailable {
+  uint64_t from_seq = 1;
+  uint64_t oldest_seq = 2;
+  bool operator==(const EventsUnavailable&) const = default;
+};
+
+using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable>;
 
 // Every device event carries the device's persisted, strictly increasing
 // `seq` (the dedup key with `device`) and the `boot_id` of the session that
@@ -201,7 +230,8 @@ Result<Decoded<PresenceStatus>> decode_status(std::string_view payload);
 
 // The device a command is addressed to.
 const std::string& command_device(const Command& command);
-// "dispense", "restock", "snapshot_request", "ack" / "dispense_result", ...
+// "dispense", "restock", "snapshot_request", "ack", "resend", "status_request" /
+// "dispense_result", ..., "events_unavailable"
 const char* type_name(const Command& command);
 const char* type_name(const EventBody& body);
 

@@ -108,6 +108,9 @@ struct DeviceView {
   std::string boot_id;
   int64_t last_seen_ms = 0;  // wall clock of the last message from it
   uint64_t last_processed_seq = 0;
+  // Its clock minus the agent's, ms, estimated from its messages' ts_ms
+  // (AgentOptions::clock_skew_*); nullopt before the first sample.
+  std::optional<int64_t> clock_skew_ms;
 };
 
 // One refund for the shell to deliver to the payment gateway.
@@ -154,12 +157,12 @@ struct AgentOptions {
   // staggered across the fleet by device id; 0 = only the snapshots the
   // devices send on their own and on-demand requests.
   int64_t reconcile_interval_ms = 10 * 60 * 1000;
-  // An event seq beyond the next expected one, still unfilled after this
-  // long, means the cloud lost events the device already had acknowledged
-  // (e.g. a restored database): the gap is accepted, alerted, and a full
-  // snapshot repairs the token views. Well above the devices' retransmit
-  // interval (10 s), which fills an ordinary gap.
-  int64_t seq_gap_grace_ms = 60 * 1000;
+  // An event seq beyond the next expected one: the device is asked to resend
+  // from the first missing seq, at most this often per device (below the
+  // devices' own retransmit interval, 10 s). The gap is skipped only when
+  // the device answers that it no longer holds those events (a restored
+  // database): then the seq_gap alert and a full snapshot repair.
+  int64_t resend_interval_ms = 2000;
   // Operator views on vend/v1/ops/...: off, or at most one fleet summary and
   // one status per device per ops_interval_ms (order events and alerts are
   // published as they happen).
@@ -171,6 +174,28 @@ struct AgentOptions {
   int refund_max_attempts = 20;
   int64_t refund_retry_base_ms = 1000;
   int64_t refund_retry_max_ms = 5 * 60 * 1000;
+  // Rejected device messages are all counted (events_rejected_total) but
+  // logged once per (device, reason) per this interval, with the number
+  // suppressed (vend/log_limiter.hpp); 0 logs every one.
+  int64_t reject_log_interval_ms = 60 * 1000;
+  // Presence is only what a verified status says, and a device is asked to
+  // publish its status again (status_request, at most once per device per
+  // status_request_interval_ms) when the agent cannot trust what it has: a
+  // status that failed verification (junk or a forgery over the retained
+  // one), an `offline` of its current session (a replayed will is answered
+  // at once by the live device), and, status_probe_delay_ms after each
+  // connect, every device still not online (no retained status at all).
+  int64_t status_request_interval_ms = 5000;
+  int64_t status_probe_delay_ms = 3000;
+  // Device clock skew: every verified event and live status gives a sample
+  // ts_ms - agent wall clock (= skew - delivery delay); the estimate is the
+  // largest sample of the last clock_skew_window_ms (at most 32 samples),
+  // so delay and re-sent old events never inflate it. Beyond
+  // clock_skew_alert_ms either way the `clock_skew` alert is raised (cleared
+  // below 80% of it): below expiry_skew_ms, so it warns before commands
+  // start expiring early or running late.
+  int64_t clock_skew_alert_ms = 2000;
+  int64_t clock_skew_window_ms = 10 * 60 * 1000;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -194,10 +219,16 @@ struct AgentMetrics {
   int64_t store_breaker_closed_total = 0;       // half_open -> closed (recoveries)
   // Reconciliation.
   int64_t reconcile_runs_total = 0;
-  int64_t store_repairs_total = 0;   // counters rewritten from the pool
-  int64_t tokens_added_total = 0;    // tokens the cloud lacked, added to pools
-  int64_t tokens_removed_total = 0;  // tokens the devices no longer had
-  int64_t seq_gaps_total = 0;
+  int64_t store_repairs_total = 0;    // counters rewritten from the pool
+  int64_t tokens_added_total = 0;     // tokens the cloud lacked, added to pools
+  int64_t tokens_removed_total = 0;   // tokens the devices no longer had
+  int64_t seq_gaps_total = 0;         // gaps skipped on the device's events_unavailable
+  int64_t resend_requests_total = 0;  // resend commands sent for a seq gap
+  int64_t status_requests_total = 0;  // status_request commands sent
+  // DISPENSED results for orders already settled otherwise (alerted).
+  int64_t contradictions_total = 0;
+  // device -> clock skew estimate (ms), for devices with one.
+  std::vector<std::pair<std::string, int64_t>> device_clock_skew_ms;
   int64_t alerts_raised_total = 0;
   // The refund outbox.
   int64_t refunds_pending = 0;  // current

@@ -26,6 +26,7 @@
 #include "vend/fw/hal.hpp"
 #include "vend/fw/ledger.hpp"
 #include "vend/log.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/random.hpp"
 #include "vend/transport.hpp"
 
@@ -87,6 +88,16 @@ class DeviceCore {
   CommandOutcome handle_restock(const proto::RestockCommand& command);
   CommandOutcome handle_snapshot(const proto::SnapshotRequest& request);
   CommandOutcome handle_ack(const proto::Ack& ack);
+  // The cloud saw a seq gap. Held events are published again from
+  // from_seq; if from_seq was acknowledged (and deleted) already, an
+  // events_unavailable event names the oldest held seq (once per acked seq,
+  // so a replayed command cannot fill the outbox) and the outbox is
+  // published again from there.
+  CommandOutcome handle_resend(const proto::ResendRequest& request);
+  // Publishes the retained `online` status again, at most once a second.
+  CommandOutcome handle_status_request();
+  // The oldest event seq the outbox holds, or the next seq when it is empty.
+  Result<uint64_t> oldest_held_seq();
   CommandOutcome refuse(const std::string& type, const std::string& reason,
                         const std::string& detail);
   CommandOutcome reject(const proto::DispenseCommand& command, const std::string& reason);
@@ -125,6 +136,8 @@ class DeviceCore {
   // events), so the acked seq is kept here instead of read every tick.
   uint64_t acked_ = 0;
   uint64_t sent_upto_ = 0;  // highest seq published this session
+  // acked_ when the last events_unavailable was written (0 = none yet).
+  std::optional<uint64_t> unavailable_reported_at_;
   int64_t last_send_ms_ = 0;
   double send_budget_ = 0;  // token bucket for the drain rate
   int64_t budget_ms_ = 0;
@@ -132,11 +145,15 @@ class DeviceCore {
   int64_t last_scan_ms_ = 0;
   int64_t last_snapshot_ms_ = 0;
   int64_t last_presence_ms_ = 0;
+  int64_t status_answered_ms_ = -1;  // the last status_request answered (monotonic)
   int64_t last_pressure_check_ms_ = 0;
   bool outbox_alarm_ = false;
   int64_t refused_unreported_ = 0;
   std::string last_refusal_;
   int64_t last_refusal_report_ms_ = 0;
+  // Refused commands: one line per (type, reason) a minute, with the count.
+  static constexpr int64_t kRefusalLogIntervalMs = 60'000;
+  RateLimitedLog refusal_log_;
   CoreStats stats_;
 };
 

@@ -16,7 +16,7 @@ std::optional<std::string> DeviceCore::check_dispense(const proto::DispenseComma
     return std::string(proto::reason::kUnknownToken);
   }
   if ((*token)->first != TokenState::kAvailable) return std::string(proto::reason::kTokenConsumed);
-  if (clock_.wall_ms() > c.expires_at_ms + options_.expiry_skew_ms) {
+  if (past_deadline(clock_.wall_ms(), c.expires_at_ms, options_.expiry_skew_ms)) {
     return std::string(proto::reason::kExpired);
   }
   return std::nullopt;
@@ -77,7 +77,7 @@ void DeviceCore::start_next_dispense() {
     auto row = ledger_.find_dispense(order_id);
     if (!row.ok() || !row->has_value() || (*row)->state != DispenseState::kAccepted) continue;
     const DispenseRow& d = **row;
-    if (clock_.wall_ms() > d.expires_at_ms + options_.expiry_skew_ms) {
+    if (past_deadline(clock_.wall_ms(), d.expires_at_ms, options_.expiry_skew_ms)) {
       // Expired while waiting: the motor never moved, the token goes back.
       (void)ledger_.finish_dispense(order_id, DispenseState::kRejected, proto::reason::kExpired,
                                     clock_.wall_ms());

@@ -14,6 +14,7 @@ constexpr int64_t kRefusalReportMs = 60000;  // at most one refused_commands fau
 }  // namespace
 
 void DeviceCore::tick() {
+  check_storage();
   poll_motor();
   start_next_dispense();
   maybe_periodic_snapshot();
@@ -44,7 +45,10 @@ CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request
   if (outbox_full()) return refuse("snapshot_request", "outbox_full", request.request_id);
   auto seq =
       ledger_.append_snapshot(request.request_id, request.full, hal_.inventory, clock_.wall_ms());
-  if (!seq.ok()) return refuse("snapshot_request", "storage", seq.error().to_string());
+  if (!seq.ok()) {
+    note_storage_error(seq.error());
+    return refuse("snapshot_request", "storage", seq.error().to_string());
+  }
   outbox_dirty_ = true;
   return CommandOutcome{"snapshot_request", "done", request.request_id};
 }

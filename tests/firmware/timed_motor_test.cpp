@@ -19,8 +19,13 @@ using test::FakeOutput;
 
 constexpr int64_t kMs = 1'000'000;
 // How late the line may go low: the controller's thread must be scheduled
-// (the machine running the tests is shared and busy).
+// (the machine running the tests is shared and busy). ARM test binaries run
+// under qemu-user in CI, where every wake-up is emulated code.
+#if defined(__arm__) || defined(__aarch64__)
+constexpr int64_t kLateNs = 60 * kMs;
+#else
 constexpr int64_t kLateNs = 15 * kMs;
+#endif
 
 int64_t on_time_ns(const FakeOutput& line) {
   auto w = line.writes();
@@ -85,7 +90,7 @@ TEST_CASE("a core blocked for seconds mid-rotation: the motor stops on time, the
   REQUIRE(r.drop_ns.has_value());
   CHECK(*r.drop_ns == fell_ns);  // the edge's own time, not when it was read
   CHECK(*r.drop_ns - r.on_ns >= 110 * kMs);
-  CHECK(r.on_ns - accepted_ns < 50 * kMs);
+  CHECK(r.on_ns - accepted_ns < 500 * kMs);  // at the accept (two fsyncs), not at a tick
   auto d = ledger->find_dispense("o-1").value();
   REQUIRE(d.has_value());
   CHECK(d->state == DispenseState::kDispensed);

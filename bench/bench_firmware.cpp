@@ -175,7 +175,8 @@ class PresenceWatch {
 // One daemon start: online, idle 2 s, VmRSS in KiB.
 double daemon_idle_rss_kib(const vend::test::MosquittoServer& broker) {
   vend::test::TempDir dir;
-  vend::test::write_file(dir.file("device.key"), vend::crypto::Key::generate().to_hex() + "\n");
+  vend::test::write_private_file(dir.file("device.key"),
+                                 vend::crypto::Key::generate().to_hex() + "\n");
   nlohmann::json config = {
       {"device_id", kDevice},
       {"key_file", "device.key"},

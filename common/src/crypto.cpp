@@ -1,12 +1,18 @@
+// SHA-256 through OpenSSL's low-level functions (SHA256_Init/Update/Final),
+// HMAC built on them (RFC 2104), randomness from getrandom(2). Not the EVP
+// interface: its first use initializes OpenSSL 3's provider framework (the
+// config file, algorithm tables), about 2 MB of resident memory that a
+// device daemon on a small board does not need; the low-level functions run
+// the same assembly. They are deprecated in OpenSSL 3 but kept through 3.x.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "vend/crypto.hpp"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <openssl/sha.h>
+#include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -29,15 +35,33 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-void random_bytes(uint8_t* out, size_t n) {
-  // RAND_bytes failing means the OS entropy source is broken: a bug-class
-  // condition we must not paper over with weak ids.
-  if (RAND_bytes(out, static_cast<int>(n)) != 1) {
-    std::abort();
+class Sha256 {
+ public:
+  Sha256() { SHA256_Init(&ctx_); }
+  Sha256& add(const void* data, size_t size) {
+    SHA256_Update(&ctx_, data, size);
+    return *this;
   }
-}
+  Sha256& add(std::string_view s) { return add(s.data(), s.size()); }
+  void finish(uint8_t out[SHA256_DIGEST_LENGTH]) { SHA256_Final(out, &ctx_); }
+
+ private:
+  SHA256_CTX ctx_;
+};
 
 }  // namespace
+
+void random_bytes(uint8_t* out, size_t n) {
+  while (n > 0) {
+    ssize_t got = getrandom(out, n, 0);
+    if (got < 0 && errno == EINTR) continue;
+    // The kernel's CSPRNG failing is a bug-class condition we must not paper
+    // over with weak ids.
+    if (got <= 0) std::abort();
+    out += got;
+    n -= static_cast<size_t>(got);
+  }
+}
 
 std::string to_hex(const uint8_t* data, size_t size) {
   static const char kDigits[] = "0123456789abcdef";
@@ -95,11 +119,26 @@ Key Key::generate() {
 std::string Key::to_hex() const { return crypto::to_hex(bytes_.data(), bytes_.size()); }
 
 std::vector<uint8_t> hmac_sha256(const std::vector<uint8_t>& key, std::string_view data) {
-  std::vector<uint8_t> out(EVP_MAX_MD_SIZE);
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(), &len);
-  out.resize(len);
+  constexpr size_t kBlock = SHA256_CBLOCK;  // 64
+  uint8_t block[kBlock] = {};
+  if (key.size() > kBlock) {
+    Sha256().add(key.data(), key.size()).finish(block);
+  } else if (!key.empty()) {
+    std::copy(key.begin(), key.end(), block);
+  }
+  uint8_t ipad[kBlock];
+  uint8_t opad[kBlock];
+  for (size_t i = 0; i < kBlock; ++i) {
+    ipad[i] = block[i] ^ 0x36;
+    opad[i] = block[i] ^ 0x5c;
+  }
+  uint8_t inner[SHA256_DIGEST_LENGTH];
+  Sha256().add(ipad, kBlock).add(data).finish(inner);
+  std::vector<uint8_t> out(SHA256_DIGEST_LENGTH);
+  Sha256().add(opad, kBlock).add(inner, sizeof inner).finish(out.data());
+  OPENSSL_cleanse(block, sizeof block);
+  OPENSSL_cleanse(ipad, sizeof ipad);
+  OPENSSL_cleanse(opad, sizeof opad);
   return out;
 }
 
@@ -116,7 +155,7 @@ bool verify(const Key& key, std::string_view canonical, std::string_view mac_hex
 
 std::string sha256_hex(std::string_view data) {
   uint8_t digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  Sha256().add(data).finish(digest);
   return to_hex(digest, sizeof digest);
 }
 
@@ -126,17 +165,14 @@ std::string token_digest(std::vector<std::string> tokens) {
 
 std::string token_digest_of_views(std::vector<std::string_view> tokens) {
   std::sort(tokens.begin(), tokens.end());
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  Sha256 sha;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (i > 0) EVP_DigestUpdate(ctx, "\n", 1);
-    EVP_DigestUpdate(ctx, tokens[i].data(), tokens[i].size());
+    if (i > 0) sha.add("\n", 1);
+    sha.add(tokens[i]);
   }
-  uint8_t digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, digest, &len);
-  EVP_MD_CTX_free(ctx);
-  return to_hex(digest, len);
+  uint8_t digest[SHA256_DIGEST_LENGTH];
+  sha.finish(digest);
+  return to_hex(digest, sizeof digest);
 }
 
 std::string random_id128() {

@@ -1,10 +1,12 @@
 #include "vend/paho_transport.hpp"
 
+#include <MQTTAsync.h>
 #include <dirent.h>
 #include <mqtt/async_client.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -29,6 +31,24 @@ namespace vend {
 namespace {
 
 constexpr std::string_view kLog = "mqtt";
+
+// Paho initializes all of OpenSSL (error strings, every algorithm) for its
+// first client unless told not to, about 1.5 MB resident even for a tcp://
+// client. It is told not to; a TLS client initializes libssl itself. Once per
+// process each.
+void init_libraries(bool tls) {
+  static std::once_flag paho;
+  std::call_once(paho, [] {
+    MQTTAsync_init_options init = MQTTAsync_init_options_initializer;
+    init.do_openssl_init = 0;
+    MQTTAsync_global_init(&init);
+  });
+  if (!tls) return;
+  static std::once_flag ssl;
+  std::call_once(ssl, [] {
+    OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);
+  });
+}
 
 // True while this thread runs a user handler: subscribe() must then not wait
 // for its SUBACK (the Paho thread that would read it may be waiting for us).
@@ -344,6 +364,9 @@ PahoTransport::Impl::Impl(Options opts, Logger& logger)
 }
 
 void PahoTransport::Impl::create_client() {
+  const std::string& uri = options.server_uri;
+  init_libraries(options.tls.has_value() || uri.rfind("ssl://", 0) == 0 ||
+                 uri.rfind("mqtts://", 0) == 0 || uri.rfind("wss://", 0) == 0);
   try {
     connect_options = build_connect_options();
     // No Paho persistence: unacknowledged device events live in the

@@ -1,7 +1,5 @@
 #include "vend/random.hpp"
 
-#include <openssl/rand.h>
-
 #include <cassert>
 #include <cstdlib>
 
@@ -40,7 +38,7 @@ std::string Random::id128() {
 
 uint64_t SecureRandom::next_u64() {
   uint64_t v = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1) std::abort();
+  crypto::random_bytes(reinterpret_cast<uint8_t*>(&v), sizeof v);
   return v;
 }
 

@@ -227,7 +227,12 @@ void parse_connection(ObjectReader& r, DeviceConfig& c) {
   }
   r.text("username", c.username);
   r.text("password", c.password, /*non_empty=*/false);
+  r.text("password_file", c.password_file);
   if (r.has("password") && !r.has("username")) r.add("password", "set without username");
+  if (r.has("password_file") && !r.has("username")) r.add("password_file", "set without username");
+  if (r.has("password") && r.has("password_file")) {
+    r.add("password_file", "password and password_file exclude each other");
+  }
   for (auto [key, out] : {std::pair<std::string_view, std::string*>{"tls_ca_file", &c.tls_ca_file},
                           {"tls_cert_file", &c.tls_cert_file},
                           {"tls_key_file", &c.tls_key_file}}) {
@@ -276,16 +281,16 @@ void check_hal(const DeviceConfig& c, Problems& problems) {
 void resolve_paths(DeviceConfig& c, const std::string& origin) {
   if (origin.empty()) return;
   fs::path base = fs::absolute(fs::path(origin)).parent_path();
-  for (std::string* p :
-       {&c.key_file, &c.ledger_path, &c.tls_ca_file, &c.tls_cert_file, &c.tls_key_file}) {
+  for (std::string* p : {&c.key_file, &c.password_file, &c.ledger_path, &c.tls_ca_file,
+                         &c.tls_cert_file, &c.tls_key_file}) {
     if (!p->empty() && fs::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
   }
 }
 
 void parse_root(ObjectReader& r, DeviceConfig& c, Problems& problems) {
-  r.only({"device_id", "key_file", "broker_url", "username", "password", "tls_ca_file",
-          "tls_cert_file", "tls_key_file", "ledger_path", "synchronous", "slots", "hal", "sim",
-          "gpio", "core"});
+  r.only({"device_id", "key_file", "broker_url", "username", "password", "password_file",
+          "tls_ca_file", "tls_cert_file", "tls_key_file", "ledger_path", "synchronous", "slots",
+          "hal", "sim", "gpio", "core"});
   r.require("device_id");
   r.text("device_id", c.device_id);
   if (r.has("device_id") && !c.device_id.empty() && !proto::is_valid_id(c.device_id)) {

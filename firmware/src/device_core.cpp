@@ -47,19 +47,11 @@ Status DeviceCore::boot() {
   slots_.clear();
   for (const auto& r : *rows) slots_.push_back(r.slot);
 
-  auto running = ledger_.dispenses_in(DispenseState::kMotorRunning);
-  if (!running.ok()) return running.error();
-  for (const auto& d : *running) {
-    // The motor may or may not have dropped the item: never re-run it; let
-    // an operator look.
-    auto r = ledger_.finish_dispense(d.order_id, DispenseState::kUncertain,
-                                     proto::reason::kPowerLoss, clock_.wall_ms());
-    if (!r.ok()) return r.error();
-    (void)ledger_.append_event(
-        proto::Fault{"uncertain_dispense",
-                     "order " + d.order_id + " was mid-rotation at power loss", d.slot},
-        clock_.wall_ms());
-    log_.warn(kLog, "order " + d.order_id + " interrupted mid-rotation: UNCERTAIN");
+  if (auto s = recover_interrupted(); !s.ok()) {
+    // A full disk must not stop the boot (systemd would restart it forever):
+    // the recovery is retried once there is room.
+    if (!note_storage_error(s.error())) return s;
+    recovery_pending_ = true;
   }
   auto accepted = ledger_.dispenses_in(DispenseState::kAccepted);
   if (!accepted.ok()) return accepted.error();

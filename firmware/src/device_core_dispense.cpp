@@ -16,7 +16,7 @@ std::optional<std::string> DeviceCore::check_dispense(const proto::DispenseComma
     return std::string(proto::reason::kUnknownToken);
   }
   if ((*token)->first != TokenState::kAvailable) return std::string(proto::reason::kTokenConsumed);
-  if (clock_.wall_ms() > c.expires_at_ms + options_.expiry_skew_ms) {
+  if (past_deadline(clock_.wall_ms(), c.expires_at_ms, options_.expiry_skew_ms)) {
     return std::string(proto::reason::kExpired);
   }
   return std::nullopt;
@@ -26,6 +26,11 @@ CommandOutcome DeviceCore::handle_dispense(const proto::DispenseCommand& c) {
   auto prior = ledger_.find_dispense(c.order_id);
   if (!prior.ok()) return refuse("dispense", "storage", prior.error().to_string());
   if (prior->has_value()) return repeat_result(**prior);
+  if (storage_full_) {
+    ++refused_while_full_;
+    return refuse("dispense", "storage_full",
+                  "order " + c.order_id + ": the ledger's storage is full (the cloud re-sends)");
+  }
   if (outbox_full()) return refuse("dispense", "outbox_full", "order " + c.order_id);
 
   if (auto reason = check_dispense(c)) return reject(c, *reason);
@@ -39,7 +44,8 @@ CommandOutcome DeviceCore::handle_dispense(const proto::DispenseCommand& c) {
     return CommandOutcome{"dispense", "rejected", proto::reason::kBusy};
   }
   if (auto s = ledger_.accept_dispense(c, clock_.wall_ms()); !s.ok()) {
-    return refuse("dispense", "storage", s.error().to_string());
+    if (note_storage_error(s.error())) ++refused_while_full_;
+    return refuse("dispense", storage_full_ ? "storage_full" : "storage", s.error().to_string());
   }
   queue_.push_back(c.order_id);
   log_.info(kLog, "accepted order " + c.order_id + " slot " + std::to_string(c.slot));
@@ -50,7 +56,10 @@ CommandOutcome DeviceCore::handle_dispense(const proto::DispenseCommand& c) {
 CommandOutcome DeviceCore::reject(const proto::DispenseCommand& c, const std::string& reason) {
   ++stats_.rejected;
   auto r = ledger_.record_rejection(c, reason, clock_.wall_ms());
-  if (!r.ok()) return refuse("dispense", "storage", r.error().to_string());
+  if (!r.ok()) {
+    note_storage_error(r.error());
+    return refuse("dispense", storage_full_ ? "storage_full" : "storage", r.error().to_string());
+  }
   outbox_dirty_ = true;
   log_.warn(kLog, "rejected order " + c.order_id + ": " + reason);
   return CommandOutcome{"dispense", "rejected", reason};
@@ -71,13 +80,14 @@ CommandOutcome DeviceCore::repeat_result(const DispenseRow& d) {
 }
 
 void DeviceCore::start_next_dispense() {
-  while (!running_ && !queue_.empty()) {
+  // With a full ledger nothing new starts: MOTOR_RUNNING could not be written.
+  while (!running_ && !queue_.empty() && !storage_full_) {
     std::string order_id = queue_.front();
     queue_.pop_front();
     auto row = ledger_.find_dispense(order_id);
     if (!row.ok() || !row->has_value() || (*row)->state != DispenseState::kAccepted) continue;
     const DispenseRow& d = **row;
-    if (clock_.wall_ms() > d.expires_at_ms + options_.expiry_skew_ms) {
+    if (past_deadline(clock_.wall_ms(), d.expires_at_ms, options_.expiry_skew_ms)) {
       // Expired while waiting: the motor never moved, the token goes back.
       (void)ledger_.finish_dispense(order_id, DispenseState::kRejected, proto::reason::kExpired,
                                     clock_.wall_ms());
@@ -87,7 +97,9 @@ void DeviceCore::start_next_dispense() {
     // Persist MOTOR_RUNNING before the motor moves: a crash from here on is
     // reported UNCERTAIN at boot, never re-run.
     if (auto s = ledger_.mark_motor_running(order_id, clock_.wall_ms()); !s.ok()) {
-      log_.error(kLog, "cannot mark " + order_id + " running: " + s.error().to_string());
+      if (!note_storage_error(s.error())) {
+        log_.error(kLog, "cannot mark " + order_id + " running: " + s.error().to_string());
+      }
       queue_.push_front(order_id);
       return;
     }
@@ -105,7 +117,8 @@ void DeviceCore::start_next_dispense() {
 void DeviceCore::poll_motor() {
   if (!running_) return;
   if (pending_finish_) {
-    finish(pending_finish_->first, pending_finish_->second);
+    // Retried every tick, or once the full ledger has room again.
+    if (!storage_full_) finish(pending_finish_->first, pending_finish_->second);
     return;
   }
   MotorState state = hal_.motor->poll();
@@ -128,7 +141,9 @@ void DeviceCore::finish(DispenseState state, const std::string& reason) {
   auto r = ledger_.finish_dispense(*running_, state, reason, clock_.wall_ms());
   if (!r.ok()) {
     // Keep the outcome and retry on the next tick; the motor is not re-run.
-    log_.error(kLog, "cannot record outcome of " + *running_ + ": " + r.error().to_string());
+    if (!note_storage_error(r.error())) {
+      log_.error(kLog, "cannot record outcome of " + *running_ + ": " + r.error().to_string());
+    }
     pending_finish_ = std::make_pair(state, reason);
     return;
   }

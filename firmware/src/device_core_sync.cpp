@@ -14,6 +14,7 @@ constexpr int64_t kRefusalReportMs = 60000;  // at most one refused_commands fau
 }  // namespace
 
 void DeviceCore::tick() {
+  check_storage();
   poll_motor();
   start_next_dispense();
   maybe_periodic_snapshot();
@@ -87,9 +88,10 @@ CommandOutcome DeviceCore::handle_resend(const proto::ResendRequest& request) {
 
 CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request) {
   if (outbox_full()) return refuse("snapshot_request", "outbox_full", request.request_id);
-  auto snap = ledger_.snapshot(request.request_id, request.full, hal_.inventory);
-  if (!snap.ok()) return refuse("snapshot_request", "storage", snap.error().to_string());
-  if (auto seq = ledger_.append_event(*snap, clock_.wall_ms()); !seq.ok()) {
+  auto seq =
+      ledger_.append_snapshot(request.request_id, request.full, hal_.inventory, clock_.wall_ms());
+  if (!seq.ok()) {
+    note_storage_error(seq.error());
     return refuse("snapshot_request", "storage", seq.error().to_string());
   }
   outbox_dirty_ = true;
@@ -102,8 +104,9 @@ void DeviceCore::maybe_periodic_snapshot() {
   if (now - last_snapshot_ms_ < options_.snapshot_interval_ms) return;
   last_snapshot_ms_ = now;
   if (outbox_alarm_) return;  // snapshots are the first thing to give way
-  auto snap = ledger_.snapshot("", false, hal_.inventory);
-  if (snap.ok() && ledger_.append_event(*snap, clock_.wall_ms()).ok()) outbox_dirty_ = true;
+  if (ledger_.append_snapshot("", false, hal_.inventory, clock_.wall_ms()).ok()) {
+    outbox_dirty_ = true;
+  }
 }
 
 void DeviceCore::check_outbox_pressure() {

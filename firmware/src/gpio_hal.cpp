@@ -2,17 +2,17 @@
 
 #include <gpiod.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 namespace vend::fw {
 
 namespace {
 
 constexpr const char* kLog = "gpio";
-// Edges read per take_edges() call: bounded, and more than any item makes.
-constexpr int kMaxEdgesPerCall = 64;
 
 Error gpio_error(const std::string& what) {
   return make_error("gpio_error", what + ": " + std::strerror(errno));
@@ -34,6 +34,16 @@ class GpiodOutput final : public DigitalOutput {
   std::string name_;
 };
 
+constexpr int64_t kSampleEveryNs = 1'000'000;  // lines without edge events
+
+int64_t to_ns(const timespec& ts) {
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+timespec to_timespec(int64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+}
+
 class GpiodInput final : public DigitalInput {
  public:
   GpiodInput(gpiod_line* line, std::string name, bool edges)
@@ -43,111 +53,47 @@ class GpiodInput final : public DigitalInput {
     if (v < 0) return gpio_error("cannot read " + name_);
     return v == 1;
   }
-  Result<int> take_edges() override {
-    if (!edges_) return 0;
-    int count = 0;
-    timespec no_wait{0, 0};
-    while (count < kMaxEdgesPerCall) {
-      int ready = gpiod_line_event_wait(line_, &no_wait);
-      if (ready < 0) return gpio_error("cannot wait for edges on " + name_);
-      if (ready == 0) break;
-      gpiod_line_event event;
-      if (gpiod_line_event_read(line_, &event) != 0) {
-        return gpio_error("cannot read an edge of " + name_);
-      }
-      ++count;
+  Result<std::optional<Edge>> wait_edge(int64_t timeout_ns) override {
+    if (!edges_) return sample_edge(timeout_ns);
+    timespec wait = to_timespec(std::max<int64_t>(timeout_ns, 0));
+    int ready = gpiod_line_event_wait(line_, &wait);
+    if (ready < 0) return gpio_error("cannot wait for edges on " + name_);
+    if (ready == 0) return std::optional<Edge>();
+    gpiod_line_event event;
+    if (gpiod_line_event_read(line_, &event) != 0) {
+      return gpio_error("cannot read an edge of " + name_);
     }
-    return count;
+    // The kernel's timestamp: CLOCK_MONOTONIC since Linux 5.7.
+    return std::optional<Edge>(Edge{to_ns(event.ts)});
   }
 
  private:
+  // No edge interrupts: sample the level every millisecond on the caller's
+  // (the motor controller's) thread; a change is an edge.
+  Result<std::optional<Edge>> sample_edge(int64_t timeout_ns) {
+    int64_t until = monotonic_ns() + std::max<int64_t>(timeout_ns, 0);
+    while (true) {
+      auto level = read();
+      if (!level.ok()) return level.error();
+      if (last_level_ && *last_level_ != *level) {
+        last_level_ = *level;
+        return std::optional<Edge>(Edge{monotonic_ns()});
+      }
+      last_level_ = *level;
+      int64_t now = monotonic_ns();
+      if (now >= until) return std::optional<Edge>();
+      timespec next = to_timespec(std::min(until, now + kSampleEveryNs));
+      clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, nullptr);
+    }
+  }
+
   gpiod_line* line_;
   std::string name_;
   bool edges_;
+  std::optional<bool> last_level_;
 };
 
 }  // namespace
-
-// ---- GpioMotor ----------------------------------------------------------
-
-GpioMotor::GpioMotor(const Clock& clock, Logger& log, std::map<int, DigitalOutput*> lines,
-                     int64_t run_ms, int64_t settle_ms)
-    : clock_(clock), log_(log), lines_(std::move(lines)), run_ms_(run_ms), settle_ms_(settle_ms) {}
-
-GpioMotor::~GpioMotor() { switch_off(); }
-
-Status GpioMotor::start(int slot) {
-  if (poll() == MotorState::kRunning) {
-    return make_error("motor_busy", "slot " + std::to_string(running_slot_) + " is still rotating");
-  }
-  auto it = lines_.find(slot);
-  if (it == lines_.end()) {
-    return make_error("unknown_slot", "no motor line for slot " + std::to_string(slot));
-  }
-  running_slot_ = slot;
-  started_ms_ = clock_.monotonic_ms();
-  running_ = it->second;
-  if (auto s = running_->write(true); !s.ok()) {
-    switch_off();  // the line may be half-set; make sure it is off
-    state_ = MotorState::kIdle;
-    return s;
-  }
-  state_ = MotorState::kRunning;
-  return {};
-}
-
-MotorState GpioMotor::poll() {
-  if (state_ != MotorState::kRunning) return state_;
-  int64_t elapsed = clock_.monotonic_ms() - started_ms_;
-  if (running_ != nullptr && elapsed >= run_ms_) {
-    if (auto s = running_->write(false); !s.ok()) {
-      // The motor may still be turning: say so rather than report a clean stop.
-      log_.error(kLog, "slot " + std::to_string(running_slot_) + ": " + s.error().to_string());
-      state_ = MotorState::kJammed;
-      return state_;
-    }
-    running_ = nullptr;
-  }
-  if (elapsed >= run_ms_ + settle_ms_) state_ = MotorState::kDone;
-  return state_;
-}
-
-void GpioMotor::switch_off() {
-  if (running_ == nullptr) return;
-  if (auto s = running_->write(false); !s.ok()) {
-    log_.error(kLog, "cannot switch off slot " + std::to_string(running_slot_) + ": " +
-                         s.error().to_string());
-  }
-  running_ = nullptr;
-}
-
-// ---- GpioDropSensor -----------------------------------------------------
-
-void GpioDropSensor::arm() {
-  latched_ = false;
-  (void)input_.take_edges();  // forget what happened before this rotation
-  auto level = input_.read();
-  blocked_at_arm_ = level.ok() && *level;
-  if (blocked_at_arm_) log_.warn(kLog, "drop sensor beam already interrupted when armed");
-}
-
-bool GpioDropSensor::dropped() {
-  sample();
-  return latched_;
-}
-
-void GpioDropSensor::sample() {
-  auto edges = input_.take_edges();
-  auto level = input_.read();
-  if (!edges.ok() || !level.ok()) {
-    if (!error_logged_) {
-      log_.error(kLog, (edges.ok() ? level.error() : edges.error()).to_string());
-      error_logged_ = true;
-    }
-    return;
-  }
-  if (*edges > 0 || (*level && !blocked_at_arm_)) latched_ = true;
-}
 
 // ---- GpioMachine --------------------------------------------------------
 
@@ -155,8 +101,7 @@ struct GpioMachine::Lines {
   gpiod_chip* chip = nullptr;
   std::vector<std::unique_ptr<DigitalOutput>> outputs;
   std::unique_ptr<DigitalInput> input;
-  std::unique_ptr<GpioMotor> motor;
-  std::unique_ptr<GpioDropSensor> sensor;
+  std::unique_ptr<TimedMotor> motor;
 
   ~Lines() {
     motor.reset();  // switches a running motor off while the lines are still held
@@ -223,8 +168,7 @@ Result<std::unique_ptr<DigitalInput>> open_sensor(gpiod_chip* chip, const GpioCo
 
 Result<std::unique_ptr<GpioMachine>> GpioMachine::open(const GpioConfig& gpio,
                                                        const std::vector<SlotConfig>& slots,
-                                                       const Clock& clock, Logger& log,
-                                                       const std::string& consumer) {
+                                                       Logger& log, const std::string& consumer) {
   auto lines = std::make_unique<Lines>();
   lines->chip = gpiod_chip_open_lookup(gpio.chip.c_str());
   if (lines->chip == nullptr) return gpio_error("cannot open GPIO chip '" + gpio.chip + "'");
@@ -234,9 +178,8 @@ Result<std::unique_ptr<GpioMachine>> GpioMachine::open(const GpioConfig& gpio,
   auto input = open_sensor(lines->chip, gpio, consumer, log);
   if (!input.ok()) return input.error();
   lines->input = std::move(*input);
-  lines->motor = std::make_unique<GpioMotor>(clock, log, std::move(by_slot), gpio.motor_run_ms,
-                                             gpio.drop_window_ms);
-  lines->sensor = std::make_unique<GpioDropSensor>(*lines->input, log);
+  lines->motor = std::make_unique<TimedMotor>(log, std::move(by_slot), *lines->input,
+                                              gpio.motor_run_ms, gpio.drop_window_ms);
   log.info(kLog, "opened GPIO chip '" + gpio.chip + "': " + std::to_string(slots.size()) +
                      " motor lines, drop sensor on line " + std::to_string(gpio.drop_sensor_line));
   return std::unique_ptr<GpioMachine>(new GpioMachine(std::move(lines)));
@@ -245,8 +188,6 @@ Result<std::unique_ptr<GpioMachine>> GpioMachine::open(const GpioConfig& gpio,
 GpioMachine::GpioMachine(std::unique_ptr<Lines> lines) : lines_(std::move(lines)) {}
 GpioMachine::~GpioMachine() = default;
 
-Hal GpioMachine::hal() { return Hal{lines_->motor.get(), lines_->sensor.get(), nullptr}; }
-
-void GpioMachine::sample_inputs() { lines_->sensor->sample(); }
+Hal GpioMachine::hal() { return Hal{lines_->motor.get(), lines_->motor.get(), nullptr}; }
 
 }  // namespace vend::fw

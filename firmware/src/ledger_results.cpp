@@ -1,5 +1,7 @@
 // Dispense outcomes, acknowledgements and snapshots.
 #include <algorithm>
+#include <map>
+#include <vector>
 
 #include "ledger_internal.hpp"
 #include "vend/crypto.hpp"
@@ -134,8 +136,26 @@ Result<int> Ledger::acknowledge(uint64_t upto_seq) {
   });
 }
 
-Result<proto::Snapshot> Ledger::snapshot(const std::string& request_id, bool full,
-                                         InventorySensor* inventory) {
+Result<std::map<int, int>> Ledger::sense_counts(InventorySensor* inventory) {
+  std::map<int, int> sensed;
+  if (inventory == nullptr) return sensed;
+  auto st = db_.prepare("SELECT slot FROM slots ORDER BY slot");
+  if (!st.ok()) return st.error();
+  std::vector<int> slots;
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    slots.push_back(st->column_int(0));
+  }
+  for (int slot : slots) {
+    if (auto count = inventory->count(slot)) sensed[slot] = *count;
+  }
+  return sensed;
+}
+
+Result<proto::Snapshot> Ledger::build_snapshot(const std::string& request_id, bool full,
+                                               const std::map<int, int>& sensed) {
   auto rows = slots();
   if (!rows.ok()) return rows.error();
   proto::Snapshot snap;
@@ -145,8 +165,8 @@ Result<proto::Snapshot> Ledger::snapshot(const std::string& request_id, bool ful
     if (!tokens.ok()) return tokens.error();
     proto::SlotSnapshot s;
     s.slot = row.slot;
-    std::optional<int> sensed = inventory != nullptr ? inventory->count(row.slot) : std::nullopt;
-    s.physical_count = sensed.value_or(row.physical_count);
+    auto it = sensed.find(row.slot);
+    s.physical_count = it != sensed.end() ? it->second : row.physical_count;
     s.available_tokens = static_cast<int>(tokens->size());
     s.digest = crypto::token_digest(*tokens);
     if (full) s.tokens = std::move(tokens).value();
@@ -156,6 +176,27 @@ Result<proto::Snapshot> Ledger::snapshot(const std::string& request_id, bool ful
   if (!depth.ok()) return depth.error();
   snap.outbox_depth = static_cast<uint64_t>(*depth);
   return snap;
+}
+
+Result<proto::Snapshot> Ledger::snapshot(const std::string& request_id, bool full,
+                                         InventorySensor* inventory) {
+  auto sensed = sense_counts(inventory);
+  if (!sensed.ok()) return sensed.error();
+  return in_transaction<proto::Snapshot>(db_,
+                                         [&] { return build_snapshot(request_id, full, *sensed); });
+}
+
+Result<uint64_t> Ledger::append_snapshot(const std::string& request_id, bool full,
+                                         InventorySensor* inventory, int64_t now_ms) {
+  // The sensor is read first, outside the write lock (it is hardware); the
+  // ledger's part is read in the transaction that gives the snapshot its seq.
+  auto sensed = sense_counts(inventory);
+  if (!sensed.ok()) return sensed.error();
+  return in_transaction<uint64_t>(db_, [&]() -> Result<uint64_t> {
+    auto snap = build_snapshot(request_id, full, *sensed);
+    if (!snap.ok()) return snap.error();
+    return append_event_in_tx(*snap, now_ms);
+  });
 }
 
 }  // namespace vend::fw

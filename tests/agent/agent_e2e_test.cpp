@@ -142,7 +142,7 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   Json device = api.post_operator("/v1/devices", R"({"id":"vm-demo-1","slots":[{"slot":1,
       "product":"cola","price_cents":150,"capacity":10}]})",
                                   201);
-  test::write_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
+  test::write_private_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
 
   // 4. Start vend-firmware with a config whose device_id matches.
   test::write_file(dir.file("device.json"), device_config(broker.url()));

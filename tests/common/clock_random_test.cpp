@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <set>
 
 #include "vend/clock.hpp"
@@ -13,6 +14,19 @@ TEST_CASE("ManualClock advances both clocks and skews only the wall clock") {
   clock.set_wall_skew(-500);
   CHECK(clock.wall_ms() == 525);
   CHECK(clock.monotonic_ms() == 75);
+}
+
+TEST_CASE("deadline sums saturate at the int64 limits instead of wrapping") {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  CHECK(vend::saturating_add(kMax, 5000) == kMax);
+  CHECK(vend::saturating_add(kMax - 10, 5) == kMax - 5);
+  CHECK(vend::saturating_add(kMin, -1) == kMin);
+  CHECK(vend::saturating_add(1, 2) == 3);
+  CHECK_FALSE(vend::past_deadline(1'700'000'000'000, kMax, 5000));
+  CHECK_FALSE(vend::past_deadline(kMax, kMax, 0));
+  CHECK(vend::past_deadline(1001, 500, 500));
+  CHECK_FALSE(vend::past_deadline(1000, 500, 500));
 }
 
 TEST_CASE("SystemClock is monotonic and near the epoch now") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -275,6 +276,69 @@ TEST_CASE("load errors name the file") {
   auto bad = load_device_config(dir.file("device.json"));
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message == dir.file("device.json") + ": slots[0].capacity: must be 1..1000");
+}
+
+TEST_CASE("the MQTT password can come from a file of its own") {
+  test::TempDir dir;
+  Json j = minimal();
+  j["username"] = "vm-1";
+  j["password_file"] = "mqtt.password";
+  test::write_file(dir.file("device.json"), j.dump());
+  test::write_private_file(dir.file("mqtt.password"), "s3cret word\n");
+  auto r = load_device_config(dir.file("device.json"));
+  REQUIRE(r.ok());
+  CHECK(r->password_file == dir.file("mqtt.password"));
+  CHECK(r->password.empty());  // read only with the secrets, by the commands that need them
+  REQUIRE(load_password_file(*r).ok());
+  CHECK(r->password == "s3cret word");
+
+  test::write_private_file(dir.file("mqtt.password"), "one\ntwo\n");
+  auto two = load_password_file(*r);
+  REQUIRE_FALSE(two.ok());
+  CHECK(two.error().message.find("more than one line") != std::string::npos);
+
+  Json both = j;
+  both["password"] = "x";
+  CHECK(error_of(both) == "password_file: password and password_file exclude each other");
+  Json lonely = minimal();
+  lonely["password_file"] = "p";
+  CHECK(error_of(lonely) == "password_file: set without username");
+}
+
+TEST_CASE("key and password files readable by group or others are refused, naming file and mode") {
+  test::TempDir dir;
+  const std::string key = dir.file("device.key");
+  test::write_private_file(key, "00");
+  CHECK(check_secret_file(key, "key file", "bad_key").ok());
+  for (auto [mode, text] : {std::pair{0644, "0644"},
+                            {0640, "0640"},
+                            {0604, "0604"},
+                            {0620, "0620"},
+                            {0700 | 0001, "0701"}}) {
+    std::filesystem::permissions(key, std::filesystem::perms(mode));
+    auto s = check_secret_file(key, "key file", "bad_key");
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == "bad_key");
+    CHECK(s.error().message == "key file " + key + " has mode " + text +
+                                   ": must not be readable by group or others (chmod 600)");
+  }
+  std::filesystem::permissions(key, std::filesystem::perms(0400));
+  CHECK(check_secret_file(key, "key file", "bad_key").ok());
+  auto missing = check_secret_file(dir.file("nope"), "key file", "bad_key");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message.find(dir.file("nope")) != std::string::npos);
+
+  DeviceConfig c;
+  c.password_file = dir.file("pw");
+  test::write_file(c.password_file, "pw\n");
+  std::filesystem::permissions(c.password_file, std::filesystem::perms(0644));
+  auto open = load_password_file(c);
+  REQUIRE_FALSE(open.ok());
+  CHECK(open.error().code == "bad_config");
+  CHECK(open.error().message == "password file " + c.password_file +
+                                    " has mode 0644: must not be readable by group or others "
+                                    "(chmod 600)");
+  CHECK(c.password.empty());
 }
 
 TEST_CASE("the shipped example config parses") {

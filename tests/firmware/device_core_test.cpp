@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "core_rig.hpp"
 
 using namespace vend;
@@ -344,4 +346,20 @@ TEST_CASE("status_request re-publishes the retained online status, at most once 
   auto last = proto::decode_status(rig.transport.published.back().payload);
   REQUIRE(last.ok());
   CHECK(last->message.online);
+}
+
+// Fails on the code before this test: expires_at_ms + expiry_skew_ms
+// overflowed to a negative deadline, so 2^63-1 was rejected `expired`.
+TEST_CASE("an expires_at_ms at the int64 limit never expires, at the door or in the queue") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  proto::DispenseCommand first{vend::fw::test::kDevice, "o-1", 1, tokens[0], kMax};
+  proto::DispenseCommand second{vend::fw::test::kDevice, "o-2", 1, tokens[1], kMax - 1};
+  CHECK(rig.send(first).result == "accepted");
+  CHECK(rig.send(second).result == "accepted");  // waits behind o-1, checked again at its turn
+  rig.run_for(1500);
+  CHECK(rig.ledger.find_dispense("o-1").value()->state == DispenseState::kDispensed);
+  CHECK(rig.ledger.find_dispense("o-2").value()->state == DispenseState::kDispensed);
+  CHECK(rig.machine.rotations() == 2);
 }

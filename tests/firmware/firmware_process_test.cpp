@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -59,7 +60,7 @@ class Device {
  public:
   explicit Device(const std::string& broker_url) : broker_url_(broker_url) {
     key_ = crypto::Key::generate();
-    test::write_file(dir_.file("device.key"), key_.to_hex() + "\n");
+    test::write_private_file(dir_.file("device.key"), key_.to_hex() + "\n");
     write_config(200);
   }
   // A config with relative file names (resolved against its directory).
@@ -367,6 +368,19 @@ TEST_CASE("bad arguments and a bad config exit 2 with a clear message") {
   Run bad = run({"--config", dir.file("bad.json")});
   CHECK(bad.code == 2);
   CHECK(bad.output.find("slots[0].capacity: must be 1..1000") != std::string::npos);
+
+  // A readable key is refused before anything runs (the code before this
+  // check loaded it and ran).
+  test::write_file(dir.file("open.key"), crypto::Key::generate().to_hex() + "\n");
+  std::filesystem::permissions(dir.file("open.key"), std::filesystem::perms(0644));
+  test::write_file(
+      dir.file("open.json"),
+      R"({"device_id":"vm-1","key_file":"open.key","broker_url":"tcp://h:1","slots":[{"slot":1,"capacity":1}]})");
+  Run open_key = run({"--config", dir.file("open.json")});
+  CHECK(open_key.code == 2);
+  CHECK(open_key.output.find("key file " + dir.file("open.key") +
+                             " has mode 0644: must not be readable by group or others "
+                             "(chmod 600)") != std::string::npos);
 
   Run version = run({"--version"});
   CHECK(version.code == 0);

@@ -200,4 +200,11 @@ void write_file(const std::string& path, const std::string& content) {
   out << content;
 }
 
+void write_private_file(const std::string& path, const std::string& content) {
+  write_file(path, content);
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+      std::filesystem::perm_options::replace);
+}
+
 }  // namespace vend::test

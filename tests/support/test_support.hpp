@@ -95,5 +95,7 @@ class RedisServer {
 // Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);
+// write_file, then mode 0600: a secret (device key, password) vend-firmware accepts.
+void write_private_file(const std::string& path, const std::string& content);
 
 }  // namespace vend::test

@@ -116,7 +116,7 @@ TEST_CASE("vendctl reconcile and watch end to end: real vend-agent, real device"
   // --json prints the answer on stdout and the warning on stderr (one log here).
   const std::string key =
       nlohmann::json::parse(provision.output.substr(0, provision.output.find('\n')))["key"];
-  test::write_file(dir.file("device.key"), key + "\n");
+  test::write_private_file(dir.file("device.key"), key + "\n");
   test::write_file(dir.file("device.json"), device_config("vm-rec-1", agent.broker().url(), dir));
   test::Child device(
       {test::binary_path("firmware/vend-firmware"), "--config", dir.file("device.json")},

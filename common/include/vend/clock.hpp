@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace vend {
 
@@ -42,5 +43,21 @@ class ManualClock final : public Clock {
   int64_t monotonic_ms_;
   int64_t skew_ms_ = 0;
 };
+
+// a + b, clamped to the int64 range: time sums built from wire values (an
+// expires_at_ms near 2^63-1 plus a skew) never overflow.
+constexpr int64_t saturating_add(int64_t a, int64_t b) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  if (b > 0 && a > kMax - b) return kMax;
+  if (b < 0 && a < kMin - b) return kMin;
+  return a + b;
+}
+
+// True when a deadline of `deadline_ms`, tolerating `skew_ms`, has passed at
+// `now_ms`. Overflow-free for any deadline.
+constexpr bool past_deadline(int64_t now_ms, int64_t deadline_ms, int64_t skew_ms) {
+  return now_ms > saturating_add(deadline_ms, skew_ms);
+}
 
 }  // namespace vend

@@ -51,7 +51,11 @@ std::string token_digest(std::vector<std::string> tokens);
 // hashes every slot of every snapshot).
 std::string token_digest_of_views(std::vector<std::string_view> tokens);
 
-// 128 random bits (OpenSSL RAND_bytes) as 32 lowercase hex chars: token
+// Fills `out` with `n` bytes from the kernel CSPRNG (getrandom(2)); aborts
+// if it fails (never weak randomness).
+void random_bytes(uint8_t* out, size_t n);
+
+// 128 random bits (getrandom) as 32 lowercase hex chars: token
 // ids and boot ids.
 std::string random_id128();
 

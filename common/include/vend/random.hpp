@@ -23,7 +23,7 @@ class Random {
   std::string id128();
 };
 
-// OpenSSL RAND_bytes. Thread-safe.
+// The kernel CSPRNG (getrandom). Thread-safe.
 class SecureRandom final : public Random {
  public:
   uint64_t next_u64() override;

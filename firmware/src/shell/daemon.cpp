@@ -93,7 +93,13 @@ Status Daemon::start() {
   auto ledger = Ledger::open(c.ledger_path, identity, sync_mode(c));
   if (!ledger.ok()) return ledger.error();
   ledger_.emplace(std::move(ledger).value());
-  if (auto s = ledger_->sync_slots(c.slots); !s.ok()) return s;
+  if (auto s = ledger_->sync_slots(c.slots); !s.ok()) {
+    // A full disk is a fault to report, not a reason to exit (and be
+    // restarted forever): the slots already in the ledger serve.
+    if (s.error().code != "sqlite_full") return s;
+    log_.error(kLog,
+               "ledger storage is full: slot settings not updated (" + s.error().message + ")");
+  }
   auto hal = MachineHal::create(c, *ledger_, clock_, random_.next_u64(), log_);
   if (!hal.ok()) return hal.error();
   hal_ = std::move(hal).value();

@@ -17,7 +17,7 @@ Result<std::unique_ptr<MachineHal>> MachineHal::create(const DeviceConfig& confi
   std::unique_ptr<MachineHal> m(new MachineHal(clock, log));
   if (config.hal == "gpio") {
 #ifdef VEND_HAVE_GPIOD
-    auto gpio = GpioMachine::open(config.gpio, config.slots, clock, log);
+    auto gpio = GpioMachine::open(config.gpio, config.slots, log);
     if (!gpio.ok()) return gpio.error();
     m->gpio_ = std::move(gpio).value();
     return m;
@@ -58,10 +58,7 @@ Status MachineHal::load_from_ledger(Ledger& ledger) {
 
 void MachineHal::between_ticks(Ledger& ledger, bool core_idle) {
 #ifdef VEND_HAVE_GPIOD
-  if (gpio_) {
-    gpio_->sample_inputs();
-    return;
-  }
+  if (gpio_) return;  // the motor controller watches the sensor on its own thread
 #endif
   int64_t now = clock_.monotonic_ms();
   if (!core_idle || now < next_follow_ms_) return;

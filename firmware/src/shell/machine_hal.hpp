@@ -33,7 +33,8 @@ class MachineHal {
 
   Hal hal();
 
-  // Between two core ticks. GPIO: samples the drop sensor. Sim: while the
+  // Between two core ticks. GPIO: nothing (TimedMotor times the motor and
+  // watches the drop sensor on its own thread). Sim: while the
   // core is idle (no rotation under way, so the ledger and the machine
   // agree), the simulated slots take the ledger's physical counts — that is
   // how a restock confirmed with `vend-firmware restock` loads the machine.

@@ -14,6 +14,13 @@ Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key) {
   if (!config.ok()) return config.error();
   DeviceSetup setup{std::move(config).value(), {}};
   if (with_key) {
+    const DeviceConfig& c = setup.config;
+    if (auto s = check_secret_file(c.key_file, "key file", "bad_key"); !s.ok()) return s.error();
+    if (!c.tls_key_file.empty()) {
+      auto s = check_secret_file(c.tls_key_file, "TLS key file", "bad_key");
+      if (!s.ok()) return s.error();
+    }
+    if (auto s = load_password_file(setup.config); !s.ok()) return s.error();
     auto key = crypto::Key::load_file(setup.config.key_file);
     if (!key.ok()) return key.error();
     setup.key = std::move(key).value();

@@ -25,7 +25,9 @@ struct DeviceSetup {
   crypto::Key key;
 };
 
-// Loads the config and, when `with_key`, the key file it names.
+// Loads the config and, when `with_key`, the key file it names and the
+// password file, after checking that they and the TLS key file are private
+// (check_secret_file).
 Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key);
 
 // Opens the ledger named by the config, signing as `boot_id`. With

@@ -49,6 +49,7 @@ struct DeviceConfig {
   std::string broker_url;  // tcp://host:1883 or ssl://host:8883
   std::string username;
   std::string password;
+  std::string password_file;  // the password in a file of its own (mode 0600); not with password
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
@@ -66,5 +67,14 @@ struct DeviceConfig {
 Result<DeviceConfig> parse_device_config(const std::string& text, const std::string& origin);
 // Reads and parses a file; a missing or unreadable file names the path.
 Result<DeviceConfig> load_device_config(const std::string& path);
+
+// A secret file (the device key, the MQTT password, the TLS client key) must
+// exist and have no permission bits for group or others. The error (code
+// `code`) names `what`, the path and its mode: "key file /etc/vend/key has
+// mode 0644: must not be readable by group or others (chmod 600)".
+Status check_secret_file(const std::string& path, const std::string& what, const std::string& code);
+// Reads `password_file` (when set) into `password` after checking its mode:
+// one line, a trailing newline dropped. Errors: "bad_config".
+Status load_password_file(DeviceConfig& config);
 
 }  // namespace vend::fw

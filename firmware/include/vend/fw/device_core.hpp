@@ -59,6 +59,8 @@ class DeviceCore {
   // Crash recovery, once, before anything else: a dispense left in
   // MOTOR_RUNNING becomes UNCERTAIN (reported, motor not re-run); one
   // ACCEPTED whose command has expired is rejected and its token restored.
+  // A full ledger does not fail the boot: the core starts degraded (below)
+  // and recovers once there is room.
   Status boot();
 
   // The retained presence message (online or offline) for this boot; the
@@ -77,6 +79,11 @@ class DeviceCore {
   // snapshots. Call every few tens of milliseconds (or every simulation step).
   void tick();
 
+  // True while the ledger's storage is full: new dispenses are refused
+  // (reason "storage_full", not recorded: the cloud re-sends), outcomes of
+  // work under way wait in memory, and every few seconds a `storage_full`
+  // fault is tried; once it is written the core is back to normal.
+  bool storage_full() const { return storage_full_; }
   // True when no dispense is queued or running.
   bool idle() const { return !running_ && queue_.empty(); }
   size_t queued() const { return queue_.size(); }
@@ -113,6 +120,11 @@ class DeviceCore {
   void maybe_periodic_snapshot();
   void check_outbox_pressure();
   bool has_slot(int slot) const;
+  // Enters the storage-full state for an SQLITE_FULL error (logged once);
+  // false for any other error.
+  bool note_storage_error(const Error& error);
+  void check_storage();
+  Status recover_interrupted();
 
   Ledger& ledger_;
   Hal hal_;
@@ -154,6 +166,11 @@ class DeviceCore {
   // Refused commands: one line per (type, reason) a minute, with the count.
   static constexpr int64_t kRefusalLogIntervalMs = 60'000;
   RateLimitedLog refusal_log_;
+  bool storage_full_ = false;
+  int64_t storage_full_since_ms_ = 0;  // wall
+  int64_t next_storage_probe_ms_ = 0;
+  int64_t refused_while_full_ = 0;
+  bool recovery_pending_ = false;  // crash recovery could not be written at boot
   CoreStats stats_;
 };
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,13 +116,23 @@ class Ledger {
   // The cloud processed every event up to `upto_seq`: drop them.
   Result<int> acknowledge(uint64_t upto_seq);
 
-  // A snapshot of every slot; full adds the token lists.
+  // A snapshot of every slot; full adds the token lists. The slot counts come
+  // from `inventory` when there is one (read first, outside the transaction),
+  // else from the ledger. Read in one transaction.
   Result<proto::Snapshot> snapshot(const std::string& request_id, bool full,
                                    InventorySensor* inventory);
+  // The same snapshot appended to the outbox, read in the transaction that
+  // allocates its seq: it holds every token of every event before that seq
+  // (a restock committed by another process cannot fall in between).
+  Result<uint64_t> append_snapshot(const std::string& request_id, bool full,
+                                   InventorySensor* inventory, int64_t now_ms);
 
  private:
   Ledger(sql::Database db, Identity identity)
       : db_(std::move(db)), identity_(std::move(identity)) {}
+  Result<std::map<int, int>> sense_counts(InventorySensor* inventory);
+  Result<proto::Snapshot> build_snapshot(const std::string& request_id, bool full,
+                                         const std::map<int, int>& sensed);
   // Inside an open transaction: allocate the next seq and insert the signed event.
   Result<uint64_t> append_event_in_tx(const proto::EventBody& body, int64_t now_ms);
 

@@ -31,3 +31,11 @@ deb_arch_of() {
     *) die "unknown ARM target '$1' (expected aarch64 or armhf)" ;;
   esac
 }
+
+# need_cmd PROGRAM PACKAGE: dies naming the Debian package that provides
+# PROGRAM when it is not on PATH (scripts/setup-deps installs every one).
+#   need_cmd ss iproute2
+need_cmd() {
+  command -v "$1" >/dev/null 2>&1 ||
+    die "\`$1\` not found: install Debian package $2 (scripts/setup-deps)"
+}

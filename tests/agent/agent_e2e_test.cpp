@@ -102,9 +102,10 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   test::TempDir dir;
   // 1. mosquitto, and an operator watching the ops topics with mosquitto_sub.
   test::MosquittoServer broker;
-  test::Child watcher({test::find_executable("mosquitto_sub"), "-h", "127.0.0.1", "-p",
-                       std::to_string(broker.port()), "-t", "vend/v1/ops/#", "-v"},
-                      dir.file("ops.log"));
+  test::Child watcher(
+      {test::require_program("mosquitto_sub", "mosquitto-clients"), "-h", "127.0.0.1", "-p",
+       std::to_string(broker.port()), "-t", "vend/v1/ops/#", "-v"},
+      dir.file("ops.log"));
 
   // 2. vend-agent; it creates the missing secret files and says where.
   int http_port = test::free_port();
@@ -176,8 +177,8 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   std::string body = R"({"payment_id":"pay-demo-1","amount_cents":150})";
   Run sig = run({"/bin/sh", "-c",
                  "t=$(date +%s); printf 't=%s,v1=' \"$t\"; printf '%s' \"$t.$2.$0\" | "
-                 "openssl dgst -sha256 -hmac \"$1\" | sed 's/^.* //'",
-                 body, secret, id},
+                 "\"$3\" dgst -sha256 -hmac \"$1\" | sed 's/^.* //'",
+                 body, secret, id, test::require_program("openssl", "openssl")},
                 dir.file("openssl.out"));
   REQUIRE_MESSAGE(sig.code == 0, sig.output);
   REQUIRE(trim(sig.output).find(",v1=") != std::string::npos);

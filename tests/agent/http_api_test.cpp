@@ -701,7 +701,8 @@ TEST_CASE("keep-alive requests are not stalled by Nagle: the server sets TCP_NOD
 TEST_CASE("the listening socket's backlog is widened to HttpServerLimits::listen_backlog") {
   Agent agent;
   REQUIRE(agent.client().Get("/healthz"));  // the accept loop (and the re-listen) has run
-  std::string cmd = "ss -ltnH 'sport = :" + std::to_string(agent.port()) + "'";
+  std::string cmd = test::require_program("ss", "iproute2") +
+                    " -ltnH 'sport = :" + std::to_string(agent.port()) + "'";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
   char line[512] = {0};

@@ -61,8 +61,8 @@ std::optional<int64_t> value_of(StockStore& s, const std::string& key) {
 
 // Runs redis-cli against a test server; returns its exit status.
 int redis_cli(int port, std::vector<std::string> args) {
-  std::vector<std::string> argv = {vend::test::find_executable("redis-cli"), "-h", "127.0.0.1",
-                                   "-p", std::to_string(port)};
+  std::vector<std::string> argv = {vend::test::require_program("redis-cli", "redis-tools"), "-h",
+                                   "127.0.0.1", "-p", std::to_string(port)};
   argv.insert(argv.end(), args.begin(), args.end());
   vend::test::Child child(argv, "/dev/null");
   return child.wait(10s);

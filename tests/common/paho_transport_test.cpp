@@ -340,7 +340,7 @@ std::vector<std::string> will_child_argv(const std::vector<std::string>& args) {
     if (end > start) argv.push_back(emulator.substr(start, end - start));
     start = end + 1;
   }
-  if (!argv.empty()) argv[0] = test::find_executable(argv[0]);
+  if (!argv.empty()) argv[0] = test::require_program(argv[0], "qemu-user");
   argv.push_back(VEND_MQTT_WILL_CHILD);
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;

@@ -44,9 +44,10 @@ SecureBroker::SecureBroker(const std::vector<std::string>& users)
   for (const std::string& user : users) add_user(user);
   write_file(dir_.file("acl"), read_file(source_path("deploy/mosquitto/acl")));
   write_config();
-  broker_ = std::make_unique<Child>(
-      std::vector<std::string>{find_executable("mosquitto"), "-c", dir_.file("mosquitto.conf")},
-      dir_.file("broker.log"));
+  broker_ =
+      std::make_unique<Child>(std::vector<std::string>{require_program("mosquitto", "mosquitto"),
+                                                       "-c", dir_.file("mosquitto.conf")},
+                              dir_.file("broker.log"));
   if (!wait_for_port(plain_port_, std::chrono::seconds(10)) ||
       !wait_for_port(tls_port_, std::chrono::seconds(10))) {
     throw std::runtime_error("mosquitto did not start: " + log());
@@ -55,7 +56,7 @@ SecureBroker::SecureBroker(const std::vector<std::string>& users)
 
 // The commands of docs/deployment.md, with a one-day validity.
 void SecureBroker::make_certificates() {
-  std::string openssl = find_executable("openssl");
+  std::string openssl = require_program("openssl", "openssl");
   std::string log = dir_.file("openssl.log");
   const std::vector<std::string> ec = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
                                        "-nodes"};

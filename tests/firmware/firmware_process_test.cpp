@@ -43,7 +43,7 @@ std::vector<std::string> firmware_argv() {
 #ifdef VEND_FIRMWARE_EMULATOR
   std::stringstream ss(VEND_FIRMWARE_EMULATOR);
   for (std::string part; std::getline(ss, part, '|');) argv.push_back(part);
-  argv[0] = test::find_executable(argv[0]);
+  argv[0] = test::require_program(argv[0], "qemu-user");
 #endif
   argv.push_back(test::binary_path("firmware/vend-firmware"));
   return argv;

@@ -67,7 +67,7 @@ bool wait_for_port(int port, std::chrono::milliseconds timeout) {
   return false;
 }
 
-std::string find_executable(const std::string& name) {
+std::string require_program(const std::string& name, const std::string& package) {
   std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
   path += ":/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/bin:/usr/local/sbin";
   std::stringstream ss(path);
@@ -77,7 +77,8 @@ std::string find_executable(const std::string& name) {
     std::string candidate = dir + "/" + name;
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
-  throw std::runtime_error("required executable '" + name + "' not found (run scripts/setup-deps)");
+  throw std::runtime_error("`" + name + "` not found: install Debian package " + package +
+                           " (scripts/setup-deps)");
 }
 
 std::string binary_path(const std::string& relative) {
@@ -163,7 +164,8 @@ void MosquittoServer::start() {
       << extra_ << "\n";
   out.close();
   child_ = std::make_unique<Child>(
-      std::vector<std::string>{find_executable("mosquitto"), "-c", conf}, dir_.file("broker.log"));
+      std::vector<std::string>{require_program("mosquitto", "mosquitto"), "-c", conf},
+      dir_.file("broker.log"));
   if (!wait_for_port(port_, std::chrono::seconds(10))) {
     throw std::runtime_error("mosquitto did not start on port " + std::to_string(port_) + ": " +
                              read_file(dir_.file("broker.log")));
@@ -176,9 +178,9 @@ RedisServer::RedisServer() : port_(free_port()) { start(); }
 
 void RedisServer::start() {
   child_ = std::make_unique<Child>(
-      std::vector<std::string>{find_executable("redis-server"), "--port", std::to_string(port_),
-                               "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-                               dir_.path()},
+      std::vector<std::string>{require_program("redis-server", "redis-server"), "--port",
+                               std::to_string(port_), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", dir_.path()},
       dir_.file("redis.log"));
   if (!wait_for_port(port_, std::chrono::seconds(10))) {
     throw std::runtime_error("redis-server did not start on port " + std::to_string(port_) + ": " +

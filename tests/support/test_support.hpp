@@ -30,9 +30,11 @@ class TempDir {
 int free_port();
 // True once something accepts TCP connections on 127.0.0.1:port.
 bool wait_for_port(int port, std::chrono::milliseconds timeout);
-// Absolute path of an executable found on PATH or in /usr/sbin, /usr/bin;
-// throws std::runtime_error naming it when missing.
-std::string find_executable(const std::string& name);
+// Absolute path of program `name`, found on PATH or in /usr/sbin, /usr/bin.
+// When missing, throws std::runtime_error naming the Debian package that
+// provides it (scripts/setup-deps installs every one), which fails the test:
+//   "`ss` not found: install Debian package iproute2 (scripts/setup-deps)"
+std::string require_program(const std::string& name, const std::string& package);
 // $VEND_BINARY_DIR/<relative> (set by ctest), for the project's executables.
 std::string binary_path(const std::string& relative);
 

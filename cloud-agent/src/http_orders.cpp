@@ -55,6 +55,36 @@ Result<int64_t> parse_limit(const std::string& text) {
   return n;
 }
 
+template <typename State>
+struct ListQuery {
+  std::optional<State> state;
+  size_t limit = kDefaultListLimit;
+};
+
+// ?state=…&limit=…, each at most once and nothing else. `parse_state` maps
+// a state name (nullopt: unknown, answered with `unknown_state(value)`).
+template <typename State, typename Parse, typename Message>
+Result<ListQuery<State>> list_query(const httplib::Request& req, Parse parse_state,
+                                    Message unknown_state) {
+  ListQuery<State> out;
+  for (const auto& [name, value] : req.params) {
+    if (req.get_param_value_count(name) > 1) {
+      return http::bad_request("query parameter '" + name + "' given more than once");
+    }
+    if (name == "state") {
+      out.state = parse_state(value);
+      if (!out.state) return http::bad_request(std::string(unknown_state(value)));
+    } else if (name == "limit") {
+      auto n = parse_limit(value);
+      if (!n.ok()) return n.error();
+      out.limit = static_cast<size_t>(*n);
+    } else {
+      return http::bad_request("unknown query parameter '" + name + "'");
+    }
+  }
+  return out;
+}
+
 HttpReply order_reply(int status, const Order& order) {
   return HttpReply{status, http::order_json(order).dump()};
 }
@@ -167,26 +197,11 @@ Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
 }
 
 Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
-  std::optional<RefundState> state;
-  int64_t limit = kDefaultListLimit;
-  for (const auto& [name, value] : req.params) {
-    if (req.get_param_value_count(name) > 1) {
-      return http::bad_request("query parameter '" + name + "' given more than once");
-    }
-    if (name == "state") {
-      state = parse_refund_state(value);
-      if (!state) {
-        return http::bad_request("query parameter 'state' must be PENDING, DELIVERED or GAVE_UP");
-      }
-    } else if (name == "limit") {
-      auto n = parse_limit(value);
-      if (!n.ok()) return n.error();
-      limit = *n;
-    } else {
-      return http::bad_request("unknown query parameter '" + name + "'");
-    }
-  }
-  auto refunds = core_.list_refunds(state, static_cast<size_t>(limit));
+  auto query = list_query<RefundState>(req, parse_refund_state, [](const std::string&) {
+    return "query parameter 'state' must be PENDING, DELIVERED or GAVE_UP";
+  });
+  if (!query.ok()) return query.error();
+  auto refunds = core_.list_refunds(query->state, query->limit);
   if (!refunds.ok()) return refunds.error();
   http::Json list = http::Json::array();
   for (const StoredRefund& r : *refunds) {
@@ -205,25 +220,11 @@ Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
 }
 
 Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {
-  std::optional<OrderState> state;
-  int64_t limit = kDefaultListLimit;
-  for (const auto& [name, value] : req.params) {
-    if (req.get_param_value_count(name) > 1) {
-      return http::bad_request("query parameter '" + name + "' given more than once");
-    }
-    if (name == "state") {
-      state = parse_order_state(value);
-      if (!state)
-        return http::bad_request("query parameter 'state': unknown state '" + value + "'");
-    } else if (name == "limit") {
-      auto n = parse_limit(value);
-      if (!n.ok()) return n.error();
-      limit = *n;
-    } else {
-      return http::bad_request("unknown query parameter '" + name + "'");
-    }
-  }
-  auto orders = core_.list_orders(state, static_cast<size_t>(limit));
+  auto query = list_query<OrderState>(req, parse_order_state, [](const std::string& value) {
+    return "query parameter 'state': unknown state '" + value + "'";
+  });
+  if (!query.ok()) return query.error();
+  auto orders = core_.list_orders(query->state, query->limit);
   if (!orders.ok()) return orders.error();
   http::Json list = http::Json::array();
   for (const Order& o : *orders) list.push_back(http::order_json(o));

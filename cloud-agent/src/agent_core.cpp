@@ -28,12 +28,21 @@ Status AgentCore::start() {
 // its id must find the order after any crash. Concurrent reservations share
 // one group commit; the wait happens outside the lock.
 Result<Order> AgentCore::create_order(const std::string& device, int slot,
+                                      const std::string& client,
                                       const std::string& idempotency_key) {
+  if (auto s = detail::check_text("idempotency key", idempotency_key, 128, true); !s.ok()) {
+    return s.error();
+  }
+  std::string scoped;
+  if (!idempotency_key.empty()) {
+    if (auto s = detail::check_text("client", client, 128, false); !s.ok()) return s.error();
+    scoped = client + "\n" + idempotency_key;
+  }
   Ticket wait;
   Result<Order> order = make_error("unavailable", "not reserved");
   {
     std::lock_guard lock(state_->mu);
-    order = state_->create_order(device, slot, idempotency_key);
+    order = state_->create_order(device, slot, scoped);
     if (!order.ok()) return order;
     wait = state_->durable_ticket(order->id);
   }
@@ -131,6 +140,15 @@ std::vector<DeviceView> AgentCore::devices() {
 Result<std::vector<SlotView>> AgentCore::slots(const std::string& device_id) {
   std::lock_guard lock(state_->mu);
   return state_->slot_views(device_id);
+}
+
+Result<CatalogView> AgentCore::catalog(const std::string& device_id) {
+  std::lock_guard lock(state_->mu);
+  auto slots = state_->slot_views(device_id);
+  if (!slots.ok()) return slots.error();
+  auto dev = state_->devices.find(device_id);
+  bool online = dev != state_->devices.end() && dev->second.online;
+  return CatalogView{device_id, online, std::move(slots).value()};
 }
 
 Status AgentCore::set_slot(const std::string& device_id, const SlotSpec& slot) {

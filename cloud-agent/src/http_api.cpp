@@ -66,22 +66,28 @@ void HttpApi::install(httplib::Server& s) {
   s.set_payload_max_length(options_.max_body_bytes);
   std::string order = std::string("/v1/orders/") + kId;
   std::string device = std::string("/v1/devices/") + kId;
-  s.Post("/v1/orders", wrap(&HttpApi::create_order, Access::kPublic));
-  s.Get("/v1/orders", wrap(&HttpApi::list_orders, Access::kOperator));
-  s.Get("/v1/refunds", wrap(&HttpApi::list_refunds, Access::kOperator));
-  s.Get(order, wrap(&HttpApi::get_order, Access::kPublic));
-  s.Post(order + "/payment", wrap(&HttpApi::pay_order, Access::kPublic));
-  s.Post(order + "/cancel", wrap(&HttpApi::cancel_order, Access::kPublic));
-  s.Post(order + "/resolve", wrap(&HttpApi::resolve_order, Access::kOperator));
-  s.Post("/v1/devices", wrap(&HttpApi::provision_device, Access::kOperator));
-  s.Get("/v1/devices", wrap(&HttpApi::list_devices, Access::kOperator));
-  s.Get(device + "/slots", wrap(&HttpApi::list_slots, Access::kOperator));
-  s.Put(device + "/slots/([0-9]{1,9})", wrap(&HttpApi::update_slot, Access::kOperator));
-  s.Post(device + "/restock", wrap(&HttpApi::restock, Access::kOperator));
-  s.Post(device + "/reconcile", wrap(&HttpApi::reconcile, Access::kOperator));
-  s.Get(std::string("/v1/reconcile/") + kId, wrap(&HttpApi::reconcile_report, Access::kOperator));
-  s.Get("/metrics", wrap(&HttpApi::metrics, Access::kPublic));
-  s.Get("/healthz", wrap(&HttpApi::healthz, Access::kPublic));
+  route(s, "POST", "/v1/orders", &HttpApi::create_order, Access::kPublic);
+  route(s, "GET", "/v1/orders", &HttpApi::list_orders, Access::kOperator);
+  route(s, "GET", "/v1/refunds", &HttpApi::list_refunds, Access::kOperator);
+  route(s, "GET", order, &HttpApi::get_order, Access::kPublic);
+  route(s, "POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
+  route(s, "POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
+  route(s, "POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
+  route(s, "POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
+  route(s, "GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
+  route(s, "GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
+  route(s, "PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
+  route(s, "POST", device + "/restock", &HttpApi::restock, Access::kOperator);
+  route(s, "POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
+  route(s, "GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report,
+        Access::kOperator);
+  route(s, "GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog,
+        Access::kPublic);
+  route(s, "GET", "/metrics", &HttpApi::metrics, Access::kPublic);
+  route(s, "GET", "/healthz", &HttpApi::healthz, Access::kPublic);
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return route_without_length(req, res);
+  });
 
   // httplib calls this for every status >= 400; only fill in its own errors.
   s.set_error_handler(
@@ -108,6 +114,36 @@ void HttpApi::install(httplib::Server& s) {
         res.status = 500;
         res.set_content(http::error_body("internal", "internal error"), kJson);
       });
+}
+
+void HttpApi::route(httplib::Server& s, const std::string& method, const std::string& pattern,
+                    Handler handler, Access access) {
+  httplib::Server::Handler h = wrap(handler, access);
+  if (method == "GET") s.Get(pattern, h);
+  if (method == "POST") s.Post(pattern, h);
+  if (method == "PUT") s.Put(pattern, h);
+  routes_.push_back(Route{method, std::regex(pattern), std::move(h)});
+}
+
+httplib::Server::HandlerResponse HttpApi::route_without_length(const httplib::Request& req,
+                                                               httplib::Response& res) const {
+  using R = httplib::Server::HandlerResponse;
+  bool has_body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                         req.method == "DELETE";
+  if (!has_body_method || req.has_header("Content-Length")) return R::Unhandled;
+  if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+    return R::Unhandled;
+  }
+  for (const Route& r : routes_) {
+    if (r.method != req.method) continue;
+    httplib::Request bodiless = req;  // its own path: the matches point into it
+    if (std::regex_match(bodiless.path, bodiless.matches, r.pattern)) {
+      r.handler(bodiless, res);
+      return R::Handled;
+    }
+  }
+  res.status = 404;  // the error handler writes the body
+  return R::Handled;
 }
 
 httplib::Server::Handler HttpApi::wrap(Handler handler, Access access) {
@@ -148,7 +184,8 @@ void HttpApi::respond(const httplib::Request& req, httplib::Response& res,
                       const Result<HttpReply>& r) {
   if (r.ok()) {
     res.status = r->status;
-    res.set_content(r->body, r->content_type.c_str());
+    for (const auto& [name, value] : r->headers) res.set_header(name, value);
+    if (r->status != 304) res.set_content(r->body, r->content_type.c_str());
     return;
   }
   const Error& e = r.error();

@@ -1,7 +1,9 @@
 // HttpApi: the agent's HTTP/JSON API on cpp-httplib, a thin adapter over
 // AgentCore. docs/openapi.yaml is the contract; docs/agent.md shows a session.
 //
-//   customers   POST /v1/orders, GET /v1/orders/{id}, POST /v1/orders/{id}/cancel
+//   customers   POST /v1/orders (Idempotency-Key scoped per X-Client-Id, else
+//               per peer address), GET /v1/orders/{id}, POST
+//               /v1/orders/{id}/cancel, GET /v1/machines/{id}/catalog
 //   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
 //   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve
 //               (Authorization: Bearer <token>)
@@ -16,6 +18,11 @@
 // (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400,
 // the message names the field) before the core sees it; no exception leaves
 // a handler.
+//
+// A request without Content-Length and without a chunked Transfer-Encoding
+// has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile
+// is answered at once. (httplib 0.11 would read such a body to the end of
+// the connection, and answer 400 after its read timeout.)
 #pragma once
 
 #include <httplib.h>
@@ -23,8 +30,11 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "metrics.hpp"
 #include "vend/agent/agent_core.hpp"
@@ -63,9 +73,16 @@ struct HttpApiOptions {
 
 // A handler's successful answer.
 struct HttpReply {
+  HttpReply() = default;
+  HttpReply(int status_, std::string body_, std::string content_type_ = "application/json")
+      : status(status_), body(std::move(body_)), content_type(std::move(content_type_)) {}
+
   int status = 200;
   std::string body;  // JSON text unless content_type says otherwise
   std::string content_type = "application/json";
+  // Extra response headers (ETag, Cache-Control). A 304 is sent without a
+  // body or Content-Type.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
@@ -85,6 +102,19 @@ class HttpApi {
   enum class Access { kPublic, kOperator };
   using Handler = Result<HttpReply> (HttpApi::*)(const httplib::Request&);
 
+  // One route: registered on the server and kept for requests without a
+  // body length, which the pre-routing handler dispatches itself.
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    httplib::Server::Handler handler;
+  };
+  void route(httplib::Server& server, const std::string& method, const std::string& pattern,
+             Handler handler, Access access);
+  // A POST/PUT/PATCH/DELETE without Content-Length nor chunked body: routed
+  // here with an empty body. Unhandled otherwise.
+  httplib::Server::HandlerResponse route_without_length(const httplib::Request& req,
+                                                        httplib::Response& res) const;
   httplib::Server::Handler wrap(Handler handler, Access access);
   Status authorize_operator(const httplib::Request& req) const;
   void respond(const httplib::Request& req, httplib::Response& res, const Result<HttpReply>& r);
@@ -107,6 +137,9 @@ class HttpApi {
   Result<HttpReply> reconcile(const httplib::Request& req);
   Result<HttpReply> reconcile_report(const httplib::Request& req);
 
+  // The public catalog (http_catalog.cpp).
+  Result<HttpReply> catalog(const httplib::Request& req);
+
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);
   Result<HttpReply> healthz(const httplib::Request& req);
@@ -124,6 +157,7 @@ class HttpApi {
   std::mutex replay_mu_;  // guards replays_
   webhook::ReplayWindow replays_;
   MetricsExporter metrics_;
+  std::vector<Route> routes_;  // written by install() only, before serving
 };
 
 // HTTP status of an error code (core codes and the API's own).

@@ -37,6 +37,21 @@ Result<std::string> idempotency_key_of(const httplib::Request& req) {
   return key;
 }
 
+// The scope of the caller's idempotency keys: "id:<X-Client-Id>" when the
+// app sends one (1..64 of [A-Za-z0-9._-]), else "addr:<peer address>". The
+// prefixes keep a client id from posing as an address.
+Result<std::string> client_of(const httplib::Request& req) {
+  if (!req.has_header("X-Client-Id")) return "addr:" + req.remote_addr;
+  if (req.get_header_value_count("X-Client-Id") > 1) {
+    return http::bad_request("header 'X-Client-Id' given more than once");
+  }
+  std::string id = req.get_header_value("X-Client-Id");
+  if (!http::is_valid_id(id)) {
+    return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  return "id:" + id;
+}
+
 // Cancel takes no input: an empty body or {}.
 Status expect_empty_body(const httplib::Request& req) {
   if (req.body.empty()) return {};
@@ -102,7 +117,9 @@ Result<HttpReply> HttpApi::create_order(const httplib::Request& req) {
   if (!slot.ok()) return slot.error();
   auto key = idempotency_key_of(req);
   if (!key.ok()) return key.error();
-  auto order = core_.create_order(*device, static_cast<int>(*slot), *key);
+  auto client = client_of(req);
+  if (!client.ok()) return client.error();
+  auto order = core_.create_order(*device, static_cast<int>(*slot), *client, *key);
   if (!order.ok()) return order.error();
   return order_reply(201, *order);
 }

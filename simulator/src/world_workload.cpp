@@ -53,7 +53,7 @@ void WorldWorkload::create_order(agent::AgentCore& core,
                                  const std::function<void()>& after_answer) {
   const std::string& device = devices_[random_.range(0, devices_.size() - 1)];
   int slot = static_cast<int>(random_.range(1, options_.slots));
-  auto order = core.create_order(device, slot, "");
+  auto order = core.create_order(device, slot, "", "");
   std::string where = device + "/" + std::to_string(slot);
   if (!order.ok()) {
     ++refused_;

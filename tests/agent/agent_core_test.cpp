@@ -35,7 +35,7 @@ DeviceSim& stocked_device(AgentRig& rig, int count, const std::string& id = "vm-
 }
 
 Order paid_order(AgentRig& rig, const std::string& device = "vm-1", int slot = 1) {
-  auto o = rig.core->create_order(device, slot, "");
+  auto o = rig.core->create_order(device, slot, "", "");
   REQUIRE(o.ok());
   auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
   REQUIRE(paid.ok());
@@ -58,7 +58,7 @@ TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
   DeviceSim& dev = stocked_device(rig, 3);
   rig.check_stock_invariant();
 
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   CHECK(o->state == OrderState::kReserved);
   CHECK(o->price_cents == 150);
@@ -104,7 +104,7 @@ TEST_CASE("a reservation is answered only once it is durable") {
   });
   REQUIRE(blocker.ok());
   auto answer =
-      std::async(std::launch::async, [&] { return rig.core->create_order("vm-1", 1, ""); });
+      std::async(std::launch::async, [&] { return rig.core->create_order("vm-1", 1, "", ""); });
   CHECK(answer.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   gate.set_value();
   auto order = answer.get();
@@ -118,13 +118,13 @@ TEST_CASE("a reservation is answered only once it is durable") {
 TEST_CASE("never more reservations than tokens: sold out when the pool is empty") {
   AgentRig rig;
   stocked_device(rig, 3);
-  for (int i = 0; i < 3; ++i) REQUIRE(rig.core->create_order("vm-1", 1, "").ok());
-  auto fourth = rig.core->create_order("vm-1", 1, "");
+  for (int i = 0; i < 3; ++i) REQUIRE(rig.core->create_order("vm-1", 1, "", "").ok());
+  auto fourth = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE_FALSE(fourth.ok());
   CHECK(fourth.error().code == "sold_out");
   CHECK(rig.counter("vm-1", 1) == 0);
   CHECK(rig.slot("vm-1", 1).reserved == 3);
-  auto empty_slot = rig.core->create_order("vm-1", 2, "");
+  auto empty_slot = rig.core->create_order("vm-1", 2, "", "");
   CHECK(empty_slot.error().code == "sold_out");
   CHECK(rig.core->take_metrics().reservations_rejected_total == 2);
 }
@@ -132,15 +132,15 @@ TEST_CASE("never more reservations than tokens: sold out when the pool is empty"
 TEST_CASE("bad requests get their own error codes") {
   AgentRig rig;
   stocked_device(rig, 1);
-  CHECK(rig.core->create_order("vm-404", 1, "").error().code == "not_found");
-  CHECK(rig.core->create_order("vm-1", 9, "").error().code == "unknown_slot");
+  CHECK(rig.core->create_order("vm-404", 1, "", "").error().code == "not_found");
+  CHECK(rig.core->create_order("vm-1", 9, "", "").error().code == "unknown_slot");
   CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
   CHECK(rig.core->provision_device("vm-1", kSlots).error().code == "conflict");
   CHECK(rig.core->provision_device("bad/id", kSlots).error().code == "bad_request");
   CHECK(rig.core->provision_device("vm-2", {{0, "x", 1, 1}}).error().code == "bad_request");
   CHECK(rig.core->provision_device("vm-2", {{1, "x", -1, 1}}).error().code == "bad_request");
   CHECK(rig.core->request_restock("vm-1", 1, 0).error().code == "bad_request");
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   CHECK(rig.core->pay(o->id, "", 150).error().code == "bad_request");
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -155,7 +155,7 @@ TEST_CASE("payments that cannot be honoured are recorded and refunded") {
   REQUIRE(unknown.ok());
   CHECK_FALSE(unknown->known);
   CHECK(unknown->payment_outcome == "unknown_order_refunded");
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto wrong = rig.core->pay(o->id, "p-1", 149);
   REQUIRE(wrong.ok());
@@ -180,19 +180,38 @@ TEST_CASE("payments that cannot be honoured are recorded and refunded") {
 TEST_CASE("the same idempotency key returns the same order") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto a = rig.core->create_order("vm-1", 1, "key-1");
-  auto b = rig.core->create_order("vm-1", 1, "key-1");
+  auto a = rig.core->create_order("vm-1", 1, "client-1", "key-1");
+  auto b = rig.core->create_order("vm-1", 1, "client-1", "key-1");
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(a->id == b->id);
   CHECK(rig.slot("vm-1", 1).pool == 2);
-  CHECK(rig.core->create_order("vm-1", 2, "key-1").error().code == "conflict");
+  CHECK(rig.core->create_order("vm-1", 2, "client-1", "key-1").error().code == "conflict");
+}
+
+// A guessed key must not hand out someone else's order: keys are per client.
+TEST_CASE("idempotency keys are scoped per client") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto mine = rig.core->create_order("vm-1", 1, "id:phone-a", "key-1");
+  auto theirs = rig.core->create_order("vm-1", 1, "id:phone-b", "key-1");
+  REQUIRE(mine.ok());
+  REQUIRE(theirs.ok());
+  CHECK(mine->id != theirs->id);
+  CHECK(rig.slot("vm-1", 1).pool == 1);
+  CHECK(rig.core->create_order("vm-1", 1, "id:phone-b", "key-1")->id == theirs->id);
+  CHECK(rig.core->create_order("vm-1", 1, "id:phone-a", "key-1")->id == mine->id);
+  CHECK(rig.slot("vm-1", 1).pool == 1);
+  // A key needs a client; a client with a newline could forge a scope.
+  CHECK(rig.core->create_order("vm-1", 1, "", "key-2").error().code == "bad_request");
+  CHECK(rig.core->create_order("vm-1", 1, "a\nb", "key-2").error().code == "bad_request");
+  CHECK(rig.core->create_order("vm-1", 1, "id:phone-a", "bad key").error().code == "bad_request");
 }
 
 TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.run_for(1900);
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -217,7 +236,7 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
     CHECK(rig.slot("vm-1", 1).pool == 3);  // the token stays for sale
   }
   SUBCASE("a payment racing the timer finds the reservation expired") {
-    auto o2 = rig.core->create_order("vm-1", 1, "");
+    auto o2 = rig.core->create_order("vm-1", 1, "", "");
     REQUIRE(o2.ok());
     rig.clock.advance(2500);  // no tick: the wheel has not fired yet
     auto late = rig.core->pay(o2->id, "pay-2", 150);
@@ -230,7 +249,7 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
 TEST_CASE("cancel returns the token; a payment after it is refunded") {
   AgentRig rig;
   stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto c = rig.core->cancel(o->id);
   REQUIRE(c.ok());
@@ -248,7 +267,7 @@ TEST_CASE("cancel returns the token; a payment after it is refunded") {
 TEST_CASE("duplicate payments: same id same answer, another id refunded") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto first = rig.core->pay(o->id, "pay-1", 150);
   REQUIRE(first.ok());
@@ -264,7 +283,7 @@ TEST_CASE("duplicate payments: same id same answer, another id refunded") {
   CHECK(second->payment_id == "pay-1");
   CHECK(rig.core->pay(o->id, "pay-2", 150)->payment_outcome == "duplicate_payment_refunded");
 
-  auto other = rig.core->create_order("vm-1", 1, "");
+  auto other = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(other.ok());
   CHECK(rig.core->pay(other->id, "pay-1", 150).error().code == "conflict");
 
@@ -314,11 +333,11 @@ TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
     rig.bus.disconnect("vm-1");
     rig.bus.deliver_all();
     CHECK_FALSE(rig.online("vm-1"));
-    CHECK(rig.core->create_order("vm-1", 1, "").error().code == "device_offline");
+    CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "device_offline");
     REQUIRE(rig.bus.reconnect("vm-1"));
     rig.bus.deliver_all();
     CHECK(rig.online("vm-1"));
-    CHECK(rig.core->create_order("vm-1", 1, "").ok());
+    CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
   }
   SUBCASE("the will of an old session, arriving after the new online, is ignored") {
     proto::PresenceStatus stale{"vm-1", old_boot, false, rig.clock.wall_ms()};
@@ -335,7 +354,7 @@ TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
     rig.bus.deliver_all();
     CHECK(rig.online("vm-1"));
     CHECK(rig.log.contains("stale offline will"));
-    CHECK(rig.core->create_order("vm-1", 1, "").ok());
+    CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
   }
 }
 
@@ -414,8 +433,8 @@ TEST_CASE("a busy device gets the command again and dispenses it") {
   fw::CoreOptions options = rig_test::test_device_options();
   options.dispense_queue_max = 1;
   stocked_device(rig, 3, "vm-1", options);
-  auto a = rig.core->create_order("vm-1", 1, "");
-  auto b = rig.core->create_order("vm-1", 1, "");
+  auto a = rig.core->create_order("vm-1", 1, "", "");
+  auto b = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(rig.core->pay(a->id, "pa", 150).ok());
   REQUIRE(rig.core->pay(b->id, "pb", 150).ok());
   REQUIRE(rig.run_until([&] {
@@ -453,8 +472,8 @@ TEST_CASE("no result for too long: NEEDS_REVIEW, then an operator resolves it") 
   options.dispatch_review_ms = 20'000;
   AgentRig rig(options);
   DeviceSim& dev = stocked_device(rig, 2);
-  auto ra = rig.core->create_order("vm-1", 1, "");
-  auto rb = rig.core->create_order("vm-1", 1, "");
+  auto ra = rig.core->create_order("vm-1", 1, "", "");
+  auto rb = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE((ra.ok() && rb.ok()));
   dev.power_cut();  // gone for good, before the commands arrive
   rig.bus.deliver_all();
@@ -501,11 +520,11 @@ TEST_CASE("a restock ordered by the agent reaches the pool") {
 TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, counters rebuilt") {
   AgentRig rig;
   DeviceSim& dev = stocked_device(rig, 5);
-  auto reserved = rig.core->create_order("vm-1", 1, "key-r");
+  auto reserved = rig.core->create_order("vm-1", 1, "client-1", "key-r");
   REQUIRE(reserved.ok());
   rig.bus.disconnect("vm-1", false);  // the command will wait in the device's session
   Order dispatched = paid_order(rig);
-  auto done = rig.core->create_order("vm-1", 2, "");
+  auto done = rig.core->create_order("vm-1", 2, "", "");
   CHECK(done.error().code == "sold_out");
 
   rig.crash_agent();
@@ -518,7 +537,7 @@ TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, count
   CHECK(rig.slot("vm-1", 1).reserved == 1);
   CHECK(rig.slot("vm-1", 1).dispatched == 1);
   rig.check_stock_invariant();  // warmed up from the pools
-  CHECK(rig.core->create_order("vm-1", 1, "key-r")->id == reserved->id);
+  CHECK(rig.core->create_order("vm-1", 1, "client-1", "key-r")->id == reserved->id);
 
   REQUIRE(rig.bus.reconnect("vm-1"));
   REQUIRE(rig.run_until([&] {
@@ -574,8 +593,8 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
   options.finished_orders_max = 1;
   AgentRig rig(options);
   stocked_device(rig, 3);
-  auto a = rig.core->create_order("vm-1", 1, "key-a");
-  auto b = rig.core->create_order("vm-1", 1, "key-b");
+  auto a = rig.core->create_order("vm-1", 1, "client-1", "key-a");
+  auto b = rig.core->create_order("vm-1", 1, "client-1", "key-b");
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   REQUIRE(rig.run_until([&] { return rig.count_in_state(OrderState::kExpired) == 2; }));
@@ -585,7 +604,11 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
   REQUIRE(listed.ok());
   CHECK(listed->size() == 1);  // only the newest stays in memory
   CHECK(rig.state_of(a->id) == OrderState::kExpired);
-  CHECK(rig.core->create_order("vm-1", 1, "key-a")->id == a->id);
+  CHECK(rig.core->create_order("vm-1", 1, "client-1", "key-a")->id == a->id);
+  // Read back from the repository, the key is still the client's own.
+  auto other = rig.core->create_order("vm-1", 1, "client-2", "key-a");
+  REQUIRE(other.ok());
+  CHECK(other->id != a->id);
   auto late = rig.core->pay(a->id, "pay-a", 150);
   REQUIRE(late.ok());
   CHECK(late->state == OrderState::kRefunded);
@@ -600,7 +623,7 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
   auto view = rig.core->devices().front();
   std::vector<std::string> existing;
   {
-    auto o = rig.core->create_order("vm-1", 1, "");
+    auto o = rig.core->create_order("vm-1", 1, "", "");
     REQUIRE(o.ok());
     existing.push_back(o->token);
     REQUIRE(rig.core->cancel(o->id).ok());
@@ -631,7 +654,7 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
 TEST_CASE("a write the log refuses stops the core until a restart") {
   AgentRig rig;
   stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "");
+  auto o = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   {
     // Someone changes the log behind the core's back.
@@ -645,7 +668,7 @@ TEST_CASE("a write the log refuses stops the core until a restart") {
   auto health = rig.core->health();
   REQUIRE_FALSE(health.ok());
   CHECK(health.error().code == "unavailable");
-  CHECK(rig.core->create_order("vm-1", 1, "").error().code == "unavailable");
+  CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "unavailable");
   CHECK(rig.core->take_metrics().storage_failed);
   rig.crash_agent();
   rig.start_agent();
@@ -725,7 +748,7 @@ TEST_CASE("a forged retained offline, then an agent restart: the device is sella
   rig.bus.deliver_all();
   // The retained forgery is rejected; the device is asked for its own status.
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
-  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
   CHECK(rig.core->take_metrics().status_requests_total >= 1);
 }
 
@@ -761,7 +784,7 @@ TEST_CASE("a replayed genuine offline will of the live session is corrected at o
   Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
   publish_retained_status(rig, will.payload);
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
-  CHECK(rig.core->create_order("vm-1", 1, "").ok());
+  CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
 }
 
 namespace {

@@ -74,7 +74,7 @@ TEST_CASE("redis dies mid-run: no oversell through the database; back empty: war
     for (;;) {
       // Pace the orders until Redis is dead, so it dies mid-run.
       if (!redis_dead) std::this_thread::sleep_for(std::chrono::microseconds(500));
-      auto o = rig.core->create_order("vm-1", 1, "");
+      auto o = rig.core->create_order("vm-1", 1, "", "");
       if (o.ok()) {
         ids[n].push_back(o->id);
         ++sold;
@@ -130,8 +130,8 @@ TEST_CASE("redis dies mid-run: no oversell through the database; back empty: war
   rig.check_stock_invariant();
 
   // Reservations go through Redis again: its counters go down.
-  REQUIRE(rig.core->create_order("vm-1", 2, "").ok());
-  REQUIRE(rig.core->create_order("vm-1", 1, "").ok());
+  REQUIRE(rig.core->create_order("vm-1", 2, "", "").ok());
+  REQUIRE(rig.core->create_order("vm-1", 1, "", "").ok());
   auto after = counters(store);
   CHECK(after[0] == 9);
   CHECK(after[1] == kOtherStock - 1);

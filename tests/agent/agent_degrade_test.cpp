@@ -110,7 +110,7 @@ struct Degrade {
   int reserve_all(int attempts) {
     int ok = 0;
     for (int i = 0; i < attempts; ++i) {
-      auto o = rig.core->create_order("vm-1", 1, "");
+      auto o = rig.core->create_order("vm-1", 1, "", "");
       if (o.ok()) {
         ++ok;
         ids.push_back(o->id);
@@ -237,7 +237,7 @@ TEST_CASE("a wiped store warms its missing keys up and goes on through the store
 TEST_CASE("store and repository both failing: unavailable at once, nothing moved") {
   Degrade d;
   d.stock(3);
-  auto o = d.rig.core->create_order("vm-1", 1, "");
+  auto o = d.rig.core->create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   {
     // The log refuses the cancel's conditional UPDATE: storage fails.
@@ -255,7 +255,7 @@ TEST_CASE("store and repository both failing: unavailable at once, nothing moved
   int64_t pool = d.rig.slot("vm-1", 1).pool;
 
   for (int i = 0; i < 5; ++i) {
-    auto refused = d.rig.core->create_order("vm-1", 1, "");
+    auto refused = d.rig.core->create_order("vm-1", 1, "", "");
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().code == "unavailable");
   }

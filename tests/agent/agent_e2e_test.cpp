@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -94,6 +95,27 @@ std::string device_config(const std::string& broker_url) {
   return config.dump(2);
 }
 
+// Lines of docs/agent.md run word for word through /bin/sh (they are
+// checked to be in the document).
+constexpr const char* kDocOperatorHeader =
+    R"sh(OP="Authorization: Bearer $(cat operator.token)")sh";
+constexpr const char* kDocCatalog = "curl -s $API/v1/machines/vm-demo-1/catalog";
+constexpr const char* kDocReconcile =
+    R"sh(curl -s -X POST -H "$OP" $API/v1/devices/vm-demo-1/reconcile)sh";
+
+// A shell script: in the walkthrough's directory, the document's variables,
+// then `line`.
+std::string doc_shell(const test::TempDir& dir, const std::string& http, const std::string& line) {
+  const char* source = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE_MESSAGE(source != nullptr, "run through ctest (VEND_SOURCE_DIR unset)");
+  std::string doc = test::read_file(std::string(source) + "/docs/agent.md");
+  for (const std::string& l : {std::string(kDocOperatorHeader), line}) {
+    REQUIRE_MESSAGE(doc.find("\n" + l + "\n") != std::string::npos, "not in docs/agent.md: " << l);
+  }
+  return "cd '" + dir.path() + "' && API=http://" + http + " && " + kDocOperatorHeader + " && " +
+         line;
+}
+
 Json slot1(Api& api) { return api.get("/v1/devices/vm-demo-1/slots", 200, true)["slots"][0]; }
 
 // One long case on purpose: it reads top to bottom like the document's steps,
@@ -165,6 +187,13 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   Json restock = api.post_operator("/v1/devices/vm-demo-1/restock", R"({"slot":1,"count":2})", 202);
   CHECK(restock["restock_id"].is_string());
   REQUIRE_MESSAGE(eventually([&] { return slot1(api)["pool"] == 2; }, 15s), logs());
+  // The customer's app reads the public catalog, with the document's curl.
+  Run catalog_run = run({"/bin/sh", "-c", doc_shell(dir, http, kDocCatalog)}, dir.file("cat.out"));
+  REQUIRE_MESSAGE(catalog_run.code == 0, catalog_run.output);
+  INFO(catalog_run.output);
+  Json catalog = Json::parse(catalog_run.output);
+  CHECK(catalog == Json::parse(R"({"machine":"vm-demo-1","online":true,"slots":[{"available":2,
+      "price_cents":150,"product":"cola","sellable":true,"slot":1}]})"));
 
   // 6. A customer orders.
   Json order = api.post("/v1/orders", R"({"device":"vm-demo-1","slot":1})", 201,
@@ -195,8 +224,14 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   REQUIRE_MESSAGE(status.code == 0, status.output);
   CHECK(Json::parse(status.output)["dispenses"]["dispensed"] == 1);
 
-  // 9. Reconcile on demand: the device's full snapshot matches the cloud.
-  Json asked = api.post_operator("/v1/devices/vm-demo-1/reconcile", "", 202);
+  // 9. Reconcile on demand: the device's full snapshot matches the cloud. The
+  // document's own lines, run by /bin/sh with curl (a bodiless POST).
+  Run asked_run = run({"/bin/sh", "-c", doc_shell(dir, http, kDocReconcile)}, dir.file("curl.out"));
+  REQUIRE_MESSAGE(asked_run.code == 0, asked_run.output);
+  INFO(asked_run.output);
+  Json asked = Json::parse(asked_run.output);
+  CHECK(asked["device"] == "vm-demo-1");
+  CHECK(asked["full"] == true);
   std::string request_id = asked["request_id"];
   Json report;
   REQUIRE_MESSAGE(eventually(

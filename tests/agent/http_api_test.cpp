@@ -5,8 +5,12 @@
 // The simulated device is played by signed messages handed to the core.
 #include "http_api.hpp"
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
@@ -716,6 +720,185 @@ TEST_CASE("the listening socket's backlog is widened to HttpServerLimits::listen
   INFO(line);
   CHECK(state == "LISTEN");
   CHECK(send_q >= 128);  // the kernel caps it at net.core.somaxconn
+}
+
+// A guessed Idempotency-Key never returns another client's order: keys are
+// scoped per X-Client-Id, else per peer address.
+TEST_CASE("idempotency keys are scoped per client (X-Client-Id, else the peer address)") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  std::string body = R"({"device":"vm-http-1","slot":1})";
+  auto order_as = [&](httplib::Headers headers) {
+    headers.emplace("Idempotency-Key", "same-key");
+    auto r = post_json(agent, "/v1/orders", body, headers);
+    Json j = body_of(r);
+    REQUIRE(r->status == 201);
+    CHECK(r->body.find("same-key") == std::string::npos);  // no key in any answer
+    return j["id"].get<std::string>();
+  };
+  std::string a = order_as({{"X-Client-Id", "phone-a"}});
+  REQUIRE(body_of(post_json(agent, "/v1/orders/" + a + "/cancel", ""))["state"] == "CANCELLED");
+  std::string b = order_as({{"X-Client-Id", "phone-b"}});
+  std::string by_addr = order_as({});
+  std::string as_addr_text = order_as({{"X-Client-Id", "127.0.0.1"}});  // an id is no address
+  CHECK(a != b);
+  CHECK(by_addr != a);
+  CHECK(by_addr != b);
+  CHECK(as_addr_text != by_addr);
+  CHECK(order_as({{"X-Client-Id", "phone-a"}}) == a);
+  CHECK(order_as({{"X-Client-Id", "phone-b"}}) == b);
+  CHECK(order_as({}) == by_addr);
+  CHECK(pool_of_slot1(agent) == "0");  // three live orders, no more
+
+  for (const char* bad : {"has space", "a/b", "\xc3\xa9"}) {
+    CAPTURE(bad);
+    expect_error(post_json(agent, "/v1/orders", body, {{"X-Client-Id", bad}}), 400, "bad_request",
+                 "X-Client-Id");
+  }
+  expect_error(post_json(agent, "/v1/orders", body, {{"X-Client-Id", std::string(65, 'x')}}), 400,
+               "bad_request", "X-Client-Id");
+  expect_error(post_json(agent, "/v1/orders", body, {{"X-Client-Id", "a"}, {"X-Client-Id", "b"}}),
+               400, "bad_request", "X-Client-Id");
+}
+
+Json catalog_of(const httplib::Result& r) {
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  CHECK(r->get_header_value("Cache-Control") == "no-cache");
+  CHECK(r->body.find("token") == std::string::npos);
+  return body_of(r);
+}
+
+TEST_CASE("GET /v1/machines/{id}/catalog: public, sellable slots, ETag and 304") {
+  Agent agent;
+  Machine m;
+  m.provision(agent);
+  // Provisioned but never seen: offline, nothing sellable.
+  Json offline = catalog_of(agent.client().Get("/v1/machines/vm-http-1/catalog"));
+  CHECK(offline["machine"] == "vm-http-1");
+  CHECK(offline["online"] == false);
+  REQUIRE(offline["slots"].size() == 1);
+  CHECK(offline["slots"][0] == Json{{"slot", 1},
+                                    {"product", "cola"},
+                                    {"price_cents", 250},
+                                    {"available", 0},
+                                    {"sellable", false}});
+
+  m.go_online(agent);
+  Json empty = catalog_of(agent.client().Get("/v1/machines/vm-http-1/catalog"));
+  CHECK(empty["online"] == true);
+  CHECK(empty["slots"][0]["sellable"] == false);  // online, but no token yet
+
+  auto r = agent.client().Post("/v1/devices/vm-http-1/restock", agent.operator_headers(),
+                               R"({"slot":1,"count":3})", "application/json");
+  m.mint(agent, body_of(r)["restock_id"].get<std::string>(), 3);
+  for (int i = 0; i < 200 && pool_of_slot1(agent) != "3"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto stocked = agent.client().Get("/v1/machines/vm-http-1/catalog");
+  Json j = catalog_of(stocked);
+  CHECK(j["slots"][0]["available"] == 3);
+  CHECK(j["slots"][0]["sellable"] == true);
+  CHECK(j["slots"][0].size() == 5);  // nothing of the operator's view
+  std::string etag = stocked->get_header_value("ETag");
+  REQUIRE(etag.size() == 34);
+  CHECK(etag.front() == '"');
+  CHECK(etag == "\"" + crypto::sha256_hex(stocked->body).substr(0, 32) + "\"");
+
+  // Revalidation: the same ETag is a 304 without a body; a change is a 200.
+  auto same = agent.client().Get("/v1/machines/vm-http-1/catalog", {{"If-None-Match", etag}});
+  REQUIRE(same);
+  CHECK(same->status == 304);
+  CHECK(same->body.empty());
+  CHECK(same->get_header_value("ETag") == etag);
+  auto listed = agent.client().Get("/v1/machines/vm-http-1/catalog",
+                                   {{"If-None-Match", "\"other\", W/" + etag}});
+  CHECK(listed->status == 304);
+  CHECK(agent.client()
+            .Get("/v1/machines/vm-http-1/catalog", {{"If-None-Match", "\"other\""}})
+            ->status == 200);
+  REQUIRE(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})")->status == 201);
+  auto changed = agent.client().Get("/v1/machines/vm-http-1/catalog", {{"If-None-Match", etag}});
+  CHECK(catalog_of(changed)["slots"][0]["available"] == 2);
+  CHECK(changed->get_header_value("ETag") != etag);
+
+  expect_error(agent.client().Get("/v1/machines/vm-nowhere/catalog"), 404, "not_found",
+               "vm-nowhere");
+}
+
+// Sends `request` as is on a fresh connection and reads until the server
+// closes it (the request says Connection: close). Status and body, and how
+// long the answer took.
+struct RawReply {
+  int status = 0;
+  std::string body;
+  std::chrono::milliseconds took{0};
+};
+RawReply raw_request(int port, const std::string& request) {
+  auto start = std::chrono::steady_clock::now();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) answer.append(buf, n);
+  ::close(fd);
+  RawReply r;
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  INFO(answer);
+  REQUIRE(answer.rfind("HTTP/1.1 ", 0) == 0);
+  r.status = std::stoi(answer.substr(9, 3));
+  size_t end = answer.find("\r\n\r\n");
+  if (end != std::string::npos) r.body = answer.substr(end + 4);
+  return r;
+}
+
+// What `curl -X POST` without -d sends: no Content-Length, no body.
+std::string bodiless_post(const std::string& path, const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: */*\r\n" + extra_headers +
+         "Connection: close\r\n\r\n";
+}
+
+TEST_CASE("POST without Content-Length: an empty body, answered at once") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  std::string id =
+      body_of(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})"))["id"];
+
+  RawReply cancelled = raw_request(agent.port(), bodiless_post("/v1/orders/" + id + "/cancel"));
+  INFO(cancelled.body);
+  CHECK(cancelled.status == 200);
+  CHECK(Json::parse(cancelled.body)["state"] == "CANCELLED");
+  CHECK(cancelled.took < std::chrono::milliseconds(2000));  // not after the read timeout
+
+  std::string bearer = std::string("Authorization: Bearer ") + kToken + "\r\n";
+  RawReply asked =
+      raw_request(agent.port(), bodiless_post("/v1/devices/vm-http-1/reconcile", bearer));
+  INFO(asked.body);
+  CHECK(asked.status == 202);
+  CHECK(Json::parse(asked.body)["full"] == true);
+  CHECK(asked.took < std::chrono::milliseconds(2000));
+
+  // Still authorized, still routed; an endpoint that needs a body says so.
+  CHECK(raw_request(agent.port(), bodiless_post("/v1/devices/vm-http-1/reconcile")).status == 401);
+  RawReply nowhere = raw_request(agent.port(), bodiless_post("/v1/nowhere"));
+  CHECK(nowhere.status == 404);
+  CHECK(Json::parse(nowhere.body)["error"]["code"] == "not_found");
+  RawReply order = raw_request(agent.port(), bodiless_post("/v1/orders"));
+  CHECK(order.status == 400);
+  CHECK(Json::parse(order.body)["error"]["code"] == "bad_request");
+  CHECK(order.took < std::chrono::milliseconds(2000));
 }
 
 }  // namespace

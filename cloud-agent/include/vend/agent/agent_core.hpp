@@ -71,6 +71,9 @@ struct Order {
   int64_t dispatch_expires_at_ms = 0;  // the command's expires_at_ms (0 before dispatch)
   std::string payment_id;
   std::string reason;  // why FAILED / REFUNDED / NEEDS_REVIEW
+  // The scoped key "<client>\n<key>" (create_order), stored as is in the
+  // orders.idempotency_key column; empty without a key. Internal: never
+  // shown to any client (http::order_json leaves it out).
   std::string idempotency_key;
   // Only in pay()'s answer: what happened to THIS payment. "applied" (it
   // paid the order), "duplicate_payment_refunded" (the order was already
@@ -100,6 +103,13 @@ struct SlotView {
   int64_t dispatched = 0;  // held by DISPATCHED orders
   int64_t sold = 0;        // COMPLETED
   int64_t burned = 0;      // consumed without a sale (FAILED, NEEDS_REVIEW)
+};
+
+// What a customer's app may see of a machine: presence and its slots.
+struct CatalogView {
+  std::string device;
+  bool online = false;
+  std::vector<SlotView> slots;
 };
 
 struct DeviceView {
@@ -255,9 +265,13 @@ class AgentCore {
   Status start();
 
   // ---- orders (HTTP) ----
-  // Reserves one item: one token leaves the pool. The same idempotency key
-  // (non-empty) returns the same order.
-  Result<Order> create_order(const std::string& device, int slot,
+  // Reserves one item: one token leaves the pool. Idempotency keys are
+  // scoped per `client` (1..128 printable ASCII, required with a key): the
+  // same non-empty key from the same client returns the same order, from
+  // another client it is another order. Stored as "<client>\n<key>" (no
+  // printable byte is '\n', so two scopes never meet); keys stored before
+  // scoping match no client.
+  Result<Order> create_order(const std::string& device, int slot, const std::string& client,
                              const std::string& idempotency_key);
   Result<Order> get_order(const std::string& order_id);
   // A verified payment notification. Idempotent per payment_id. RESERVED ->
@@ -285,6 +299,9 @@ class AgentCore {
                                              const std::vector<SlotSpec>& slots);
   std::vector<DeviceView> devices();
   Result<std::vector<SlotView>> slots(const std::string& device_id);
+  // The device's presence and slots under one lock (the public catalog);
+  // not_found for an unknown device.
+  Result<CatalogView> catalog(const std::string& device_id);
   Status set_slot(const std::string& device_id, const SlotSpec& slot);
   // Sends a signed restock order to the device; returns the restock id.
   Result<std::string> request_restock(const std::string& device_id, int slot, int count);

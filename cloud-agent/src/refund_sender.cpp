@@ -71,8 +71,16 @@ void RefundSender::start() {
 
 size_t RefundSender::run_once() {
   auto due = core_.take_due_refunds(options_.batch_max);
-  for (const auto& refund : due) deliver(refund);
-  return due.size();
+  size_t tried = 0;
+  for (const auto& refund : due) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) break;  // the rest stays PENDING: sent after the restart
+    }
+    deliver(refund);
+    ++tried;
+  }
+  return tried;
 }
 
 void RefundSender::deliver(const RefundDelivery& refund) {

@@ -72,10 +72,7 @@ void AgentCore::State::request_check_snapshot(DeviceRec& device, const char* pre
   // Offline, a request would only queue up; the recheck asks again later.
   if (!device.online) return;
   int64_t now = clock.wall_ms();
-  if (device.check_requested_ms != 0 && now - device.check_requested_ms < kMinCheckIntervalMs) {
-    return;
-  }
-  device.check_requested_ms = now;
+  if (!detail::take_turn(device.check_requested_ms, now, kMinCheckIntervalMs)) return;
   proto::SnapshotRequest request{device.id, prefix + random.id128().substr(0, 16), true};
   (void)publish_command(device, request);
 }

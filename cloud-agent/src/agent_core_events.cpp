@@ -158,12 +158,10 @@ void AgentCore::State::reject_status(const std::string& device, std::string_view
 }
 
 void AgentCore::State::request_status(DeviceRec& device) {
-  int64_t now = clock.monotonic_ms();
-  if (device.status_requested_mono_ms != 0 &&
-      now - device.status_requested_mono_ms < options.status_request_interval_ms) {
+  if (!detail::take_turn(device.status_requested_mono_ms, clock.monotonic_ms(),
+                         options.status_request_interval_ms)) {
     return;
   }
-  device.status_requested_mono_ms = now;
   ++counters.status_requests_total;
   (void)publish_command(device, proto::StatusRequest{device.id});
 }

@@ -97,12 +97,10 @@ bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent&
 }
 
 void AgentCore::State::request_resend(DeviceRec& device) {
-  int64_t now = clock.monotonic_ms();
-  if (device.resend_requested_mono_ms != 0 &&
-      now - device.resend_requested_mono_ms < options.resend_interval_ms) {
+  if (!detail::take_turn(device.resend_requested_mono_ms, clock.monotonic_ms(),
+                         options.resend_interval_ms)) {
     return;
   }
-  device.resend_requested_mono_ms = now;
   ++counters.resend_requests_total;
   uint64_t from = device.last_processed_seq + 1;
   log.info(detail::kLog, device.id + ": seq gap, asking it to resend from " + std::to_string(from));

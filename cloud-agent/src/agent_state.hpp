@@ -148,6 +148,13 @@ struct HeldTokens {
 using AlertKey = std::tuple<std::string, int, std::string>;
 
 bool is_open(OrderState state);
+// Rate limit of a request to a device: true (and `last_ms` = now) when
+// none was sent yet (last_ms == 0) or the last is at least `interval_ms` old.
+inline bool take_turn(int64_t& last_ms, int64_t now_ms, int64_t interval_ms) {
+  if (last_ms != 0 && now_ms - last_ms < interval_ms) return false;
+  last_ms = now_ms;
+  return true;
+}
 Ticket ready_ticket(Status status = {});
 bool is_ready(const Ticket& ticket);
 Status check_text(const std::string& what, const std::string& value, size_t max_len,

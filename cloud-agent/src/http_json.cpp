@@ -180,6 +180,19 @@ Status FieldReader::only(std::initializer_list<const char*> known) const {
   return {};
 }
 
+Json refund_json(const StoredRefund& r) {
+  return {{"refund_id", refund_id_of(r.payment_id)},
+          {"payment_id", r.payment_id},
+          {"order_id", r.order_id},
+          {"amount_cents", r.amount_cents},
+          {"reason", r.reason},
+          {"state", to_string(r.state)},
+          {"attempts", r.attempts},
+          {"last_error", r.last_error},
+          {"created_ms", r.at_ms},
+          {"updated_ms", r.updated_ms}};
+}
+
 Json order_json(const Order& order) {
   Json j = {{"id", order.id},
             {"device", order.device},

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/repository.hpp"
 #include "vend/result.hpp"
 
 namespace vend::agent::http {
@@ -67,6 +68,8 @@ bool is_valid_id(std::string_view id);
 // Response bodies. Orders never carry their sale token (an internal
 // capability) nor the idempotency key.
 Json order_json(const Order& order);
+// A refund and its delivery state (GET /v1/refunds).
+Json refund_json(const StoredRefund& refund);
 Json slot_json(const SlotView& slot);
 Json device_json(const DeviceView& device);
 // {"error":{"code":...,"message":...}}

@@ -221,18 +221,7 @@ Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
   auto refunds = core_.list_refunds(query->state, query->limit);
   if (!refunds.ok()) return refunds.error();
   http::Json list = http::Json::array();
-  for (const StoredRefund& r : *refunds) {
-    list.push_back({{"refund_id", refund_id_of(r.payment_id)},
-                    {"payment_id", r.payment_id},
-                    {"order_id", r.order_id},
-                    {"amount_cents", r.amount_cents},
-                    {"reason", r.reason},
-                    {"state", to_string(r.state)},
-                    {"attempts", r.attempts},
-                    {"last_error", r.last_error},
-                    {"created_ms", r.at_ms},
-                    {"updated_ms", r.updated_ms}});
-  }
+  for (const StoredRefund& r : *refunds) list.push_back(http::refund_json(r));
   return HttpReply{200, http::Json{{"refunds", std::move(list)}}.dump()};
 }
 

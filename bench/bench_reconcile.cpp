@@ -18,7 +18,6 @@
 #include "bench_util.hpp"
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_stock_store.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
@@ -87,7 +86,7 @@ class Fleet {
     seed(devices);
     AgentOptions ao;
     ao.reconcile_interval_ms = 0;
-    core_ = std::make_unique<AgentCore>(*repo_, store_, transport_, clock_, random_, log_, ao);
+    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, ao);
     if (auto s = core_->start(); !s.ok()) throw std::runtime_error(s.error().to_string());
     for (auto& m : machines_) {
       proto::PresenceStatus online{m.id, m.boot_id, true, 1};
@@ -161,13 +160,6 @@ class Fleet {
     return watch.elapsed_s();
   }
 
-  // Moves 1% of the store counters off their pools.
-  void drift(int every) {
-    for (size_t i = 0; i < machines_.size(); i += static_cast<size_t>(every)) {
-      (void)store_.load(stock_key(machines_[i].id, 1), 99);
-    }
-  }
-
   AgentMetrics metrics() { return core_->take_metrics(); }
   size_t machines() const { return machines_.size(); }
 
@@ -175,7 +167,6 @@ class Fleet {
   NullLogger log_;
   SystemClock clock_;
   SeededRandom random_{7};
-  EmbeddedStockStore store_;
   NullTransport transport_;
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<AgentCore> core_;
@@ -188,39 +179,35 @@ void run(const bench::Options& opt, bench::Report& report) {
   bench::progress("bench_reconcile", "provisioning " + std::to_string(devices) + " machines x " +
                                          std::to_string(kSlotsPerDevice) + " slots");
   Fleet fleet(devices, dir.path());
-  std::vector<double> digest, naive, full, drifted;
+  std::vector<double> digest, naive, full;
   for (int r = 0; r < opt.runs; ++r) {
     digest.push_back(fleet.reconcile_all(false));
     naive.push_back(fleet.naive_compare_all());
     full.push_back(fleet.reconcile_all(true));
-    fleet.drift(100);
-    drifted.push_back(fleet.reconcile_all(false));
   }
   int64_t slots = static_cast<int64_t>(devices) * kSlotsPerDevice;
   auto m = fleet.metrics();
-  if (m.store_repairs_total != static_cast<int64_t>(opt.runs) * ((devices + 99) / 100)) {
+  if (m.reconcile_runs_total != static_cast<int64_t>(opt.runs) * 2 * devices) {
     throw std::runtime_error(
-        "expected store repairs did not happen: " + std::to_string(m.store_repairs_total) +
-        " repairs, " + std::to_string(m.reconcile_runs_total) + " runs, stock " +
-        std::to_string(m.stock_total) + ", events " + std::to_string(m.events_processed_total) +
-        ", rejected " + std::to_string(m.events_rejected_total));
+        "expected reconciliations did not happen: " + std::to_string(m.reconcile_runs_total) +
+        " runs, stock " + std::to_string(m.stock_total) + ", events " +
+        std::to_string(m.events_processed_total) + ", rejected " +
+        std::to_string(m.events_rejected_total));
   }
   std::string n = std::to_string(slots);
   report.add("reconcile_" + n + "_slots_digest", "s", digest, bench::Better::kLower);
   report.add("naive_full_list_compare_" + n + "_slots", "s", naive, bench::Better::kLower);
   report.add("reconcile_" + n + "_slots_full_lists", "s", full, bench::Better::kLower);
-  report.add("reconcile_" + n + "_slots_1pct_store_drift", "s", drifted, bench::Better::kLower);
   report.compare("reconcile_" + n + "_slots_digest", "naive_full_list_compare_" + n + "_slots");
   report.compare("reconcile_" + n + "_slots_full_lists", "naive_full_list_compare_" + n + "_slots");
   if (slots == 100'000) report.target_value("reconcile_" + n + "_slots_digest", 1.0);
   report.note(
-      "agent core path: signed snapshot event -> decode, MAC, 3 views per slot, report "
+      "agent core path: signed snapshot event -> decode, MAC, cloud and device views per slot, report "
       "stored (group commit, synchronous=NORMAL) and published (discarded)");
   report.note(
       "naive baseline: full token lists decoded + MAC-checked, per-slot set compare "
-      "only (no store view, no report) — a lower bound for the full-list approach");
-  report.note(std::to_string(m.reconcile_runs_total) + " reconciliations, " +
-              std::to_string(m.store_repairs_total) + " store repairs");
+      "only (no report) — a lower bound for the full-list approach");
+  report.note(std::to_string(m.reconcile_runs_total) + " reconciliations");
 }
 
 }  // namespace

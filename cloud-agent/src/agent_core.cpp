@@ -11,9 +11,9 @@
 
 namespace vend::agent {
 
-AgentCore::AgentCore(Repository& repo, StockStore& store, Transport& transport, const Clock& clock,
-                     Random& random, Logger& log, AgentOptions options)
-    : state_(std::make_unique<State>(repo, store, transport, clock, random, log, options)) {}
+AgentCore::AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random,
+                     Logger& log, AgentOptions options)
+    : state_(std::make_unique<State>(repo, transport, clock, random, log, options)) {}
 
 AgentCore::~AgentCore() = default;
 
@@ -259,11 +259,6 @@ Status AgentCore::health() {
     return make_error("unavailable", "a repository write failed; restart to recover");
   }
   return {};
-}
-
-std::string AgentCore::store_state() {
-  std::lock_guard lock(state_->mu);
-  return to_string(state_->breaker.state());
 }
 
 }  // namespace vend::agent

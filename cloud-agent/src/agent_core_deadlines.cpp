@@ -20,7 +20,6 @@ using detail::TimerKind;
 
 void AgentCore::State::tick_locked() {
   if (!started) return;
-  recover_store();  // an open stock-store breaker probes even when no order comes
   std::vector<uint64_t> due;
   wheel.advance(clock.wall_ms(), [&due](uint64_t payload, int64_t) { due.push_back(payload); });
   for (uint64_t payload : due) fire_timer(payload);

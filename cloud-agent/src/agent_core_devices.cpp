@@ -35,17 +35,7 @@ using detail::DeviceRec;
 void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
   auto [it, inserted] = device.slots.try_emplace(spec.slot);
   it->second.spec = spec;
-  if (!inserted) return;
-  // A new slot has an empty pool: its counter is 0, not missing. Breaker
-  // not closed: the warm-up that closes it sets this counter too.
-  if (breaker.state() != BreakerState::kClosed) return;
-  const std::string key = stock_key(device.id, spec.slot);
-  auto s = store.load(key, 0);
-  if (s.ok()) {
-    breaker.on_success();
-  } else {
-    store_failed("init", key, s.error());
-  }
+  (void)inserted;  // a new slot starts with an empty pool
 }
 
 Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(

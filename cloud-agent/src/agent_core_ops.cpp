@@ -115,7 +115,6 @@ ops::FleetSummary AgentCore::State::fleet_summary() const {
   }
   f.orders_total = orders_created;
   f.alerts_active = static_cast<int64_t>(active_alerts.size());
-  f.store_state = store_state_name();
   f.storage_ok = !storage_failed;
   return f;
 }

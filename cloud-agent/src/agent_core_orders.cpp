@@ -51,25 +51,12 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   }
   auto slot_rec = sellable_slot(device, slot);
   if (!slot_rec.ok()) return slot_rec.error();
-  // Storage before the store: with the repository failing the order is
-  // refused here, before any counter moves, so nothing is half-written.
+  // Storage first: with the repository failing the order is refused here,
+  // before any token moves, so nothing is half-written.
   if (auto s = writable(); !s.ok()) return s.error();
-
-  auto reserved = reserve_stock(device, slot, **slot_rec);
-  if (!reserved.ok()) {
-    ++counters.store_errors_total;
-    log.warn(detail::kLog,
-             "reserve " + stock_key(device, slot) + ": " + reserved.error().to_string());
-    return make_error("unavailable", "stock store: " + reserved.error().message);
-  }
-  if (*reserved == ReserveResult::kOk && (*slot_rec)->pool.empty()) {
-    // The counter said yes but there is no token: never sell without one.
-    assert(false && "stock counter above the pool");
-    log.error(detail::kLog, stock_key(device, slot) + " counter above an empty pool");
-    release_stock(device, slot, 1);
-    reserved = ReserveResult::kInsufficient;
-  }
-  if (*reserved != ReserveResult::kOk) {
+  // The check-and-take: the pool is the one stock truth (a token in it is
+  // sellable); open_reservation takes its front in the same step.
+  if ((*slot_rec)->pool.empty()) {
     ++counters.reservations_rejected_total;
     return make_error("sold_out", device + " slot " + std::to_string(slot) + " is sold out");
   }
@@ -90,7 +77,7 @@ Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int 
   return &it->second;
 }
 
-// The counter is already decremented: take the token that goes with it.
+// The pool is not empty: its front token goes to the new order.
 Order AgentCore::State::open_reservation(const std::string& device, int slot, SlotRec& slot_rec,
                                          const std::string& key) {
   Order o;
@@ -120,11 +107,8 @@ Order AgentCore::State::open_reservation(const std::string& device, int slot, Sl
   ops_order_event(rec, "");
   schedule_deadline(rec, TimerKind::kReservation, o.reserve_deadline_ms);
   rec.last_write = rec.durable = commit(std::move(changes));
-  check_stock(device, slot, slot_rec);
   return o;
 }
-
-// reserve_stock and release_stock: agent_core_store.cpp.
 
 void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
   const Order& o = rec.order;
@@ -135,8 +119,6 @@ void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& 
   slot->pool.push_front(o.token);
   token_owner[o.token] = "";
   changes.move_token(o.token, from, TokenState::kPool, "");
-  release_stock(o.device, o.slot, 1);
-  check_stock(o.device, o.slot, *slot);
 }
 
 void AgentCore::State::token_spent(OrderRec& rec, TokenState to, Changeset& changes) {

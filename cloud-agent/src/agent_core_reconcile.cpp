@@ -1,9 +1,8 @@
 // AgentCore::State: reconciliation. Every snapshot a device sends (on its own,
 // on the agent's staggered periodic request, on demand, or to settle a stuck
-// dispatch) is compared slot by slot with the cloud's two other views:
+// dispatch) is compared slot by slot with the cloud's view:
 //
-//   store     the stock-store counter          must equal the pool (else: rewritten)
-//   database  pool + reserved + dispatched     must equal the device's available
+//   cloud  pool + reserved + dispatched     must equal the device's available
 //             tokens (count and digest); dispatched tokens the device already
 //             consumed are in flight (their result follows), anything else is
 //             repaired from the device: tokens the cloud lacks join the pool,
@@ -91,10 +90,6 @@ const char* report_verdict(int rank) {
 
 }  // namespace
 
-bool AgentCore::State::store_readable() const { return breaker.state() == BreakerState::kClosed; }
-
-const char* AgentCore::State::store_state_name() const { return to_string(breaker.state()); }
-
 std::map<int, HeldTokens> AgentCore::State::held_tokens(const std::string& device) {
   std::map<int, HeldTokens> out;
   for (const auto& id : open_orders) {
@@ -122,25 +117,6 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
   report.full = std::any_of(snapshot.slots.begin(), snapshot.slots.end(),
                             [](const proto::SlotSnapshot& s) { return s.tokens.has_value(); });
 
-  // The store view: one read for the device's slots.
-  std::vector<std::string> keys;
-  std::map<int, size_t> key_index;
-  for (const auto& [n, slot] : device.slots) {
-    key_index[n] = keys.size();
-    keys.push_back(stock_key(device.id, n));
-  }
-  // Unknown while the breaker is open (the warm-up that closes it rewrites
-  // every counter anyway) or when the read fails.
-  std::optional<std::vector<std::optional<int64_t>>> values;
-  if (store_readable() && !keys.empty()) {
-    auto read = store.mget(keys);
-    if (read.ok()) {
-      values = std::move(read).value();
-    } else {
-      store_failed("reconcile read of " + device.id, keys.front(), read.error());
-    }
-  }
-
   auto held = held_tokens(device.id);
   int rank = 0;
   for (const auto& seen : snapshot.slots) {
@@ -159,10 +135,7 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
       continue;
     }
     clear_alert(device.id, seen.slot, "unknown_slot");
-    std::optional<int64_t> store_value;
-    if (values) store_value = (*values)[key_index.at(seen.slot)];
-    auto r = reconcile_slot(device, it->second, seen, held[seen.slot], store_value,
-                            values.has_value(), changes);
+    auto r = reconcile_slot(device, it->second, seen, held[seen.slot], changes);
     rank = std::max(rank, verdict_rank(r.verdict));
     report.slots.push_back(std::move(r));
   }
@@ -184,16 +157,13 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
 
 ops::SlotReconcile AgentCore::State::reconcile_slot(DeviceRec& device, SlotRec& slot,
                                                     const proto::SlotSnapshot& seen,
-                                                    const HeldTokens& held,
-                                                    std::optional<int64_t> store_value,
-                                                    bool store_known, Changeset& changes) {
+                                                    const HeldTokens& held, Changeset& changes) {
   ops::SlotReconcile out;
   out.slot = seen.slot;
   out.physical_count = seen.physical_count;
   out.device_tokens = seen.available_tokens;
   slot.physical_count = seen.physical_count;
   slot.device_tokens = seen.available_tokens;
-  const int64_t pool_before = static_cast<int64_t>(slot.pool.size());
 
   std::vector<std::string_view> cloud(slot.pool.begin(), slot.pool.end());
   cloud.insert(cloud.end(), held.reserved.begin(), held.reserved.end());
@@ -219,22 +189,7 @@ ops::SlotReconcile AgentCore::State::reconcile_slot(DeviceRec& device, SlotRec& 
     }
   }
 
-  // The store must equal the pool (after the token repairs above).
-  const int64_t pool_now = static_cast<int64_t>(slot.pool.size());
-  out.store = store_value.value_or(-1);
-  if (store_known && store_value != pool_before) {
-    ++counters.store_repairs_total;
-    out.actions.push_back("store " + (store_value ? std::to_string(*store_value) : "missing") +
-                          " -> " + std::to_string(pool_now) + " (repaired from the database)");
-  }
-  // Also when the store could not be read: tokens left or joined the pool,
-  // and a counter above its pool must not answer the next reservation.
-  if ((store_known && store_value != pool_before) || pool_now != pool_before) {
-    if (auto s = sync_counter(device.id, seen.slot, slot, "reconcile repair"); !s.ok()) {
-      out.actions.push_back("store repair failed: " + s.error().message);
-    }
-  }
-  out.pool = pool_now;
+  out.pool = static_cast<int64_t>(slot.pool.size());
   out.reserved = slot.reserved;
   out.dispatched = slot.dispatched;
 

@@ -170,8 +170,6 @@ Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted&
     }
     restock.count = static_cast<int>(fresh->size());
     changes.insert_pool_tokens(device.id, minted.slot, minted.restock_id, *fresh);
-    release_stock(device.id, minted.slot, restock.count);
-    check_stock(device.id, minted.slot, *slot);
     log.info(detail::kLog, device.id + " slot " + std::to_string(minted.slot) + ": +" +
                                std::to_string(restock.count) + " tokens (restock " +
                                minted.restock_id + ")");

@@ -45,10 +45,9 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 using detail::OrderRec;
 using detail::TimerKind;
 
-AgentCore::State::State(Repository& repo_, StockStore& store_, Transport& transport_,
-                        const Clock& clock_, Random& random_, Logger& log_, AgentOptions options_)
+AgentCore::State::State(Repository& repo_, Transport& transport_, const Clock& clock_,
+                        Random& random_, Logger& log_, AgentOptions options_)
     : repo(repo_),
-      store(store_),
       transport(transport_),
       clock(clock_),
       random(random_),
@@ -66,7 +65,6 @@ Status AgentCore::State::start() {
   if (auto s = load_devices(*loaded); !s.ok()) return s;
   load_orders(*loaded);
   load_refunds(*loaded);
-  warm_up_store();
   started = true;
   last_sweep_mono_ms = clock.monotonic_ms();
   for (auto& [id, dev] : devices) {
@@ -167,8 +165,6 @@ void AgentCore::State::restore_order(const Order& order) {
     log.error(detail::kLog, "order " + order.id + " is PAID but not DISPATCHED: needs an operator");
   }
 }
-
-// warm_up_store: agent_core_store.cpp.
 
 // ---- writes ------------------------------------------------------------------
 
@@ -324,21 +320,6 @@ Status AgentCore::State::publish_command(const detail::DeviceRec& device,
   return s;
 }
 
-void AgentCore::State::check_stock([[maybe_unused]] const std::string& device,
-                                   [[maybe_unused]] int slot,
-                                   [[maybe_unused]] const detail::SlotRec& rec) {
-#ifndef NDEBUG
-  // Pool size == counter. A counter ABOVE the pool could sell a token that
-  // does not exist: a bug. Below it (a release lost by an unreachable or
-  // wiped store) only under-sells until a warm-up or reconciliation.
-  // An open breaker or a stale key: the counter is known to lag the pool.
-  if (!counter_trusted(stock_key(device, slot))) return;
-  auto values = store.mget({stock_key(device, slot)});
-  if (!values.ok() || !(*values)[0]) return;
-  assert(*(*values)[0] <= static_cast<int64_t>(rec.pool.size()));
-#endif
-}
-
 void AgentCore::State::evict_finished() {
   while (finished.size() > options.finished_orders_max) {
     auto it = orders.find(finished.front());
@@ -369,7 +350,6 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   m.storage_failed = storage_failed;
   m.refunds_pending = static_cast<int64_t>(refund_outbox.size());
-  fill_store_metrics(m);
   std::map<std::string, int64_t> alerts;
   for (const auto& [key, alert] : active_alerts) ++alerts[alert.code];
   m.alerts_active.assign(alerts.begin(), alerts.end());

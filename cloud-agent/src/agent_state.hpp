@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/circuit_breaker.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
@@ -163,14 +162,13 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 }  // namespace detail
 
 struct AgentCore::State {
-  State(Repository& repo, StockStore& store, Transport& transport, const Clock& clock,
+  State(Repository& repo, Transport& transport, const Clock& clock,
         Random& random, Logger& log, AgentOptions options);
 
   // ---- agent_core_state.cpp: start-up, writes, timers, metrics ----
   Status start();
   Status load_devices(const LoadedState& loaded);
   void load_orders(const LoadedState& loaded);
-  void warm_up_store();
   void restore_order(const Order& order);
   // ok when a mutation may proceed: started, storage healthy, queue room.
   Status writable();
@@ -193,7 +191,6 @@ struct AgentCore::State {
   void schedule_resend(detail::OrderRec& rec, int64_t at_ms);
   void cancel_timers(detail::OrderRec& rec);
   Status publish_command(const detail::DeviceRec& device, const proto::Command& command);
-  void check_stock(const std::string& device, int slot, const detail::SlotRec& rec);
   void evict_finished();
   AgentMetrics take_metrics();
 
@@ -204,19 +201,12 @@ struct AgentCore::State {
   Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
   Order open_reservation(const std::string& device, int slot, detail::SlotRec& slot_rec,
                          const std::string& key);
-  // The one place a reservation touches the stock store, behind the
-  // circuit breaker: closed -> the store's check-and-decrement (a failure
-  // falls back for this reservation); open -> the database path (the pool
-  // decides, the token move's conditional UPDATE guards). agent_core_store.cpp.
-  Result<ReserveResult> reserve_stock(const std::string& device, int slot,
-                                      const detail::SlotRec& rec);
-  void release_stock(const std::string& device, int slot, int64_t n);
   Result<Order> cancel(const std::string& order_id);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
   void expire_reservation(detail::OrderRec& rec, const std::string& why);
   std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit);
-  // Token moves of an order, with the slot counters and the store.
+  // Token moves of an order, with the slot counters.
   void token_to_pool(detail::OrderRec& rec, TokenState from, Changeset& changes);
   void token_spent(detail::OrderRec& rec, TokenState to, Changeset& changes);
 
@@ -310,7 +300,6 @@ struct AgentCore::State {
                  const proto::Snapshot& snapshot, Changeset& changes);
   ops::SlotReconcile reconcile_slot(detail::DeviceRec& device, detail::SlotRec& slot,
                                     const proto::SlotSnapshot& seen, const detail::HeldTokens& held,
-                                    std::optional<int64_t> store_value, bool store_known,
                                     Changeset& changes);
   // Token-list differences of a full snapshot; fills `out`, returns how
   // many dispatched tokens the device has already consumed (in flight).
@@ -327,10 +316,6 @@ struct AgentCore::State {
   void check_physical(const detail::DeviceRec& device, const proto::SlotSnapshot& seen,
                       int64_t in_flight, ops::SlotReconcile& out);
   std::map<int, detail::HeldTokens> held_tokens(const std::string& device);
-  // False while the stock store is known to be down (circuit open): its
-  // counters are then not compared.
-  bool store_readable() const;
-  const char* store_state_name() const;  // the breaker's state
   void schedule_reconcile(detail::DeviceRec& device, int64_t at_ms);
   // The first periodic request: staggered over one interval by device id,
   // so a fleet's requests do not all go out at once.
@@ -365,33 +350,6 @@ struct AgentCore::State {
   // tick(): the dirty device statuses and the fleet summary, rate-limited.
   void publish_ops_views();
 
-  // ---- agent_core_store.cpp: the stock store behind a circuit breaker ----
-  // (reserve_stock, release_stock, warm_up_store are declared above.)
-  // True when the store may be called: the breaker is closed, or it was open
-  // long enough and the probe (ping + a warm-up of every counter) closed it.
-  bool store_usable();
-  // The half-open probe: ping, then every counter = its pool. Closes the
-  // breaker only if every load succeeded; otherwise it opens again.
-  bool probe_store();
-  // tick(): an open breaker probes on its own when no order arrives.
-  void recover_store();
-  Status load_all_counters();
-  Result<ReserveResult> reserve_in_store(const std::string& key, const detail::SlotRec& rec);
-  ReserveResult reserve_in_database(const detail::SlotRec& rec);
-  // A store call failed: counts it (breaker, metrics); `key`'s counter is
-  // no longer trusted and is rewritten from its pool before its next use.
-  void store_failed(const std::string& what, const std::string& key, const Error& error);
-  // Sets one slot's counter to its pool size (a warm-up or a repair).
-  // Skipped while the breaker is not closed: the warm-up that closes it
-  // loads every counter. A failure counts against the breaker and marks the
-  // key stale, so it is rewritten before the store is asked about it again.
-  Status sync_counter(const std::string& device, int slot, const detail::SlotRec& rec,
-                      const std::string& what);
-  // The counter of `key` in the store is meant to equal its pool right now
-  // (breaker closed, not marked stale): check_stock may compare them.
-  bool counter_trusted(const std::string& key) const;
-  void fill_store_metrics(AgentMetrics& m) const;
-
   // ---- agent_core_deadlines.cpp ----
   void tick_locked();
   void fire_timer(uint64_t payload);
@@ -407,7 +365,6 @@ struct AgentCore::State {
 
   // Injected.
   Repository& repo;
-  StockStore& store;
   Transport& transport;
   const Clock& clock;
   Random& random;
@@ -445,11 +402,6 @@ struct AgentCore::State {
   int64_t orders_created = 0;
   std::map<detail::AlertKey, ops::Alert> active_alerts;
   ops::OrderEvents pending_order_events;  // since the last tick
-
-  // The stock store's circuit breaker and the counters it no longer trusts
-  // (a failed call left them unknown; rewritten from the pool before use).
-  CircuitBreaker breaker{clock, options.store_breaker};
-  std::set<std::string> stale_counters;
 
   std::vector<std::string> touched;            // orders set_state() changed since the last commit()
   std::vector<StoredRefund> refunds_to_queue;  // add_refund() since the last commit()

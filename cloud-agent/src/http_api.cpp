@@ -51,7 +51,7 @@ int http_status_of(const std::string& code) {
     return 409;
   }
   if (code == "payload_too_large") return 413;
-  if (code == "unavailable" || code == "store_unavailable") return 503;
+  if (code == "unavailable") return 503;
   return 500;
 }
 
@@ -226,8 +226,6 @@ Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
 }
 
 Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
-  // 200 while degraded: the agent still sells through the database when the
-  // stock store's breaker is open; "stock_store" says which path is in use.
   // 503 when it cannot do its job: nothing durable (storage), no devices
   // (broker past the grace), or input it cannot keep up with.
   AgentHealth h = health();
@@ -236,8 +234,7 @@ Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
                      {"mqtt_connected", h.mqtt_connected},
                      {"mqtt_down_ms", h.mqtt_down_ms},
                      {"inbound_messages", h.inbound_messages},
-                     {"storage_failed", h.storage_failed},
-                     {"stock_store", core_.store_state()}};
+                     {"storage_failed", h.storage_failed}};
   if (!reasons.empty()) {
     body["reasons"] = reasons;
     body["reason"] = reasons.front();

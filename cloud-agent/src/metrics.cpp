@@ -51,42 +51,10 @@ void render_orders(const AgentMetrics& m, std::string& out) {
   }
 }
 
-// The stock store's circuit breaker: one series per state (1 = current), the
-// transitions, and the reservations the database decided.
-void render_store_breaker(const AgentMetrics& m, std::string& out) {
-  header(out, "vend_store_breaker_state", "gauge",
-         "Stock-store circuit breaker state (1 = current): closed, open, half_open.");
-  for (const char* state : {"closed", "open", "half_open"}) {
-    out += "vend_store_breaker_state{state=\"";
-    out += state;
-    out += "\"} ";
-    out += m.store_state == state ? "1\n" : "0\n";
-  }
-  header(out, "vend_store_breaker_transitions_total", "counter",
-         "Stock-store circuit breaker transitions, by the state entered.");
-  const std::pair<const char*, int64_t> transitions[] = {
-      {"open", m.store_breaker_opened_total},
-      {"half_open", m.store_breaker_half_opened_total},
-      {"closed", m.store_breaker_closed_total},
-  };
-  for (const auto& [to, n] : transitions) {
-    out += "vend_store_breaker_transitions_total{to=\"";
-    out += to;
-    out += "\"} " + std::to_string(n) + "\n";
-  }
-  scalar(out, "vend_reservations_via_database_total", "counter",
-         "Reservations decided by the pool in the database, the stock store skipped "
-         "(breaker open, or a store call failed).",
-         m.reservations_via_database_total);
-}
-
 // Reconciliation runs, what they repaired, and the alerts they raised.
 void render_reconcile(const AgentMetrics& m, std::string& out) {
   scalar(out, "vend_reconcile_runs_total", "counter", "Reconciliations run (one per snapshot).",
          m.reconcile_runs_total);
-  scalar(out, "vend_reconcile_store_repairs_total", "counter",
-         "Stock-store counters rewritten from the database by reconciliation.",
-         m.store_repairs_total);
   scalar(out, "vend_reconcile_tokens_added_total", "counter",
          "Tokens a device held that the cloud lacked, added to pools.", m.tokens_added_total);
   scalar(out, "vend_reconcile_tokens_removed_total", "counter",
@@ -186,9 +154,6 @@ std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
   scalar(out, "vend_reservations_total", "counter", "Reservations made.", m.reservations_total);
   scalar(out, "vend_reservations_rejected_total", "counter",
          "Reservations refused (sold out, device offline).", m.reservations_rejected_total);
-  scalar(out, "vend_stock_store_errors_total", "counter", "Failed stock-store calls.",
-         m.store_errors_total);
-  render_store_breaker(m, out);
   render_reconcile(m, out);
   scalar(out, "vend_device_events_total", "counter", "Device events processed.",
          m.events_processed_total);

@@ -15,8 +15,6 @@
 #include "shell_options.hpp"
 #include "shell_threads.hpp"
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_stock_store.hpp"
-#include "vend/agent/redis_stock_store.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/connect_retry.hpp"
 #include "vend/paho_transport.hpp"
@@ -57,7 +55,7 @@ class AgentProcess {
   AgentProcess(const AgentProcess&) = delete;
   AgentProcess& operator=(const AgentProcess&) = delete;
 
-  // Opens the database and the stock store, starts the core, the ticker,
+  // Opens the database, starts the core, the ticker,
   // the MQTT connector and the HTTP server; prints the start line to `out`.
   Status start(std::ostream& out);
   // Returns when a stop signal arrives (true) or the HTTP server died (false).
@@ -79,7 +77,6 @@ class AgentProcess {
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<Repository> repo_;
-  std::unique_ptr<StockStore> store_;
   std::unique_ptr<InboundPump> pump_;  // outlives the transport that feeds it
   std::unique_ptr<PahoTransport> transport_;
   std::unique_ptr<AgentCore> core_;
@@ -103,11 +100,6 @@ Status AgentProcess::open_storage() {
   auto repo = Repository::open(options_.db_path, ro, log_);
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
-  if (options_.redis) {
-    store_ = std::make_unique<RedisStockStore>(*options_.redis, clock_, log_);
-  } else {
-    store_ = std::make_unique<EmbeddedStockStore>();
-  }
   return {};
 }
 
@@ -139,7 +131,7 @@ Status AgentProcess::start(std::ostream& out) {
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
-  core_ = std::make_unique<AgentCore>(*repo_, *store_, *transport_, clock_, random_, log_, ao);
+  core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, ao);
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
   if (Status s = core_->start(); !s.ok()) return s;

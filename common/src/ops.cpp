@@ -53,7 +53,6 @@ Json to_json(const SlotStatus& s) {
 Json to_json(const SlotReconcile& s) {
   Json j = Json::object();
   j["slot"] = s.slot;
-  j["store"] = s.store;
   j["pool"] = s.pool;
   j["reserved"] = s.reserved;
   j["dispatched"] = s.dispatched;
@@ -172,7 +171,6 @@ SlotStatus read_slot_status(FieldReader& r) {
 SlotReconcile read_slot_reconcile(FieldReader& r) {
   SlotReconcile s;
   s.slot = r.integer("slot", 1, proto::kMaxSlot);
-  s.store = r.int64_in("store", -1, kInt64Max);
   s.pool = r.int64_in("pool", 0, kInt64Max);
   s.reserved = r.int64_in("reserved", 0, kInt64Max);
   s.dispatched = r.int64_in("dispatched", 0, kInt64Max);
@@ -197,7 +195,6 @@ FleetSummary read_fleet(Json& root, FieldReader& r) {
   m.orders_by_state = read_counts(root, r, "orders_by_state");
   m.orders_total = r.int64_in("orders_total", 0, kInt64Max);
   m.alerts_active = r.int64_in("alerts_active", 0, kInt64Max);
-  m.store_state = r.text("store_state");
   m.storage_ok = r.boolean("storage_ok");
   return m;
 }
@@ -295,7 +292,6 @@ std::string encode(const FleetSummary& m) {
   for (const auto& [state, n] : m.orders_by_state) j["orders_by_state"][state] = n;
   j["orders_total"] = m.orders_total;
   j["alerts_active"] = m.alerts_active;
-  j["store_state"] = m.store_state;
   j["storage_ok"] = m.storage_ok;
   return dump(j);
 }

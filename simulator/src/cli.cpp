@@ -13,7 +13,7 @@ Error bad(const std::string& m) { return make_error("bad_usage", m); }
 FaultRates no_faults() {
   FaultRates f;
   f.drop = f.duplicate = f.delay = f.reorder = f.partition = f.offline = 0;
-  f.machine_crash = f.agent_crash = f.store_wipe = f.clock_skew = f.jam = 0;
+  f.machine_crash = f.agent_crash = f.clock_skew = f.jam = 0;
   return f;
 }
 

@@ -27,8 +27,7 @@ nlohmann::json report_json(const WorldReport& r) {
           {"cancelled", r.cancelled},
           {"machine_crashes", r.machine_crashes},
           {"agent_crashes", r.agent_crashes},
-          {"partitions", r.partitions},
-          {"store_wipes", r.store_wipes}};
+          {"partitions", r.partitions}};
 }
 
 int run_deterministic(const Command& c) {

@@ -55,7 +55,6 @@ std::map<std::string, Setter> fault_fields(FaultRates& f) {
           {"offline", number(f.offline)},
           {"machine_crash", number(f.machine_crash)},
           {"agent_crash", number(f.agent_crash)},
-          {"store_wipe", number(f.store_wipe)},
           {"clock_skew", number(f.clock_skew)},
           {"max_skew_ms", number(f.max_skew_ms)},
           {"jam", number(f.jam)},

@@ -223,7 +223,6 @@ void World::count_outcomes() {
   report_.machine_crashes = f.machine_crashes;
   report_.agent_crashes = f.agent_crashes;
   report_.partitions = f.partitions;
-  report_.store_wipes = f.store_wipes;
 }
 
 Result<WorldReport> World::run() {
@@ -258,14 +257,14 @@ std::string WorldReport::summary() const {
   std::snprintf(buf, sizeof buf,
                 "seed %llu: %s after %lld steps; orders %lld (refused %lld): completed %lld, "
                 "refunded %lld, needs_review %lld, expired %lld, cancelled %lld; crashes: "
-                "machine %lld, agent %lld; partitions %lld; store wipes %lld; trace %016llx",
+                "machine %lld, agent %lld; partitions %lld; trace %016llx",
                 static_cast<unsigned long long>(seed), ok ? "ok" : "FAILED",
                 static_cast<long long>(steps), static_cast<long long>(orders),
                 static_cast<long long>(rejected_orders), static_cast<long long>(completed),
                 static_cast<long long>(refunded), static_cast<long long>(needs_review),
                 static_cast<long long>(expired), static_cast<long long>(cancelled),
                 static_cast<long long>(machine_crashes), static_cast<long long>(agent_crashes),
-                static_cast<long long>(partitions), static_cast<long long>(store_wipes),
+                static_cast<long long>(partitions),
                 static_cast<unsigned long long>(trace_hash));
   return buf;
 }

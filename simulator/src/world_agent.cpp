@@ -50,9 +50,8 @@ Status WorldAgent::start() {
   auto repo = agent::Repository::open(db_path_, ro, log_);
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
-  store_ = std::make_unique<agent::EmbeddedStockStore>();
   client_ = bus_.make_client(kAgentClientId);
-  core_ = std::make_unique<agent::AgentCore>(*repo_, *store_, *client_, clock_, random_, log_,
+  core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_,
                                              options_);
   if (Status s = core_->start(); !s.ok()) return s;
   client_->on_message([this](const Message& m) {
@@ -79,7 +78,6 @@ void WorldAgent::crash() {
   core_.reset();
   client_.reset();
   repo_.reset();
-  store_.reset();  // the embedded store lives in the process
   trace_.add("agent crash");
 }
 

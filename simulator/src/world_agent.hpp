@@ -1,8 +1,7 @@
 // The cloud agent of the deterministic world: AgentCore over a Repository in
 // the work dir (manual commit: writes commit when the core waits for them or
-// the world flushes), the embedded stock store and a bus client. A crash
-// drops the core, every write not committed yet, the bus connection and the
-// in-memory stock store; the database stays and is reopened by start(),
+// the world flushes) and a bus client. A crash drops the core, every write
+// not committed yet and the bus connection; the database stays and is reopened by start(),
 // which rebuilds the timers from it.
 // Not thread-safe (the repository's writer thread is internal to it).
 // Non-copyable.
@@ -13,7 +12,6 @@
 
 #include "trace.hpp"
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_stock_store.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/in_memory_bus.hpp"
 
@@ -44,7 +42,6 @@ class WorldAgent {
 
   // REQUIRES: up().
   agent::AgentCore& core() { return *core_; }
-  agent::StockStore& store() { return *store_; }
 
  private:
   std::string db_path_;
@@ -55,7 +52,6 @@ class WorldAgent {
   Logger& log_;
   Trace& trace_;
   std::unique_ptr<agent::Repository> repo_;
-  std::unique_ptr<agent::EmbeddedStockStore> store_;
   std::unique_ptr<InMemoryClient> client_;
   std::unique_ptr<agent::AgentCore> core_;
 };

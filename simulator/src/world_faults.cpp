@@ -79,11 +79,6 @@ Status WorldFaults::step(int64_t step) {
     skew_clock(*machines_[random_.range(0, machines_.size() - 1)]);
   }
   if (agent_.up() && random_.chance(rates_.agent_crash)) crash_agent();
-  if (agent_.up() && random_.chance(rates_.store_wipe)) {
-    (void)agent_.store().flush_all();
-    ++counters_.store_wipes;
-    trace_.add("fault store wiped");
-  }
   return {};
 }
 

@@ -20,8 +20,7 @@
 namespace vend::sim {
 
 struct FaultCounters {
-  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, store_wipes = 0,
-          skews = 0;
+  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, skews = 0;
 };
 
 class WorldFaults {

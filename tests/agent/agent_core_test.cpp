@@ -122,7 +122,7 @@ TEST_CASE("never more reservations than tokens: sold out when the pool is empty"
   auto fourth = rig.core->create_order("vm-1", 1, "", "");
   REQUIRE_FALSE(fourth.ok());
   CHECK(fourth.error().code == "sold_out");
-  CHECK(rig.counter("vm-1", 1) == 0);
+  CHECK(rig.pool("vm-1", 1) == 0);
   CHECK(rig.slot("vm-1", 1).reserved == 3);
   auto empty_slot = rig.core->create_order("vm-1", 2, "", "");
   CHECK(empty_slot.error().code == "sold_out");
@@ -536,7 +536,7 @@ TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, count
   CHECK(rig.slot("vm-1", 1).pool == 3);
   CHECK(rig.slot("vm-1", 1).reserved == 1);
   CHECK(rig.slot("vm-1", 1).dispatched == 1);
-  rig.check_stock_invariant();  // warmed up from the pools
+  rig.check_stock_invariant();  // rebuilt from the log
   CHECK(rig.core->create_order("vm-1", 1, "client-1", "key-r")->id == reserved->id);
 
   REQUIRE(rig.bus.reconnect("vm-1"));
@@ -842,4 +842,28 @@ TEST_CASE("device clock skew: measured from its events, alerted, shown, cleared"
   CHECK(rig.core->devices().front().clock_skew_ms == -4000);
   CHECK(skew_alert_active(rig));
   CHECK(rig.log.contains("device clock behind by about 4000 ms"));
+}
+
+TEST_CASE("repository failing: reservations unavailable at once, no token moved") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto o = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  {
+    // The log refuses the cancel's conditional UPDATE: storage fails.
+    auto db = sql::Database::open(rig.dir.file("agent.db"));
+    REQUIRE(db.ok());
+    rig.repo->flush();
+    REQUIRE(db->exec("UPDATE orders SET state = 'CANCELLED' WHERE id = '" + o->id + "'").ok());
+  }
+  REQUIRE(rig.core->cancel(o->id).ok());
+  rig.repo->flush();
+  REQUIRE_FALSE(rig.core->health().ok());
+  int64_t pool = rig.slot("vm-1", 1).pool;
+  for (int i = 0; i < 5; ++i) {
+    auto refused = rig.core->create_order("vm-1", 1, "", "");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == "unavailable");
+  }
+  CHECK(rig.slot("vm-1", 1).pool == pool);
 }

@@ -1,4 +1,4 @@
-// An agent core on a ManualClock, SeededRandom, EmbeddedStockStore, a
+// An agent core on a ManualClock, SeededRandom, a
 // temp-dir SQLite repository and an InMemoryBus, with real firmware device
 // cores attached to the same bus. Everything runs on the test thread except
 // the repository's writer; the loop is: advance the clock, tick every core,
@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +15,6 @@
 
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_stock_store.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
@@ -142,10 +142,7 @@ class DeviceSim {
 
 class AgentRig {
  public:
-  // `core_store`: the stock store the core uses instead of `store` (a
-  // fault-injecting wrapper, a RedisStockStore); it must outlive the rig.
-  explicit AgentRig(AgentOptions options = test_agent_options(), StockStore* core_store = nullptr)
-      : options_(options), core_store_(core_store) {
+  explicit AgentRig(AgentOptions options = test_agent_options()) : options_(options) {
     repo_options.synchronous = sql::Sync::kNormal;
     start_agent();
   }
@@ -160,7 +157,7 @@ class AgentRig {
     REQUIRE(r.ok());
     repo = std::move(r).value();
     client = bus.make_client(kAgentClient, std::nullopt, false);
-    core = std::make_unique<AgentCore>(*repo, core_store(), *client, clock, random, log, options_);
+    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_);
     client->on_message([this](const Message& m) { core->on_message(m); });
     client->on_connection([this](bool up) { core->on_connection(up); });
     // No subscribe here: the core subscribes on every connect.
@@ -169,17 +166,14 @@ class AgentRig {
   }
 
   // The agent process dies: its session stays with the broker (messages
-  // queue), memory and the in-process stock store are gone; what the
-  // repository had queued is committed by its destructor.
+  // queue), memory is gone; what the repository had queued is committed by
+  // its destructor.
   void crash_agent() {
     bus.kill_client(kAgentClient);
     core.reset();
     client.reset();
     repo.reset();
-    REQUIRE(core_store().flush_all().ok());
   }
-
-  StockStore& core_store() { return core_store_ != nullptr ? *core_store_ : store; }
 
   // Provisions a device with the agent and boots its firmware.
   DeviceSim& add_device(const std::string& id, std::vector<SlotSpec> slots,
@@ -243,19 +237,23 @@ class AgentRig {
     return {};
   }
 
-  int64_t counter(const std::string& device, int slot) {
-    auto v = core_store().mget({stock_key(device, slot)});
-    REQUIRE(v.ok());
-    return (*v)[0].value_or(-1);
-  }
+  // The slot's pool (tokens for sale) as the core sees it.
+  int64_t pool(const std::string& device, int slot) { return this->slot(device, slot).pool; }
 
-  // The invariant: every slot's stock counter equals its pool size.
+  // The invariant of one stock truth: every slot's pool in memory is
+  // exactly the POOL tokens of the durable log (what a restart rebuilds).
   void check_stock_invariant() {
+    repo->flush();
+    auto loaded = repo->load(1);
+    REQUIRE(loaded.ok());
+    std::map<std::pair<std::string, int>, int64_t> durable;
+    for (const auto& t : loaded->pool) ++durable[{t.device, t.slot}];
     for (const auto& d : core->devices()) {
       auto views = core->slots(d.id);
       REQUIRE(views.ok());
       for (const auto& v : *views) {
-        CHECK_MESSAGE(counter(d.id, v.slot) == v.pool, d.id << " slot " << v.slot);
+        int64_t logged = durable[std::make_pair(d.id, v.slot)];
+        CHECK_MESSAGE(logged == v.pool, d.id << " slot " << v.slot);
       }
     }
   }
@@ -277,7 +275,6 @@ class AgentRig {
   vend::test::TempDir dir;
   ManualClock clock;
   InMemoryBus bus;
-  EmbeddedStockStore store;
   SeededRandom random{42};
   MemoryLogger log;
   RepositoryOptions repo_options;
@@ -288,7 +285,6 @@ class AgentRig {
 
  private:
   AgentOptions options_;
-  StockStore* core_store_ = nullptr;
 };
 
 }  // namespace vend::agent::test

@@ -1,5 +1,5 @@
-// The HTTP API over a real in-process AgentCore (temp-dir SQLite, embedded
-// stock store, in-memory MQTT) on a real httplib server on loopback: every
+// The HTTP API over a real in-process AgentCore (temp-dir SQLite, in-memory
+// MQTT) on a real httplib server on loopback: every
 // class of bad input gets its status and an error code and message naming
 // the problem; the happy path never shows the sale token; /metrics parses.
 // The simulated device is played by signed messages handed to the core.
@@ -31,7 +31,6 @@
 #include "metrics.hpp"
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_stock_store.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/crypto.hpp"
 #include "vend/in_memory_bus.hpp"
@@ -97,7 +96,7 @@ class Agent {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
     REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
     repo_ = std::move(repo).value();
-    core_ = std::make_unique<AgentCore>(*repo_, store_, transport_, clock_, random_, log_);
+    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_);
     REQUIRE(core_->start().ok());
     REQUIRE(transport_.connect().ok());
     HttpApiOptions options;
@@ -141,7 +140,6 @@ class Agent {
   MemoryLogger log_;
   SystemClock clock_;
   SecureRandom random_;
-  EmbeddedStockStore store_;
   InMemoryBus bus_;
   LockedTransport transport_;
   std::unique_ptr<Repository> repo_;
@@ -607,7 +605,7 @@ TEST_CASE("metrics: Prometheus text format, healthz") {
   Json health = body_of(agent.client().Get("/healthz"));
   CHECK(health["status"] == "ok");
   CHECK(health["mqtt_connected"] == true);
-  CHECK(health["stock_store"] == "closed");
+  CHECK_FALSE(health.contains("stock_store"));
   CHECK(values["vend_healthy"] == "1");
   CHECK(values["vend_storage_failed"] == "0");
   CHECK(values["vend_broker_down"] == "0");

@@ -20,9 +20,8 @@ using nlohmann::json;
 // ---- The examples ---------------------------------------------------------
 
 FleetSummary fleet() {
-  return {
-      1700000005000, 20, 19,       412, {{"COMPLETED", 230}, {"DISPATCHED", 2}, {"RESERVED", 5}},
-      241,           1,  "closed", true};
+  return {1700000005000, 20, 19,  412, {{"COMPLETED", 230}, {"DISPATCHED", 2}, {"RESERVED", 5}},
+          241,           1,  true};
 }
 
 DeviceStatus device() {
@@ -63,8 +62,8 @@ ReconcileReport reconcile() {
   r.snapshot_seq = 44;
   r.full = true;
   r.verdict = "repaired";
-  r.slots = {{3, 7, 7, 1, 0, 8, 8, true, "match", {}, 0, 0},
-             {12, 1, 1, 0, 0, 0, 0, false, "repaired", {"store 1 -> 0", "pool 1 -> 0"}, 0, 1}};
+  r.slots = {{3, 7, 1, 0, 8, 8, true, "match", {}, 0, 0},
+             {12, 1, 0, 0, 0, 0, false, "repaired", {"token lost", "pool 1 -> 0"}, 0, 1}};
   return r;
 }
 
@@ -72,7 +71,7 @@ ReconcileReport reconcile() {
 constexpr const char* kFleetJson =
     R"({"alerts_active":1,"devices":20,"online":19,"orders_by_state":{"COMPLETED":230,)"
     R"("DISPATCHED":2,"RESERVED":5},"orders_total":241,"stock_total":412,)"
-    R"("storage_ok":true,"store_state":"closed","ts_ms":1700000005000,"v":1})";
+    R"("storage_ok":true,"ts_ms":1700000005000,"v":1})";
 constexpr const char* kDeviceJson =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042",)"
     R"("last_seen_ms":1700000004000,"last_seq":46,"last_verdict":"ok","online":true,)"
@@ -93,10 +92,10 @@ constexpr const char* kAlertJson =
 constexpr const char* kReconcileJson =
     R"({"device":"vm-0042","full":true,"id":"rec-0001","request_id":"snap-0001",)"
     R"("slots":[{"actions":[],"device_tokens":8,"digest_match":true,"dispatched":0,)"
-    R"("physical_count":8,"pool":7,"reserved":1,"slot":3,"store":7,"tokens_added":0,)"
-    R"("tokens_removed":0,"verdict":"match"},{"actions":["store 1 -> 0","pool 1 -> 0"],)"
+    R"("physical_count":8,"pool":7,"reserved":1,"slot":3,"tokens_added":0,)"
+    R"("tokens_removed":0,"verdict":"match"},{"actions":["token lost","pool 1 -> 0"],)"
     R"("device_tokens":0,"digest_match":false,"dispatched":0,"physical_count":0,"pool":1,)"
-    R"("reserved":0,"slot":12,"store":1,"tokens_added":0,"tokens_removed":1,)"
+    R"("reserved":0,"slot":12,"tokens_added":0,"tokens_removed":1,)"
     R"("verdict":"repaired"}],"snapshot_seq":44,"trigger":"on_demand",)"
     R"("ts_ms":1700000003000,"v":1,"verdict":"repaired"})";
 
@@ -247,9 +246,9 @@ std::vector<Case> cases() {
       {"actions with a number", K::kReconcile,
        edit(kReconcileJson, [](json& j) { j["slots"][1]["actions"][1] = 7; }), "wrong_type",
        "'slots[1].actions[1]'"},
-      {"store below -1", K::kReconcile,
-       edit(kReconcileJson, [](json& j) { j["slots"][0]["store"] = -2; }), "out_of_range",
-       "'slots[0].store'"},
+      {"pool below 0", K::kReconcile,
+       edit(kReconcileJson, [](json& j) { j["slots"][0]["pool"] = -1; }), "out_of_range",
+       "'slots[0].pool'"},
       {"missing verdict", K::kReconcile, without(kReconcileJson, "verdict"), "missing_field",
        "'verdict' in reconcile report"},
       {"full as text", K::kReconcile, with(kReconcileJson, "full", "true"), "wrong_type", "'full'"},

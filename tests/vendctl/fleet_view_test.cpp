@@ -50,7 +50,7 @@ void feed(FleetView& view, const std::string& topic, const std::string& payload)
 
 FleetView sample_view() {
   FleetView view;
-  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, "closed", true};
+  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, true};
   feed(view, topics::ops_fleet(), ops::encode(f));
   feed(view, topics::ops_device("vm-2"), ops::encode(device("vm-2", false, 0)));
   feed(view, topics::ops_device("vm-1"), ops::encode(device("vm-1", true, 11)));
@@ -67,7 +67,7 @@ TEST_CASE("a frame of the fleet: summary, devices, recent orders, active alerts"
   const std::string expected =
       "vend fleet at 2023-11-14 22:13:30 UTC (8 ops messages)\n"
       "devices 1/2 online | stock 11 | orders DISPATCHED 2, COMPLETED 5 (7 since start) | "
-      "alerts 1 | store closed | storage ok\n"
+      "alerts 1 | storage ok\n"
       "\n"
       "DEVICE  ONLINE  SEEN  STOCK  RESV/DISP  OUTBOX  RECONCILE\n"
       "vm-1    yes     4s    11     1/2        2       ok\n"
@@ -197,14 +197,14 @@ TEST_CASE("reconcile report table and agent errors") {
   r.snapshot_seq = 12;
   r.full = true;
   r.verdict = "repaired";
-  r.slots = {{1, 4, 4, 0, 0, 4, 4, true, "match", {}, 0, 0},
-             {2, -1, 3, 0, 0, 2, 2, false, "repaired", {"pool 3 -> 2"}, 0, 1}};
+  r.slots = {{1, 4, 0, 0, 4, 4, true, "match", {}, 0, 0},
+             {2, 3, 0, 0, 2, 2, false, "repaired", {"pool 3 -> 2"}, 0, 1}};
   CHECK(render_reconcile(r) ==
         "reconcile rec-7 of vm-1 at 2023-11-14 22:13:30 UTC: repaired (trigger on_demand, "
         "snapshot seq 12, full)\n"
-        "SLOT  VERDICT   STORE  POOL  RESV  DISP  PHYSICAL  DEV TOKENS  DIGEST   ACTIONS\n"
-        "1     match     4      4     0     0     4         4           match    -\n"
-        "2     repaired  ?      3     0     0     2         2           DIFFERS  pool 3 -> 2; "
+        "SLOT  VERDICT   POOL  RESV  DISP  PHYSICAL  DEV TOKENS  DIGEST   ACTIONS\n"
+        "1     match     4     0     0     4         4           match    -\n"
+        "2     repaired  3     0     0     2         2           DIFFERS  pool 3 -> 2; "
         "tokens +0/-1\n");
 
   Error e = api_error(409, R"({"error":{"code":"device_offline","message":"vm-1 is offline"}})");

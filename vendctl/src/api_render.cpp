@@ -82,8 +82,8 @@ std::string render_reconcile(const ops::ReconcileReport& r) {
   std::string out = "reconcile " + r.id + " of " + r.device + " at " + format_utc(r.ts_ms, true) +
                     " UTC: " + r.verdict + " (trigger " + r.trigger + ", snapshot seq " +
                     std::to_string(r.snapshot_seq) + (r.full ? ", full" : "") + ")\n";
-  TextTable t({"SLOT", "VERDICT", "STORE", "POOL", "RESV", "DISP", "PHYSICAL", "DEV TOKENS",
-               "DIGEST", "ACTIONS"});
+  TextTable t(
+      {"SLOT", "VERDICT", "POOL", "RESV", "DISP", "PHYSICAL", "DEV TOKENS", "DIGEST", "ACTIONS"});
   for (const ops::SlotReconcile& s : r.slots) {
     std::string actions;
     for (const std::string& a : s.actions) actions += (actions.empty() ? "" : "; ") + a;
@@ -91,10 +91,10 @@ std::string render_reconcile(const ops::ReconcileReport& r) {
       actions += (actions.empty() ? "" : "; ") + std::string("tokens +") +
                  std::to_string(s.tokens_added) + "/-" + std::to_string(s.tokens_removed);
     }
-    t.add({std::to_string(s.slot), s.verdict, s.store < 0 ? "?" : std::to_string(s.store),
-           std::to_string(s.pool), std::to_string(s.reserved), std::to_string(s.dispatched),
-           std::to_string(s.physical_count), std::to_string(s.device_tokens),
-           s.digest_match ? "match" : "DIFFERS", actions.empty() ? "-" : actions});
+    t.add({std::to_string(s.slot), s.verdict, std::to_string(s.pool), std::to_string(s.reserved),
+           std::to_string(s.dispatched), std::to_string(s.physical_count),
+           std::to_string(s.device_tokens), s.digest_match ? "match" : "DIFFERS",
+           actions.empty() ? "-" : actions});
   }
   return sanitized(out, true) + t.render();
 }

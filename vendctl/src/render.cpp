@@ -42,8 +42,7 @@ std::string summary_line(const FleetView& view) {
   const ops::FleetSummary& f = *view.fleet();
   return "devices " + std::to_string(f.online) + "/" + std::to_string(f.devices) +
          " online | stock " + std::to_string(f.stock_total) + " | orders " + orders_text(f) +
-         " | alerts " + std::to_string(f.alerts_active) + " | store " +
-         (f.store_state.empty() ? "?" : f.store_state) + " | storage " +
+         " | alerts " + std::to_string(f.alerts_active) + " | storage " +
          (f.storage_ok ? "ok" : "FAILING") + "\n";
 }
 

@@ -70,8 +70,7 @@ struct FleetSummary {
   std::map<std::string, int64_t> orders_by_state;  // "RESERVED" -> n, ...
   int64_t orders_total = 0;                        // orders created since the agent started
   int64_t alerts_active = 0;
-  std::string store_state;  // circuit breaker: "closed", "open", "half_open"
-  bool storage_ok = true;   // false once a repository write failed (see /healthz)
+  bool storage_ok = true;  // false once a repository write failed (see /healthz)
   bool operator==(const FleetSummary&) const = default;
 };
 
@@ -97,7 +96,7 @@ struct OrderEvents {
 };
 
 struct Alert {
-  std::string code;      // "physical_mismatch", "token_resurrected", "seq_gap", "store_drift", ...
+  std::string code;      // "physical_mismatch", "token_resurrected", "seq_gap", ...
   std::string severity;  // "warning" or "critical"
   std::string state;     // "raised" or "cleared"
   std::string device;    // "" for a fleet-wide alert
@@ -107,10 +106,9 @@ struct Alert {
   bool operator==(const Alert&) const = default;
 };
 
-// One slot of a reconciliation: the three views, the verdict and what was done.
+// One slot of a reconciliation: the cloud and device views, the verdict and what was done.
 struct SlotReconcile {
   int slot = 0;
-  int64_t store = -1;  // the stock-store counter; -1 = missing or unreachable
   int64_t pool = 0;
   int64_t reserved = 0;
   int64_t dispatched = 0;
@@ -121,7 +119,7 @@ struct SlotReconcile {
   // "repaired" (actions taken), "alert" (needs a person), "pending"
   // (digest mismatch: the full token list was requested).
   std::string verdict;
-  std::vector<std::string> actions;  // human-readable, e.g. "store 7 -> 6"
+  std::vector<std::string> actions;  // human-readable, e.g. "+2 tokens the cloud lacked"
   int64_t tokens_added = 0;          // tokens the cloud lacked, added to the pool
   int64_t tokens_removed = 0;        // tokens the device no longer has
   bool operator==(const SlotReconcile&) const = default;

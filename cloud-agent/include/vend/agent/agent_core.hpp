@@ -1,6 +1,6 @@
 // AgentCore: the cloud agent's core. Orders (reserve -> pay -> dispatch ->
 // settle), device events, presence, restock orders and provisioning, on an
-// injected Clock, Random, StockStore, Transport and Repository. No httplib,
+// injected Clock, Random, Transport and Repository. No httplib,
 // no Paho, no threads of its own: the shell (vend-agent) calls it from HTTP
 // worker threads and the MQTT callback thread, and calls tick() periodically.
 //
@@ -10,9 +10,10 @@
 // for their group commit *outside* the lock; so does tick() for the commits
 // its acks cover.
 //
-// Promise kept here: a reservation takes one token from the slot's pool and
-// the stock counter equals the pool size, so the cloud never sells more than
-// the device minted tokens for; a dispense command is published only after
+// Promise kept here: a reservation takes one token from the slot's pool (the
+// one stock truth: a check-and-take on the in-memory pool, made durable by
+// the order's conditional token move in the repository), so the cloud never
+// sells more than the device minted tokens for; a dispense command is published only after
 // the DISPATCHED state is durable; a paid order ends COMPLETED, REFUNDED or
 // NEEDS_REVIEW, never lost; every transition is conditional on its
 // from-state, so duplicates and races are harmless.
@@ -24,8 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/circuit_breaker.hpp"
-#include "vend/agent/stock_store.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"
@@ -98,7 +97,7 @@ struct SlotView {
   std::string product;
   int64_t price_cents = 0;
   int capacity = 0;
-  int64_t pool = 0;        // tokens for sale (== the stock counter)
+  int64_t pool = 0;        // tokens for sale
   int64_t reserved = 0;    // held by RESERVED/PAID orders
   int64_t dispatched = 0;  // held by DISPATCHED orders
   int64_t sold = 0;        // COMPLETED
@@ -159,10 +158,6 @@ struct AgentOptions {
   // Finished orders kept in memory (get_order/list_orders/idempotency
   // answers); older ones are read back from the repository on demand.
   size_t finished_orders_max = 100'000;
-  // The stock store's circuit breaker (docs/stock-store.md "Degradation"):
-  // this many store failures in a row open it; reservations then go through
-  // the database, and after open_ms a probe (ping + warm-up) may close it.
-  CircuitBreakerOptions store_breaker;
   // Reconciliation: every device is asked for a (digest) snapshot this often,
   // staggered across the fleet by device id; 0 = only the snapshots the
   // devices send on their own and on-demand requests.
@@ -213,7 +208,6 @@ struct AgentMetrics {
   std::vector<std::pair<std::string, int64_t>> orders_by_state;  // current counts
   int64_t reservations_total = 0;
   int64_t reservations_rejected_total = 0;  // sold out / offline
-  int64_t store_errors_total = 0;
   int64_t events_processed_total = 0;
   int64_t events_rejected_total = 0;  // bad MAC, unknown device, malformed
   int64_t duplicate_events_total = 0;
@@ -221,15 +215,8 @@ struct AgentMetrics {
   int64_t stock_total = 0;                  // sum of pools
   int devices_online = 0;
   bool storage_failed = false;  // see AgentCore::health()
-  // The stock store's circuit breaker: "closed", "open" or "half_open".
-  std::string store_state = "closed";
-  int64_t reservations_via_database_total = 0;  // the pool decided, the store was skipped
-  int64_t store_breaker_opened_total = 0;       // closed/half_open -> open
-  int64_t store_breaker_half_opened_total = 0;  // open -> half_open (probes)
-  int64_t store_breaker_closed_total = 0;       // half_open -> closed (recoveries)
   // Reconciliation.
   int64_t reconcile_runs_total = 0;
-  int64_t store_repairs_total = 0;    // counters rewritten from the pool
   int64_t tokens_added_total = 0;     // tokens the cloud lacked, added to pools
   int64_t tokens_removed_total = 0;   // tokens the devices no longer had
   int64_t seq_gaps_total = 0;         // gaps skipped on the device's events_unavailable
@@ -253,14 +240,14 @@ struct AgentMetrics {
 // bad_request, unavailable.
 class AgentCore {
  public:
-  AgentCore(Repository& repo, StockStore& store, Transport& transport, const Clock& clock,
-            Random& random, Logger& log, AgentOptions options = {});
+  AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
+            AgentOptions options = {});
   ~AgentCore();
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
 
   // Loads devices, slots, pools, open orders and processed seqs from the
-  // repository, warms the stock store from the pools, and schedules every
+  // repository, and schedules every
   // stored deadline. Call once before anything else.
   Status start();
 
@@ -344,11 +331,6 @@ class AgentCore {
   // the process is restarted and rebuilds its state from the log. For
   // /healthz.
   Status health();
-
-  // The stock store's circuit breaker: "closed" (reservations use the
-  // store), "open" (they use the database), "half_open" (a probe is out).
-  // The agent keeps selling in every state. For /healthz.
-  std::string store_state();
 
  private:
   struct State;

@@ -47,7 +47,6 @@ struct FaultRates {
   double offline = 0.002;        // a machine's connection drops (will published)
   double machine_crash = 0.002;  // power loss / kill -9, then reboot
   double agent_crash = 0.0005;
-  double store_wipe = 0.0005;
   double clock_skew = 0.002;  // a machine's wall clock jumps within +-max_skew_ms
   int64_t max_skew_ms = 4000;
   double jam = 0.05;  // per rotation
@@ -97,7 +96,7 @@ struct WorldReport {
   // Outcomes.
   int64_t orders = 0, paid = 0, completed = 0, refunded = 0, needs_review = 0, expired = 0,
           cancelled = 0, rejected_orders = 0;
-  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, store_wipes = 0;
+  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0;
   std::string summary() const;  // one line
 };
 

@@ -202,7 +202,8 @@ void run(const bench::Options& opt, bench::Report& report) {
   report.compare("reconcile_" + n + "_slots_full_lists", "naive_full_list_compare_" + n + "_slots");
   if (slots == 100'000) report.target_value("reconcile_" + n + "_slots_digest", 1.0);
   report.note(
-      "agent core path: signed snapshot event -> decode, MAC, cloud and device views per slot, report "
+      "agent core path: signed snapshot event -> decode, MAC, cloud and device views per slot, "
+      "report "
       "stored (group commit, synchronous=NORMAL) and published (discarded)");
   report.note(
       "naive baseline: full token lists decoded + MAC-checked, per-slot set compare "

@@ -162,8 +162,8 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 }  // namespace detail
 
 struct AgentCore::State {
-  State(Repository& repo, Transport& transport, const Clock& clock,
-        Random& random, Logger& log, AgentOptions options);
+  State(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
+        AgentOptions options);
 
   // ---- agent_core_state.cpp: start-up, writes, timers, metrics ----
   Status start();

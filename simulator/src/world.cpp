@@ -264,8 +264,7 @@ std::string WorldReport::summary() const {
                 static_cast<long long>(refunded), static_cast<long long>(needs_review),
                 static_cast<long long>(expired), static_cast<long long>(cancelled),
                 static_cast<long long>(machine_crashes), static_cast<long long>(agent_crashes),
-                static_cast<long long>(partitions),
-                static_cast<unsigned long long>(trace_hash));
+                static_cast<long long>(partitions), static_cast<unsigned long long>(trace_hash));
   return buf;
 }
 

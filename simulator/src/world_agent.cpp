@@ -51,8 +51,7 @@ Status WorldAgent::start() {
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
   client_ = bus_.make_client(kAgentClientId);
-  core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_,
-                                             options_);
+  core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_);
   if (Status s = core_->start(); !s.ok()) return s;
   client_->on_message([this](const Message& m) {
     if (!core_) return;

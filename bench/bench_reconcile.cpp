@@ -88,6 +88,7 @@ class Fleet {
     ao.reconcile_interval_ms = 0;
     core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, ao);
     if (auto s = core_->start(); !s.ok()) throw std::runtime_error(s.error().to_string());
+    core_->on_connection(true);  // NullTransport: the core publishes as if connected
     for (auto& m : machines_) {
       proto::PresenceStatus online{m.id, m.boot_id, true, 1};
       std::string mac = crypto::sign(m.key, proto::encode_canonical(online));

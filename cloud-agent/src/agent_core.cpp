@@ -1,6 +1,7 @@
-// AgentCore: the public face. Every method takes the core lock and forwards
-// to State; the waits for a group commit (pay, provisioning, slot changes,
-// restock orders, acks) happen here, with the lock released.
+// AgentCore: the public face. Every method runs its work as steps on the
+// runner (step() forwards to State, then carries out the step's effects);
+// the waits for a group commit (reservations, payments, provisioning, slot
+// changes, restock orders, reviews) happen here, between steps.
 #include "vend/agent/agent_core.hpp"
 
 #include <algorithm>
@@ -11,22 +12,66 @@
 
 namespace vend::agent {
 
+namespace {
+
+Error refused() {
+  return make_error("unavailable", "the agent core is saturated or stopping; try again");
+}
+
+}  // namespace
+
 AgentCore::AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random,
-                     Logger& log, AgentOptions options)
-    : state_(std::make_unique<State>(repo, transport, clock, random, log, options)) {}
+                     Logger& log, AgentOptions options, CoreRunner* runner)
+    : state_(std::make_unique<State>(repo, clock, random, log, options)),
+      runner_(runner != nullptr ? *runner : inline_runner_),
+      transport_(transport) {}
 
 AgentCore::~AgentCore() = default;
 
+bool AgentCore::step(const std::function<void()>& body) {
+  return runner_.run([&] {
+    body();
+    carry_out_effects();
+  });
+}
+
+// After the step, on the core's thread: the step's messages go out in the
+// order it queued them. A dispense command that could not go out is handed
+// back to the core (its resend timer); everything else is re-sent by the
+// protocol (acks and requests are repeated, ops views re-published).
+void AgentCore::carry_out_effects() {
+  detail::Effects fx = state_->take_effects();
+  for (const auto& filter : fx.subscribes) {
+    if (auto s = transport_.subscribe(filter, 1); !s.ok()) {
+      state_->log.error(detail::kLog, "subscribe " + filter + ": " + s.error().to_string());
+    }
+  }
+  for (const auto& p : fx.publishes) {
+    Status s = transport_.publish(p.message);
+    if (s.ok()) continue;
+    state_->log.debug(detail::kLog, "publish on " + p.message.topic + ": " + s.error().to_string());
+    if (!p.order_id.empty()) state_->publish_failed(p.order_id);
+  }
+}
+
+Status AgentCore::wait_durable(const Ticket& ticket, const std::string& what) {
+  Status committed = state_->repo.wait(ticket);
+  if (committed.ok()) return {};
+  (void)step([&] { state_->fail_storage(what + ": " + committed.error().to_string()); });
+  return make_error("unavailable", what + " not stored: " + committed.error().message);
+}
+
 Status AgentCore::start() {
-  std::lock_guard lock(state_->mu);
-  return state_->start();
+  Status out;
+  if (!step([&] { out = state_->start(); })) return refused();
+  return out;
 }
 
 // ---- orders ----
 
 // A reservation is answered only once it is durable: a customer who got
 // its id must find the order after any crash. Concurrent reservations share
-// one group commit; the wait happens outside the lock.
+// one group commit; the wait happens between steps.
 Result<Order> AgentCore::create_order(const std::string& device, int slot,
                                       const std::string& client,
                                       const std::string& idempotency_key) {
@@ -39,226 +84,223 @@ Result<Order> AgentCore::create_order(const std::string& device, int slot,
     scoped = client + "\n" + idempotency_key;
   }
   Ticket wait;
-  Result<Order> order = make_error("unavailable", "not reserved");
-  {
-    std::lock_guard lock(state_->mu);
-    order = state_->create_order(device, slot, scoped);
-    if (!order.ok()) return order;
-    wait = state_->durable_ticket(order->id);
+  Result<Order> order = refused();
+  if (!step([&] {
+        order = state_->create_order(device, slot, scoped);
+        if (order.ok()) wait = state_->durable_ticket(order->id);
+      })) {
+    return refused();
   }
-  Status committed = state_->repo.wait(wait);
-  if (!committed.ok()) {
-    std::lock_guard lock(state_->mu);
-    state_->fail_storage("order " + order->id + ": " + committed.error().to_string());
-    return make_error("unavailable", "order not stored: " + committed.error().message);
-  }
+  if (!order.ok()) return order;
+  if (auto s = wait_durable(wait, "order " + order->id); !s.ok()) return s.error();
   return order;
 }
 
 Result<Order> AgentCore::get_order(const std::string& order_id) {
-  std::lock_guard lock(state_->mu);
-  auto rec = state_->find_or_load_order(order_id);
-  if (!rec.ok()) return rec.error();
-  if (*rec == nullptr) return make_error("not_found", "no order '" + order_id + "'");
-  return (*rec)->order;
+  Result<Order> out = refused();
+  if (!step([&] {
+        auto rec = state_->find_or_load_order(order_id);
+        if (!rec.ok()) {
+          out = rec.error();
+        } else if (*rec == nullptr) {
+          out = make_error("not_found", "no order '" + order_id + "'");
+        } else {
+          out = (*rec)->order;
+        }
+      })) {
+    return refused();
+  }
+  return out;
 }
 
 Result<Order> AgentCore::pay(const std::string& order_id, const std::string& payment_id,
                              int64_t amount_cents) {
-  detail::PayStep step;
-  {
-    std::lock_guard lock(state_->mu);
-    auto r = state_->pay(order_id, payment_id, amount_cents);
-    if (!r.ok()) return r.error();
-    step = std::move(r).value();
-  }
-  Status committed = state_->repo.wait(step.wait);  // the group commit, outside the lock
-  std::lock_guard lock(state_->mu);
-  return state_->finish_pay(order_id, step, committed);
+  Result<detail::PayStep> first = refused();
+  if (!step([&] { first = state_->pay(order_id, payment_id, amount_cents); })) return refused();
+  if (!first.ok()) return first.error();
+  Status committed = state_->repo.wait(first->wait);  // the group commit, between the steps
+  Result<Order> out = refused();
+  if (!step([&] { out = state_->finish_pay(order_id, *first, committed); })) return refused();
+  return out;
 }
 
 Result<Order> AgentCore::cancel(const std::string& order_id) {
-  std::lock_guard lock(state_->mu);
-  return state_->cancel(order_id);
+  Result<Order> out = refused();
+  if (!step([&] { out = state_->cancel(order_id); })) return refused();
+  return out;
 }
 
 Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispensed,
                                         const std::string& by, const std::string& note) {
   Ticket wait;
-  Result<Order> order = make_error("unavailable", "not resolved");
-  {
-    std::lock_guard lock(state_->mu);
-    order = state_->resolve_review(order_id, dispensed, by, note);
-    if (!order.ok()) return order;
-    wait = state_->durable_ticket(order_id);
+  Result<Order> order = refused();
+  if (!step([&] {
+        order = state_->resolve_review(order_id, dispensed, by, note);
+        if (order.ok()) wait = state_->durable_ticket(order_id);
+      })) {
+    return refused();
   }
-  Status committed = state_->repo.wait(wait);
-  if (!committed.ok()) {
-    std::lock_guard lock(state_->mu);
-    state_->fail_storage("review of " + order_id + ": " + committed.error().to_string());
-    return make_error("unavailable", "resolution not stored: " + committed.error().message);
-  }
+  if (!order.ok()) return order;
+  if (auto s = wait_durable(wait, "resolution of " + order_id); !s.ok()) return s.error();
   return order;
 }
 
 Result<std::vector<StoredRefund>> AgentCore::list_refunds(std::optional<RefundState> state,
                                                           size_t limit) {
-  // The repository's read connection has its own lock: no core lock needed.
+  // The repository's read connection has its own lock: no step needed.
   return state_->repo.refunds(state, limit);
 }
 
 Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit) {
-  std::lock_guard lock(state_->mu);
-  return state_->list_orders(state, limit);
+  std::vector<Order> out;
+  if (!step([&] { out = state_->list_orders(state, limit); })) return refused();
+  return out;
 }
 
 // ---- devices and slots ----
 
 Result<ProvisionedDevice> AgentCore::provision_device(const std::string& device_id,
                                                       const std::vector<SlotSpec>& slots) {
-  detail::Durable<ProvisionedDevice> step;
-  {
-    std::lock_guard lock(state_->mu);
-    auto r = state_->provision_device(device_id, slots);
-    if (!r.ok()) return r.error();
-    step = std::move(r).value();
-  }
-  Status committed = state_->repo.wait(step.wait);
-  if (!committed.ok()) {
-    std::lock_guard lock(state_->mu);
-    state_->fail_storage("provisioning " + device_id + ": " + committed.error().to_string());
-    return make_error("unavailable", "device not stored: " + committed.error().message);
-  }
-  return step.value;
+  Result<detail::Durable<ProvisionedDevice>> r = refused();
+  if (!step([&] { r = state_->provision_device(device_id, slots); })) return refused();
+  if (!r.ok()) return r.error();
+  if (auto s = wait_durable(r->wait, "device " + device_id); !s.ok()) return s.error();
+  return r->value;
 }
 
 std::vector<DeviceView> AgentCore::devices() {
-  std::lock_guard lock(state_->mu);
-  return state_->device_views();
+  std::vector<DeviceView> out;
+  (void)step([&] { out = state_->device_views(); });
+  return out;
 }
 
 Result<std::vector<SlotView>> AgentCore::slots(const std::string& device_id) {
-  std::lock_guard lock(state_->mu);
-  return state_->slot_views(device_id);
+  Result<std::vector<SlotView>> out = refused();
+  if (!step([&] { out = state_->slot_views(device_id); })) return refused();
+  return out;
 }
 
 Result<CatalogView> AgentCore::catalog(const std::string& device_id) {
-  std::lock_guard lock(state_->mu);
-  auto slots = state_->slot_views(device_id);
-  if (!slots.ok()) return slots.error();
-  auto dev = state_->devices.find(device_id);
-  bool online = dev != state_->devices.end() && dev->second.online;
-  return CatalogView{device_id, online, std::move(slots).value()};
+  Result<CatalogView> out = refused();
+  if (!step([&] {
+        auto slots = state_->slot_views(device_id);
+        if (!slots.ok()) {
+          out = slots.error();
+          return;
+        }
+        auto dev = state_->devices.find(device_id);
+        bool online = dev != state_->devices.end() && dev->second.online;
+        out = CatalogView{device_id, online, std::move(slots).value()};
+      })) {
+    return refused();
+  }
+  return out;
 }
 
 Status AgentCore::set_slot(const std::string& device_id, const SlotSpec& slot) {
-  Ticket wait;
-  {
-    std::lock_guard lock(state_->mu);
-    auto r = state_->set_slot(device_id, slot);
-    if (!r.ok()) return r.error();
-    wait = *r;
-  }
-  Status committed = state_->repo.wait(wait);
-  if (!committed.ok()) {
-    std::lock_guard lock(state_->mu);
-    state_->fail_storage("slot of " + device_id + ": " + committed.error().to_string());
-    return make_error("unavailable", "slot not stored: " + committed.error().message);
-  }
-  return {};
+  Result<Ticket> r = refused();
+  if (!step([&] { r = state_->set_slot(device_id, slot); })) return refused();
+  if (!r.ok()) return r.error();
+  return wait_durable(*r, "slot of " + device_id);
 }
 
 Result<std::string> AgentCore::request_restock(const std::string& device_id, int slot, int count) {
-  detail::Durable<proto::RestockCommand> step;
-  {
-    std::lock_guard lock(state_->mu);
-    auto r = state_->request_restock(device_id, slot, count);
-    if (!r.ok()) return r.error();
-    step = std::move(r).value();
-  }
-  Status committed = state_->repo.wait(step.wait);
-  std::lock_guard lock(state_->mu);
-  if (!committed.ok()) {
-    state_->fail_storage("restock " + step.value.restock_id + ": " + committed.error().to_string());
-    return make_error("unavailable", "restock not stored: " + committed.error().message);
-  }
-  return state_->publish_restock(step.value);
+  Result<detail::Durable<proto::RestockCommand>> r = refused();
+  if (!step([&] { r = state_->request_restock(device_id, slot, count); })) return refused();
+  if (!r.ok()) return r.error();
+  if (auto s = wait_durable(r->wait, "restock " + r->value.restock_id); !s.ok()) return s.error();
+  Result<std::string> out = refused();
+  if (!step([&] { out = state_->publish_restock(r->value); })) return refused();
+  return out;
 }
 
 Result<std::string> AgentCore::request_reconcile(const std::string& device_id) {
-  std::lock_guard lock(state_->mu);
-  return state_->request_reconcile(device_id);
+  Result<std::string> out = refused();
+  if (!step([&] { out = state_->request_reconcile(device_id); })) return refused();
+  return out;
 }
 
 Result<std::string> AgentCore::reconcile_report(const std::string& device_id) {
-  std::lock_guard lock(state_->mu);
-  return state_->reconcile_report(device_id);
+  Result<std::string> out = refused();
+  if (!step([&] { out = state_->reconcile_report(device_id); })) return refused();
+  return out;
 }
 
 // ---- refunds ----
 
 std::vector<RefundDelivery> AgentCore::take_due_refunds(size_t max) {
-  std::lock_guard lock(state_->mu);
-  return state_->take_due_refunds(max);
+  std::vector<RefundDelivery> out;
+  (void)step([&] { out = state_->take_due_refunds(max); });
+  return out;
 }
 
 void AgentCore::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
                                  const std::string& detail) {
-  std::lock_guard lock(state_->mu);
-  state_->refund_attempted(payment_id, outcome, detail);
+  // Refused (stopping): the refund stays PENDING in the log and is
+  // delivered again after the restart (the gateway deduplicates by id).
+  (void)step([&] { state_->refund_attempted(payment_id, outcome, detail); });
 }
 
 // ---- MQTT and time ----
 
 void AgentCore::on_message(const Message& message) {
-  std::lock_guard lock(state_->mu);
-  state_->on_message(message);
+  (void)step([&] { state_->on_message(message); });
 }
 
 void AgentCore::on_connection(bool connected) {
-  std::lock_guard lock(state_->mu);
-  state_->log.info(detail::kLog, connected ? "broker connection up" : "broker connection lost");
-  if (!connected) return;
-  state_->presence_probe_due_mono_ms =
-      state_->clock.monotonic_ms() + std::max<int64_t>(1, state_->options.status_probe_delay_ms);
-  // A SUBSCRIBE makes the broker send the retained presence statuses again;
-  // a persistent session that still holds the subscription would not, and
-  // every device would look offline after an agent restart. Commands that
-  // failed to publish meanwhile have resend timers.
-  for (const auto& filter : {topics::all_device_evt(), topics::all_device_status()}) {
-    if (auto s = state_->transport.subscribe(filter, 1); !s.ok()) {
-      state_->log.error(detail::kLog, "subscribe " + filter + ": " + s.error().to_string());
+  (void)step([&] {
+    State& st = *state_;
+    st.log.info(detail::kLog, connected ? "broker connection up" : "broker connection lost");
+    st.connected = connected;
+    if (!connected) return;
+    st.presence_probe_due_mono_ms =
+        st.clock.monotonic_ms() + std::max<int64_t>(1, st.options.status_probe_delay_ms);
+    // A SUBSCRIBE makes the broker send the retained presence statuses
+    // again; a persistent session that still holds the subscription would
+    // not, and every device would look offline after an agent restart.
+    // Commands that failed to publish meanwhile have resend timers.
+    for (const auto& filter : {topics::all_device_evt(), topics::all_device_status()}) {
+      st.effects.subscribes.push_back(filter);
     }
-  }
+  });
 }
 
 void AgentCore::tick() {
   std::vector<Ticket> acks;
-  {
-    std::lock_guard lock(state_->mu);
+  (void)step([&] {
     state_->tick_locked();
-    acks = state_->due_ack_tickets();
-  }
-  for (const auto& t : acks) (void)state_->repo.wait(t);  // usually committed already
-  std::lock_guard lock(state_->mu);
-  state_->flush_acks();
+    // An inline caller (one thread: the deterministic world, unit tests)
+    // waits for the writes the due acks cover — with manual commit that
+    // wait is what commits them. The core thread never waits: flush_acks()
+    // acks what is committed, the rest gets its ack on a later tick.
+    if (&runner_ == &inline_runner_) acks = state_->due_ack_tickets();
+  });
+  for (const auto& t : acks) (void)state_->repo.wait(t);
+  (void)step([&] { state_->flush_acks(); });
 }
 
 AgentMetrics AgentCore::take_metrics() {
-  std::lock_guard lock(state_->mu);
-  return state_->take_metrics();
+  AgentMetrics out;
+  (void)step([&] { out = state_->take_metrics(); });
+  return out;
 }
 
 Status AgentCore::health() {
-  std::lock_guard lock(state_->mu);
-  if (!state_->started) return make_error("unavailable", "not started");
-  if (!state_->storage_failed && state_->repo.stats().failed_writes > 0) {
-    state_->fail_storage("a repository write failed");
-  }
-  if (state_->storage_failed) {
-    return make_error("unavailable", "a repository write failed; restart to recover");
-  }
-  return {};
+  Status out = refused();
+  (void)step([&] {
+    State& st = *state_;
+    if (!st.started) {
+      out = make_error("unavailable", "not started");
+      return;
+    }
+    if (!st.storage_failed && st.repo.stats().failed_writes > 0) {
+      st.fail_storage("a repository write failed");
+    }
+    out = st.storage_failed
+              ? Status(make_error("unavailable", "a repository write failed; restart to recover"))
+              : Status();
+  });
+  return out;
 }
 
 }  // namespace vend::agent

@@ -18,9 +18,11 @@ constexpr size_t kMaxOrderEventsPerMessage = 500;
 void AgentCore::State::publish_ops(const std::string& topic, const std::string& payload, int qos,
                                    bool retained) {
   if (!options.ops_enabled) return;
-  if (auto s = transport.publish(Message{topic, payload, qos, retained}); !s.ok()) {
-    log.debug(detail::kLog, "ops message on " + topic + " dropped: " + s.error().to_string());
+  if (!connected) {
+    log.debug(detail::kLog, "ops message on " + topic + " dropped: the broker connection is down");
+    return;
   }
+  effects.publishes.push_back(detail::Publish{Message{topic, payload, qos, retained}, ""});
 }
 
 void AgentCore::State::ops_order_event(const detail::OrderRec& rec, const std::string& from) {

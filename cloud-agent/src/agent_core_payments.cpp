@@ -180,7 +180,7 @@ void AgentCore::State::publish_dispense(OrderRec& rec) {
   if (dev == devices.end()) return;
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
-  if (publish_command(dev->second, command).ok()) {
+  if (publish_command(dev->second, command, o.id).ok()) {
     rec.command_published = true;
   } else {
     schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);

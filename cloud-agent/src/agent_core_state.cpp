@@ -45,10 +45,9 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 using detail::OrderRec;
 using detail::TimerKind;
 
-AgentCore::State::State(Repository& repo_, Transport& transport_, const Clock& clock_,
-                        Random& random_, Logger& log_, AgentOptions options_)
+AgentCore::State::State(Repository& repo_, const Clock& clock_, Random& random_, Logger& log_,
+                        AgentOptions options_)
     : repo(repo_),
-      transport(transport_),
       clock(clock_),
       random(random_),
       log(log_),
@@ -309,15 +308,30 @@ void AgentCore::State::fire_timer(uint64_t payload) {
 // ---- output and checks -----------------------------------------------------------
 
 Status AgentCore::State::publish_command(const detail::DeviceRec& device,
-                                         const proto::Command& command) {
-  std::string mac = crypto::sign(device.key, proto::encode_canonical(command));
-  Message m{topics::device_cmd(device.id), proto::encode(command, mac), 1, false};
-  auto s = transport.publish(m);
-  if (!s.ok()) {
+                                         const proto::Command& command,
+                                         const std::string& order_id) {
+  if (!connected) {
     log.warn(detail::kLog, std::string(proto::type_name(command)) + " to " + device.id +
-                               " not published: " + s.error().to_string());
+                               " not published: the broker connection is down");
+    return make_error("not_connected", "the broker connection is down");
   }
-  return s;
+  std::string mac = crypto::sign(device.key, proto::encode_canonical(command));
+  effects.publishes.push_back(detail::Publish{
+      Message{topics::device_cmd(device.id), proto::encode(command, mac), 1, false}, order_id});
+  return {};
+}
+
+void AgentCore::State::publish_failed(const std::string& order_id) {
+  OrderRec* rec = find_order(order_id);
+  if (rec == nullptr || rec->order.state != OrderState::kDispatched) return;
+  rec->command_published = false;
+  schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
+}
+
+detail::Effects AgentCore::State::take_effects() {
+  detail::Effects out = std::move(effects);
+  effects = {};
+  return out;
 }
 
 void AgentCore::State::evict_finished() {

@@ -1,19 +1,18 @@
 // Private to the agent core: its in-memory state and the functions that
-// work on it. Every State member function REQUIRES the core lock (`mu`)
-// unless it says otherwise. The public AgentCore methods take the lock and
-// forward here; the only waits (group commits) happen in AgentCore, outside
-// the lock.
+// work on it. Every State member function runs inside a step, on the core's
+// thread (AgentCore::step); nothing here locks, waits or publishes: messages
+// to publish are queued in `effects` and carried out by AgentCore after the
+// step; the only waits (group commits) happen in AgentCore, between steps.
 //
 // Memory is the working truth, the Repository its durable log: each change
-// is applied to memory and its writes are submitted in the same critical
-// section, so the log receives changes in the order memory saw them.
+// is applied to memory and its writes are submitted in the same step, so the log receives changes
+// in the order memory saw them.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -143,6 +142,19 @@ struct HeldTokens {
   std::vector<std::string> dispatched;  // DISPATCHED orders' tokens
 };
 
+// A message a step wants published. `order_id`: set for a dispense
+// command, whose failure to go out is handed back (publish_failed).
+struct Publish {
+  Message message;
+  std::string order_id;
+};
+
+// What a step leaves for AgentCore to carry out after it.
+struct Effects {
+  std::vector<Publish> publishes;
+  std::vector<std::string> subscribes;  // topic filters, QoS 1
+};
+
 // Key of an active alert: (device, slot, code).
 using AlertKey = std::tuple<std::string, int, std::string>;
 
@@ -162,8 +174,7 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 }  // namespace detail
 
 struct AgentCore::State {
-  State(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
-        AgentOptions options);
+  State(Repository& repo, const Clock& clock, Random& random, Logger& log, AgentOptions options);
 
   // ---- agent_core_state.cpp: start-up, writes, timers, metrics ----
   Status start();
@@ -190,7 +201,13 @@ struct AgentCore::State {
   void schedule_deadline(detail::OrderRec& rec, detail::TimerKind kind, int64_t at_ms);
   void schedule_resend(detail::OrderRec& rec, int64_t at_ms);
   void cancel_timers(detail::OrderRec& rec);
-  Status publish_command(const detail::DeviceRec& device, const proto::Command& command);
+  // Queues the signed command (an effect); not_connected while the broker
+  // connection is down (the caller keeps what it needs to re-send).
+  Status publish_command(const detail::DeviceRec& device, const proto::Command& command,
+                         const std::string& order_id = "");
+  // A dispense command of `order_id` did not go out: re-sent later.
+  void publish_failed(const std::string& order_id);
+  detail::Effects take_effects();
   void evict_finished();
   AgentMetrics take_metrics();
 
@@ -365,13 +382,13 @@ struct AgentCore::State {
 
   // Injected.
   Repository& repo;
-  Transport& transport;
   const Clock& clock;
   Random& random;
   Logger& log;
   const AgentOptions options;
 
-  std::mutex mu;  // the core lock
+  detail::Effects effects;  // of the running step
+  bool connected = false;   // the broker connection, as on_connection said
   bool started = false;
   int64_t presence_probe_due_mono_ms = 0;  // 0 = none pending (set on connect)
   bool storage_failed = false;

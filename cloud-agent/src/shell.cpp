@@ -8,12 +8,11 @@
 #include <memory>
 #include <thread>
 
+#include "core_thread.hpp"
 #include "http_api.hpp"
 #include "http_server.hpp"
 #include "refund_sender.hpp"
-#include "shell_inbound.hpp"
 #include "shell_options.hpp"
-#include "shell_threads.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/connect_retry.hpp"
@@ -77,7 +76,9 @@ class AgentProcess {
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<Repository> repo_;
-  std::unique_ptr<InboundPump> pump_;  // outlives the transport that feeds it
+  // The core's one thread; outlives the transport that feeds it and the core
+  // that runs on it.
+  std::unique_ptr<CoreThread> core_thread_;
   std::unique_ptr<PahoTransport> transport_;
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<HttpApi> api_;
@@ -87,7 +88,6 @@ class AgentProcess {
   // Monotonic ms since which the broker connection is down (for /healthz);
   // set at start, cleared on connect, set again on a loss.
   std::atomic<int64_t> mqtt_down_since_ms_{0};
-  std::unique_ptr<PeriodicTicker> ticker_;
   std::unique_ptr<ConnectRetry> connector_;
   std::unique_ptr<RefundSender> refunds_;
   bool stopped_ = false;
@@ -131,10 +131,17 @@ Status AgentProcess::start(std::ostream& out) {
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
-  core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, ao);
+  core_thread_ =
+      std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
+  core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, ao,
+                                      core_thread_.get());
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
-  if (Status s = core_->start(); !s.ok()) return s;
+  if (Status s = core_->start(); !s.ok()) return s;  // before the core thread: inline
+  AgentCore& core = *core_;
+  core_thread_->start(CoreThread::Handlers{[&core](const Message& m) { core.on_message(m); },
+                                           [&core](bool up) { core.on_connection(up); },
+                                           [&core] { core.tick(); }});
   if (Status s = start_refunds(); !s.ok()) return s;
   if (Status s = start_mqtt(); !s.ok()) return s;
   serve_http();
@@ -159,9 +166,7 @@ Result<int> AgentProcess::bind_http() {
   };
   ho.broker_down_grace_ms = options_.broker_down_grace_s * 1000;
   ho.inbound_fill = [this] {
-    InboundPump* pump = pump_.get();  // set before MQTT starts; read-only afterwards
-    if (pump == nullptr) return HttpApiOptions::InboundFill{};
-    InboundPump::Fill f = pump->fill();
+    Inbox<Message>::Fill f = core_thread_->fill();  // set before HTTP starts
     return HttpApiOptions::InboundFill{f.messages, f.max_messages, f.bytes, f.max_bytes};
   };
   ho.payment_tolerance_s = options_.payment_tolerance_s;
@@ -186,23 +191,17 @@ Result<int> AgentProcess::bind_http() {
 }
 
 Status AgentProcess::start_mqtt() {
-  AgentCore& core = *core_;
-  // Paho threads only queue; the pump thread calls the core (shell_inbound.hpp).
-  pump_ = std::make_unique<InboundPump>(
-      InboundPump::Limits{}, [&core](const Message& m) { core.on_message(m); },
-      [&core](bool up) { core.on_connection(up); }, log_);
-  InboundPump& pump = *pump_;
-  transport_->on_message([&pump](const Message& m) { pump.push_message(m); });
-  transport_->on_connection([this, &pump](bool up) {
+  // Paho threads only queue; the core thread calls the core (core_thread.hpp).
+  CoreThread& inbox = *core_thread_;
+  transport_->on_message([&inbox](const Message& m) { inbox.push_message(m); });
+  transport_->on_connection([this, &inbox](bool up) {
     mqtt_down_since_ms_ = up ? 0 : clock_.monotonic_ms();
-    pump.push_connection(up);
+    inbox.push_connection(up);
   });
   // Remembered while disconnected; sent (and restored) at every connect.
   for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
     if (Status s = transport_->subscribe(filter, 1); !s.ok()) return s;
   }
-  ticker_ =
-      std::make_unique<PeriodicTicker>(std::chrono::milliseconds(10), [&core] { core.tick(); });
   connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, "agent", "serving HTTP");
   return {};
 }
@@ -253,9 +252,10 @@ void AgentProcess::stop() {
   if (server_) server_->stop();  // no new requests; running ones finish
   if (http_thread_.joinable()) http_thread_.join();
   if (connector_) connector_->stop();
-  if (pump_) pump_->stop();  // later input is ignored; devices re-send what is unacked
-  if (ticker_) ticker_->stop();
   refunds_.reset();  // an answer in flight is applied; the rest stays PENDING
+  // What was queued runs; later input is refused (devices re-send what is
+  // unacknowledged, and nothing answered is lost: answers wait for commits).
+  if (core_thread_) core_thread_->stop();
   if (transport_) transport_->disconnect();
   transport_.reset();         // joins the Paho threads: no handler runs after this
   core_.reset();              // nothing calls it any more

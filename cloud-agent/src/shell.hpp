@@ -1,13 +1,16 @@
 // The vend-agent process: the imperative shell around AgentCore. It owns
-// every thread (HTTP workers, the ticker, the MQTT connector), the sockets,
-// the signals and the Paho transport; the core owns the logic.
+// every thread (the core thread, HTTP workers, the MQTT connector, the refund
+// sender), the sockets, the signals and the Paho transport; the core owns the
+// logic and runs on the core thread only.
 //
-//   Paho threads         -> InboundPump (bounded queue) -> pump thread ->
+//   Paho threads         -> CoreThread's inbox (bounded) -> core thread ->
 //                           AgentCore::on_message / on_connection
-//   HTTP worker threads  -> HttpApi -> AgentCore (thread-safe, one core lock)
-//   ticker thread        -> AgentCore::tick() every 10 ms
+//   HTTP worker threads  -> HttpApi -> AgentCore -> steps handed to the core
+//                           thread (the commit waits stay on the worker)
+//   core thread          -> AgentCore::tick() every 10 ms between batches
 //   main thread          -> waits for SIGTERM/SIGINT, then stops in order:
-//                           HTTP, connector, pump, ticker, MQTT, repository.
+//                           HTTP, connector, refunds, core thread, MQTT,
+//                           repository.
 #pragma once
 
 #include <ostream>

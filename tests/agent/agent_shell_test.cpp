@@ -13,15 +13,17 @@
 #include <thread>
 #include <vector>
 
+#include "core_thread.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
-#include "shell_inbound.hpp"
 #include "shell_options.hpp"
 #include "test_support.hpp"
 #include "vend/log.hpp"
 
 namespace vend::agent {
 namespace {
+
+using namespace std::chrono_literals;
 
 TEST_CASE("histogram buckets are cumulative") {
   Histogram h;
@@ -65,43 +67,61 @@ TEST_CASE("BoundedTaskQueue: bounded waiting, every job runs, shutdown drains") 
   CHECK(ran == 4);
 }
 
-TEST_CASE("InboundPump: in order on its own thread, bounded, connections never dropped") {
+TEST_CASE("CoreThread: one thread, in order, bounded; connections never dropped") {
   MemoryLogger log;
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::string> seen;
   std::atomic<bool> busy{false};
   std::atomic<bool> release{false};
+  std::thread::id core_id;
   auto record = [&](std::string what) {
     std::lock_guard lock(mu);
     seen.push_back(std::move(what));
     cv.notify_all();
   };
-  InboundPump pump(
-      InboundPump::Limits{2, 1024},
-      [&](const Message& m) {
-        busy = true;
-        while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        record(m.payload);
-      },
-      [&](bool up) { record(up ? "up" : "down"); }, log);
-  pump.push_connection(true);
-  pump.push_message(Message{"t", "a"});
-  while (!busy) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // "a" is running
-  pump.push_message(Message{"t", "b"});
-  pump.push_message(Message{"t", "c"});
-  pump.push_message(Message{"t", "d"});                     // over 2 messages: dropped
-  pump.push_message(Message{"t", std::string(2000, 'x')});  // over 1024 bytes: dropped
-  pump.push_connection(false);                              // never dropped
-  CHECK(pump.dropped() == 2);
+  CoreThread core(CoreThread::Limits{2, 1024, 1}, std::chrono::milliseconds(0), log);
+  // Before start(): a step runs on the caller's thread.
+  CHECK(core.run([&] { core_id = std::this_thread::get_id(); }));
+  CHECK(core_id == std::this_thread::get_id());
+  core.start(CoreThread::Handlers{[&](const Message& m) {
+                                    busy = true;
+                                    while (!release) std::this_thread::sleep_for(1ms);
+                                    record(m.payload);
+                                  },
+                                  [&](bool up) { record(up ? "up" : "down"); }, nullptr});
+  core.push_connection(true);
+  core.push_message(Message{"t", "a"});
+  while (!busy) std::this_thread::sleep_for(1ms);  // "a" is running on the core thread
+  core.push_message(Message{"t", "b"});
+  core.push_message(Message{"t", "c"});
+  core.push_message(Message{"t", "d"});                     // over 2 messages: dropped
+  core.push_message(Message{"t", std::string(2000, 'x')});  // over 1024 bytes: dropped
+  core.push_connection(false);                              // never dropped
+  CHECK(core.dropped() == 2);
+  // A step from another thread waits in the inbox (one fits, the next is
+  // refused) and runs on the core thread, after what came before it.
+  std::thread caller([&] {
+    CHECK(core.run([&] {
+      record("step");
+      core_id = std::this_thread::get_id();
+    }));
+  });
+  while (core.fill().calls == 0) std::this_thread::sleep_for(1ms);
+  CHECK_FALSE(core.run([&] { record("refused"); }));
   release = true;
+  caller.join();
   std::unique_lock lock(mu);
-  REQUIRE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return seen.size() == 5; }));
-  CHECK(seen == std::vector<std::string>{"up", "a", "b", "c", "down"});
+  REQUIRE(cv.wait_for(lock, 5s, [&] { return seen.size() == 6; }));
+  // A batch delivers its connection change first; messages and the step
+  // keep their order; the refused step never ran.
+  CHECK(seen == std::vector<std::string>{"up", "a", "down", "b", "c", "step"});
+  CHECK(core_id != std::this_thread::get_id());
   lock.unlock();
-  pump.stop();
-  pump.push_message(Message{"t", "late"});  // ignored after stop
-  CHECK(log.contains("dropped 2 message(s)", LogLevel::kWarn));
+  core.stop();
+  CHECK_FALSE(core.run([] {}));             // refused after stop
+  core.push_message(Message{"t", "late"});  // ignored after stop
+  CHECK(log.contains("dropped 2 MQTT message(s)", LogLevel::kWarn));
 }
 
 TEST_CASE("options and secrets of vend-agent") {

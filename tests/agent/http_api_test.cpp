@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "core_thread.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "test_support.hpp"
@@ -96,9 +97,15 @@ class Agent {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
     REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
     repo_ = std::move(repo).value();
-    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_);
+    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, AgentOptions{},
+                                        &core_thread_);
     REQUIRE(core_->start().ok());
+    AgentCore& core = *core_;
+    core_thread_.start(CoreThread::Handlers{nullptr, [&core](bool up) { core.on_connection(up); },
+                                            [&core] { core.tick(); }});
+    transport_.on_connection([this](bool up) { core_thread_.push_connection(up); });
     REQUIRE(transport_.connect().ok());
+    REQUIRE(core_thread_.run([] {}));  // after the connection change: the core knows
     HttpApiOptions options;
     options.operator_token = kToken;
     options.gateway_secret = kSecret;
@@ -118,6 +125,7 @@ class Agent {
   ~Agent() {
     server_.stop();
     thread_.join();
+    core_thread_.stop();
   }
 
   httplib::Client client() const {
@@ -143,6 +151,8 @@ class Agent {
   InMemoryBus bus_;
   LockedTransport transport_;
   std::unique_ptr<Repository> repo_;
+  // The core's one thread, as in vend-agent: HTTP workers hand it their steps.
+  CoreThread core_thread_{CoreThread::Limits{}, std::chrono::milliseconds(10), log_};
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<HttpApi> api_;
   httplib::Server server_;

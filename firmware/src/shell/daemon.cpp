@@ -11,11 +11,11 @@
 #include <optional>
 #include <thread>
 
-#include "shell/inbound_queue.hpp"
 #include "shell/machine_hal.hpp"
 #include "shell/setup.hpp"
 #include "vend/connect_retry.hpp"
 #include "vend/fw/device_core.hpp"
+#include "vend/inbox.hpp"
 #include "vend/paho_transport.hpp"
 #include "vend/topics.hpp"
 
@@ -28,7 +28,9 @@ using std::chrono::milliseconds;
 
 constexpr const char* kLog = "daemon";
 constexpr milliseconds kTickInterval{20};
-constexpr size_t kInboundCapacity = 1024;
+// Commands waiting for the core: beyond these a command is dropped and
+// counted (the cloud re-sends it; a dispense is deduplicated by order id).
+constexpr Inbox<std::string>::Limits kInboundLimits{1024, 16 * 1024 * 1024, 0};
 
 // Signals are the one process-wide input: the handler only counts them.
 std::atomic<int> g_signals{0};
@@ -70,7 +72,7 @@ class Daemon {
   Status start();
   void serve();
   void finish_rotation();
-  void deliver(InboundQueue::Batch& batch, bool accept_commands);
+  void deliver(Inbox<std::string>::Batch& batch, bool accept_commands);
   void tick();
   void publish_offline();
 
@@ -80,7 +82,7 @@ class Daemon {
   SecureRandom random_;
   std::optional<Ledger> ledger_;
   std::unique_ptr<MachineHal> hal_;
-  InboundQueue inbound_{kInboundCapacity};
+  Inbox<std::string> inbound_{kInboundLimits};
   std::unique_ptr<PahoTransport> transport_;  // after inbound_: its handlers push there
   std::unique_ptr<DeviceCore> core_;
   std::unique_ptr<ConnectRetry> connector_;
@@ -109,7 +111,7 @@ Status Daemon::start() {
   std::string cmd_topic = topics::device_cmd(c.device_id);
   transport_->on_message([this, cmd_topic](const Message& m) {
     // A full queue drops and counts; the core thread reports the drops.
-    if (m.topic == cmd_topic) inbound_.push_command(m.payload);
+    if (m.topic == cmd_topic) inbound_.push_message(m.payload, m.payload.size());
   });
   transport_->on_connection([this](bool up) { inbound_.push_connection(up); });
 
@@ -122,13 +124,14 @@ Status Daemon::start() {
   return {};
 }
 
-void Daemon::deliver(InboundQueue::Batch& batch, bool accept_commands) {
+void Daemon::deliver(Inbox<std::string>::Batch& batch, bool accept_commands) {
   for (bool up : batch.connection_changes) core_->on_connection(up);
   if (batch.dropped_since_last > 0) {
     log_.warn(kLog, "inbound queue full: dropped " + std::to_string(batch.dropped_since_last) +
                         " commands (the cloud re-sends them)");
   }
-  for (const auto& payload : batch.commands) {
+  for (const auto& item : batch.items) {
+    const std::string& payload = std::get<0>(item);  // the daemon pushes no calls
     if (!accept_commands) {
       ++ignored_while_stopping_;
       continue;
@@ -147,7 +150,7 @@ void Daemon::tick() {
 void Daemon::serve() {
   Steady::time_point next_tick = Steady::now();
   while (g_signals.load() == 0) {
-    InboundQueue::Batch batch = inbound_.take_until(next_tick);
+    Inbox<std::string>::Batch batch = inbound_.take_until(next_tick);
     deliver(batch, /*accept_commands=*/true);
     Steady::time_point now = Steady::now();
     if (now < next_tick) continue;
@@ -164,7 +167,7 @@ void Daemon::finish_rotation() {
   Steady::time_point deadline = Steady::now() + milliseconds(budget_ms);
   if (!core_->idle()) log_.info(kLog, "stopping: letting the running dispense finish");
   while (!core_->idle() && g_signals.load() < 2 && Steady::now() < deadline) {
-    InboundQueue::Batch batch = inbound_.take_until(Steady::now() + kTickInterval);
+    Inbox<std::string>::Batch batch = inbound_.take_until(Steady::now() + kTickInterval);
     deliver(batch, /*accept_commands=*/false);
     tick();
   }

@@ -1,6 +1,6 @@
 // The vend-firmware daemon: the imperative shell around DeviceCore.
 //
-// One thread runs the core: it drains the InboundQueue (commands and
+// One thread runs the core: it drains the Inbox (vend/inbox.hpp: commands and
 // connection changes handed over by the Paho threads), calls
 // DeviceCore::tick() every 20 ms and samples the hardware. A connector
 // thread retries the first broker connection with backoff (afterwards the

@@ -1,30 +1,41 @@
 // AgentCore: the cloud agent's core. Orders (reserve -> pay -> dispatch ->
 // settle), device events, presence, restock orders and provisioning, on an
-// injected Clock, Random, Transport and Repository. No httplib,
-// no Paho, no threads of its own: the shell (vend-agent) calls it from HTTP
-// worker threads and the MQTT callback thread, and calls tick() periodically.
+// injected Clock, Random, Transport and Repository. No httplib, no Paho, no
+// threads of its own, no mutex.
 //
-// Thread-safety: every public method is safe to call from any thread; the
-// core serialises them on one internal mutex ("the core lock"). Methods that
-// promise durability (pay, provision_device, set_slot, request_restock) wait
-// for their group commit *outside* the lock; so does tick() for the commits
-// its acks cover.
+// Steps and effects: the core's state changes only inside steps, which run
+// one at a time on the core's thread (CoreRunner, vend/agent/core_runner.hpp).
+// A step does no network I/O: what it wants published (commands, acks, ops
+// views, subscriptions) it returns as values, and AgentCore carries them out
+// through the Transport right after the step (a dispense command that fails
+// to go out is handed back to the core, which re-sends it later). The writes
+// of a step are submitted to the Repository's group-commit queue.
+//
+// Thread-safety: with a threaded runner (the vend-agent core thread) every
+// public method may be called from any thread; with InlineRunner (the
+// default) from one thread only. Methods that promise durability
+// (create_order, pay, resolve_review, provision_device, set_slot,
+// request_restock) wait for their group commit on the caller's thread,
+// between two steps, never inside one.
 //
 // Promise kept here: a reservation takes one token from the slot's pool (the
 // one stock truth: a check-and-take on the in-memory pool, made durable by
 // the order's conditional token move in the repository), so the cloud never
-// sells more than the device minted tokens for; a dispense command is published only after
-// the DISPATCHED state is durable; a paid order ends COMPLETED, REFUNDED or
+// sells more than the device minted tokens for; a dispense command is
+// published only after the DISPATCHED state is durable; a paid order ends COMPLETED, REFUNDED or
 // NEEDS_REVIEW, never lost; every transition is conditional on its
 // from-state, so duplicates and races are harmless.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "vend/agent/core_runner.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"
@@ -240,8 +251,10 @@ struct AgentMetrics {
 // bad_request, unavailable.
 class AgentCore {
  public:
+  // `runner`: where the steps run; nullptr = InlineRunner (one caller
+  // thread). It must outlive the core.
   AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
-            AgentOptions options = {});
+            AgentOptions options = {}, CoreRunner* runner = nullptr);
   ~AgentCore();
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
@@ -334,7 +347,18 @@ class AgentCore {
 
  private:
   struct State;
+  // Runs `body` as one step on the runner, then carries out its effects.
+  // False when the runner refused it (body never ran).
+  bool step(const std::function<void()>& body);
+  void carry_out_effects();
+  // Waits for `ticket` (between steps); a failed commit fail-stops the core
+  // and gives the "unavailable" error naming `what`.
+  Status wait_durable(const std::shared_future<Status>& ticket, const std::string& what);
+
   std::unique_ptr<State> state_;
+  InlineRunner inline_runner_;
+  CoreRunner& runner_;
+  Transport& transport_;
 };
 
 }  // namespace vend::agent

@@ -40,7 +40,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "vend/agent/agent_core.hpp"
+#include "vend/agent/order.hpp"
 #include "vend/log.hpp"
 #include "vend/protocol.hpp"
 #include "vend/result.hpp"

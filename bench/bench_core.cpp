@@ -1,0 +1,228 @@
+// Benchmark 1: reservations through the agent core's one thread, in process.
+//
+// The shipped shape: AgentCore on a CoreThread (the vend-agent core thread,
+// its inbox and 10 ms ticks) over a Repository with its shipped defaults
+// (SQLite WAL, synchronous=FULL, group commit). 64 client threads play the
+// HTTP workers: each reserves one item (create_order answers once the order
+// is durable) and cancels it again (the token goes back to the pool, so the
+// stock never runs out), on 1,000 machines x 4 slots.
+//
+//   core CPU   reservations per second of the core thread's own CPU time
+//              (CLOCK_THREAD_CPUTIME_ID read by steps on that thread): what
+//              one core can carry. Target >= 200,000/s.
+//   wall       durable reservations (+ cancels) per second, end to end.
+//   baseline   the same work on one caller thread with InlineRunner (what
+//              the deterministic simulation does: no inbox, no concurrency,
+//              so every reservation waits for its own commit), same run.
+#include <time.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "bench_util.hpp"
+#include "core_thread.hpp"
+#include "test_support.hpp"
+#include "vend/agent/agent_core.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/clock.hpp"
+#include "vend/crypto.hpp"
+#include "vend/log.hpp"
+#include "vend/protocol.hpp"
+#include "vend/random.hpp"
+#include "vend/topics.hpp"
+
+namespace {
+
+using namespace vend;
+using namespace vend::agent;
+
+constexpr int kMachines = 1000;
+constexpr int kSlots = 4;
+constexpr int kTokensPerSlot = 20;
+constexpr int kClients = 64;
+
+class NullTransport final : public Transport {
+ public:
+  void on_message(MessageHandler) override {}
+  void on_connection(ConnectionHandler) override {}
+  Status connect() override { return {}; }
+  void disconnect() override {}
+  bool connected() const override { return true; }
+  Status publish(const Message&) override { return {}; }
+  Status subscribe(const std::string&, int) override { return {}; }
+};
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Figures {
+  double wall_per_s = 0;
+  double core_cpu_per_s = 0;  // reservations per core-CPU second
+};
+
+class Agent {
+ public:
+  // `threaded`: a CoreThread runner (vend-agent), else InlineRunner.
+  Agent(const std::string& dir, bool threaded) {
+    auto repo = Repository::open(dir + "/agent.db", RepositoryOptions{}, log_);
+    if (!repo.ok()) throw std::runtime_error(repo.error().to_string());
+    repo_ = std::move(repo).value();
+    seed();
+    if (threaded) runner_ = std::make_unique<CoreThread>(CoreThread::Limits{}, ms(10), log_);
+    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, AgentOptions{},
+                                        runner_.get());
+    if (auto s = core_->start(); !s.ok()) throw std::runtime_error(s.error().to_string());
+    AgentCore& core = *core_;
+    if (runner_) runner_->start(CoreThread::Handlers{nullptr, nullptr, [&core] { core.tick(); }});
+    core.on_connection(true);
+    for (const auto& m : machines_) {
+      proto::PresenceStatus online{m.id, m.boot_id, true, 1};
+      std::string mac = crypto::sign(m.key, proto::encode_canonical(online));
+      core.on_message(Message{topics::device_status(m.id), proto::encode(online, mac), 1, true});
+    }
+  }
+  ~Agent() {
+    if (runner_) runner_->stop();
+  }
+
+  // `clients` threads reserve and cancel for `duration`.
+  Figures run(int clients, std::chrono::milliseconds duration) {
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> done{0}, failed{0};
+    double cpu0 = core_cpu();
+    bench::Stopwatch watch;
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        int i = c;
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto& m = machines_[static_cast<size_t>(i % kMachines)];
+          int slot = 1 + (i / kMachines) % kSlots;
+          i += clients;
+          auto o = core_->create_order(m.id, slot, "", "");
+          if (!o.ok()) {
+            ++failed;
+            continue;
+          }
+          (void)core_->cancel(o->id);
+          ++done;
+        }
+      });
+    }
+    if (clients == 0) {
+      // Inline: this thread is the only caller.
+      int i = 0;
+      while (watch.elapsed_s() * 1000 < static_cast<double>(duration.count())) {
+        const auto& m = machines_[static_cast<size_t>(i % kMachines)];
+        int slot = 1 + (i / kMachines) % kSlots;
+        ++i;
+        auto o = core_->create_order(m.id, slot, "", "");
+        if (!o.ok()) {
+          ++failed;
+          continue;
+        }
+        (void)core_->cancel(o->id);
+        ++done;
+      }
+    } else {
+      std::this_thread::sleep_for(duration);
+      stop = true;
+      for (auto& t : threads) t.join();
+    }
+    double wall = watch.elapsed_s();
+    double cpu = core_cpu() - cpu0;
+    if (failed.load() > 0) {
+      throw std::runtime_error(std::to_string(failed.load()) + " reservations failed");
+    }
+    Figures f;
+    f.wall_per_s = static_cast<double>(done.load()) / wall;
+    f.core_cpu_per_s = static_cast<double>(done.load()) / std::max(cpu, 1e-9);
+    return f;
+  }
+
+ private:
+  static std::chrono::milliseconds ms(int n) { return std::chrono::milliseconds(n); }
+
+  // The core thread's CPU time so far (the caller's own with InlineRunner).
+  double core_cpu() {
+    double t = 0;
+    if (runner_) {
+      (void)runner_->run([&] { t = thread_cpu_s(); });
+    } else {
+      t = thread_cpu_s();
+    }
+    return t;
+  }
+
+  struct Machine {
+    std::string id;
+    crypto::Key key;
+    std::string boot_id;
+  };
+
+  void seed() {
+    Changeset changes;
+    for (int i = 0; i < kMachines; ++i) {
+      Machine m{"vm-" + std::to_string(i), crypto::Key::generate(), random_.id128()};
+      changes.insert_device(m.id, m.key.to_hex(), clock_.wall_ms());
+      for (int s = 1; s <= kSlots; ++s) {
+        changes.upsert_slot(m.id, SlotSpec{s, "item", 100, kTokensPerSlot});
+        std::vector<std::string> tokens;
+        for (int k = 0; k < kTokensPerSlot; ++k) tokens.push_back(random_.id128());
+        changes.insert_pool_tokens(m.id, s, "r-" + std::to_string(s), tokens);
+      }
+      machines_.push_back(std::move(m));
+    }
+    auto ticket = repo_->submit(std::move(changes));
+    if (!ticket.ok()) throw std::runtime_error(ticket.error().to_string());
+    if (auto s = repo_->wait(*ticket); !s.ok()) throw std::runtime_error(s.error().to_string());
+  }
+
+  NullLogger log_;
+  SystemClock clock_;
+  SecureRandom random_;
+  NullTransport transport_;
+  std::unique_ptr<Repository> repo_;
+  std::unique_ptr<CoreThread> runner_;
+  std::unique_ptr<AgentCore> core_;
+  std::vector<Machine> machines_;
+};
+
+void run(const bench::Options& opt, bench::Report& report) {
+  const std::chrono::milliseconds d{bench::scaled(opt, 2000, 100)};
+  test::TempDir dir_threaded, dir_inline;
+  bench::progress("bench_core", "seeding " + std::to_string(kMachines * kSlots) + " slots");
+  Agent threaded(dir_threaded.path(), true);
+  Agent inline_agent(dir_inline.path(), false);
+  std::vector<double> core_cpu, wall, inline_wall, inline_cpu;
+  for (int r = 0; r < opt.runs; ++r) {
+    bench::progress("bench_core", "run " + std::to_string(r + 1));
+    Figures t = threaded.run(kClients, d);
+    Figures i = inline_agent.run(0, d);
+    core_cpu.push_back(t.core_cpu_per_s);
+    wall.push_back(t.wall_per_s);
+    inline_wall.push_back(i.wall_per_s);
+    inline_cpu.push_back(i.core_cpu_per_s);
+  }
+  report.add("core_thread_reservations_per_cpu_s", "reservations/s", core_cpu);
+  report.add("durable_reservations_64_clients", "reservations/s", wall);
+  report.add("inline_one_caller_durable_reservations", "reservations/s", inline_wall);
+  report.add("inline_one_caller_reservations_per_cpu_s", "reservations/s", inline_cpu);
+  report.compare("durable_reservations_64_clients", "inline_one_caller_durable_reservations");
+  report.compare("core_thread_reservations_per_cpu_s", "inline_one_caller_reservations_per_cpu_s");
+  report.target_value("core_thread_reservations_per_cpu_s", 200'000);
+  report.note(
+      "each reservation: create_order (answered once durable) then cancel; 1,000 machines x 4 "
+      "slots; shipped repository defaults (WAL, synchronous=FULL, group commit)");
+  report.note(
+      "core CPU: CLOCK_THREAD_CPUTIME_ID of the core thread (read by steps on it); inline: of "
+      "the one caller thread, which also waits for each commit");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return vend::bench::run_bench(argc, argv, "bench_core", run); }

@@ -263,13 +263,26 @@ void AgentProcess::stop() {
   log_.info(kLog, "stopped");
 }
 
+std::optional<std::string> process_getenv(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+// --check-config: what start-up would refuse, without starting.
+int check_config(const ShellOptions& options, std::ostream& out, std::ostream& err) {
+  auto secrets = load_secrets(options, process_getenv, out, MissingSecretFile::kReport);
+  if (!secrets.ok()) {
+    err << "vend-agent: " << secrets.error().to_string() << "\n";
+    return 2;
+  }
+  out << "vend-agent: configuration OK"
+      << (options.config_path.empty() ? "" : " (" + options.config_path + ")") << "\n";
+  return 0;
+}
+
 int run_agent(ShellOptions options, std::ostream& out, std::ostream& err) {
   sigset_t signals = block_stop_signals();
-  auto getenv = [](const char* name) -> std::optional<std::string> {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  auto secrets = load_secrets(options, getenv, out);
+  auto secrets = load_secrets(options, process_getenv, out);
   if (!secrets.ok()) {
     err << "vend-agent: " << secrets.error().to_string() << "\n";
     return 2;
@@ -303,6 +316,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     out << "vend-agent " << VEND_VERSION << "\n";
     return 0;
   }
+  if (options->check_config) return check_config(*options, out, err);
   return run_agent(std::move(options).value(), out, err);
 }
 

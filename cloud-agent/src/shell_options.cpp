@@ -1,25 +1,14 @@
 #include "shell_options.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
-#include "vend/crypto.hpp"
+#include "shell_config.hpp"
 
 namespace vend::agent {
 
 namespace {
-
-constexpr size_t kMinSecret = 16;
-constexpr size_t kMaxSecret = 1024;
-constexpr size_t kMaxMqttPassword = 1024;
 
 Error bad_usage(const std::string& message) { return make_error("bad_usage", message); }
 
@@ -142,6 +131,120 @@ const std::map<std::string, Setter>& valued_options() {
   return kOptions;
 }
 
+// Options without a value. `in_file`: also a config-file key, "true" or
+// "false"; the others are actions of one run, only on the command line.
+struct Flag {
+  bool ShellOptions::*field;
+  bool in_file;
+};
+
+const std::map<std::string, Flag>& flag_options() {
+  static const std::map<std::string, Flag> kFlags = {
+      {"--insecure-no-auth", {&ShellOptions::insecure_no_auth, true}},
+      {"--check-config", {&ShellOptions::check_config, false}},
+      {"--help", {&ShellOptions::help, false}},
+      {"--version", {&ShellOptions::version, false}},
+  };
+  return kFlags;
+}
+
+// One command-line option with its value ("--name value" or "--name=value").
+struct Arg {
+  std::string name;
+  std::optional<std::string> value;
+};
+
+bool takes_value(const std::string& name) {
+  return name == "--config" || valued_options().count(name) != 0;
+}
+
+Result<std::vector<Arg>> split_args(const std::vector<std::string>& args) {
+  std::vector<Arg> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    Arg a{args[i], std::nullopt};
+    if (size_t eq = a.name.find('='); a.name.rfind("--", 0) == 0 && eq != std::string::npos) {
+      a.value = a.name.substr(eq + 1);
+      a.name = a.name.substr(0, eq);
+    }
+    if (takes_value(a.name)) {
+      if (!a.value) {
+        if (i + 1 >= args.size()) return bad_usage(a.name + ": missing value");
+        a.value = args[++i];
+      }
+      if (a.value->empty()) return bad_usage(a.name + ": empty value");
+    }
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Status apply_arg(const Arg& a, ShellOptions& o) {
+  if (auto it = valued_options().find(a.name); it != valued_options().end()) {
+    return it->second(*a.value, o);
+  }
+  if (a.value) return bad_usage(a.name + ": takes no value");
+  if (auto it = flag_options().find(a.name); it != flag_options().end()) {
+    o.*(it->second.field) = true;
+  } else if (a.name == "-h") {
+    o.help = true;
+  } else if (a.name == "--mqtt-password") {
+    return bad_usage(
+        "--mqtt-password: not accepted (a command line is visible to every user in ps); use "
+        "--mqtt-password-file FILE");
+  } else {
+    return bad_usage("unknown option '" + a.name + "'");
+  }
+  return {};
+}
+
+// A setter's message names "--key"; the config error names file, line and key.
+std::string without_option_name(const std::string& message, const std::string& name) {
+  std::string prefix = name + ": ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
+Status apply_config_entry(const ConfigEntry& e, const std::string& where, ShellOptions& o) {
+  std::string name = "--" + e.key;
+  if (auto it = valued_options().find(name); it != valued_options().end()) {
+    if (e.value.empty()) return bad_usage(where + ": empty value");
+    Status s = it->second(e.value, o);
+    if (!s.ok()) return bad_usage(where + ": " + without_option_name(s.error().message, name));
+    return {};
+  }
+  auto flag = flag_options().find(name);
+  if (flag != flag_options().end() && flag->second.in_file) {
+    if (e.value != "true" && e.value != "false") {
+      return bad_usage(where + ": expected true|false, got '" + e.value + "'");
+    }
+    o.*(flag->second.field) = e.value == "true";
+    return {};
+  }
+  if (flag != flag_options().end() || e.key == "config") {
+    return bad_usage(where + ": only on the command line (--" + e.key + ")");
+  }
+  if (valued_options().count(name + "-file") != 0) {
+    return bad_usage(where + ": not accepted in a config file, which is readable by others: " +
+                     "put the secret in a file only its owner can read (chmod 600) and set '" +
+                     e.key + "-file = PATH'");
+  }
+  return bad_usage(where + ": unknown key (the keys are vend-agent's long options without " +
+                   "'--'; see vend-agent --help)");
+}
+
+Status apply_config_file(const std::string& path, ShellOptions& o) {
+  auto entries = read_config_file(path);
+  if (!entries.ok()) return entries.error();
+  std::map<std::string, int> first_line;
+  for (const ConfigEntry& e : *entries) {
+    std::string where = path + ":" + std::to_string(e.line) + ": " + e.key;
+    if (auto [it, fresh] = first_line.emplace(e.key, e.line); !fresh) {
+      return bad_usage(where + ": already set on line " + std::to_string(it->second));
+    }
+    if (Status s = apply_config_entry(e, where, o); !s.ok()) return s;
+  }
+  return {};
+}
+
 // The MQTT TLS options with their names, for the checks below.
 std::array<std::pair<const char*, const std::string*>, 3> mqtt_tls_files(const ShellOptions& o) {
   return {{{"--mqtt-ca-file", &o.mqtt_ca_file},
@@ -173,140 +276,36 @@ Status check_mqtt_options(const ShellOptions& o) {
   return {};
 }
 
-std::string trim(const std::string& s) {
-  const char* ws = " \t\r\n";
-  size_t b = s.find_first_not_of(ws);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
-
-Status check_secret(const std::string& secret, const std::string& where) {
-  if (secret.size() < kMinSecret || secret.size() > kMaxSecret) {
-    return make_error("bad_secret", where + ": must be " + std::to_string(kMinSecret) + ".." +
-                                        std::to_string(kMaxSecret) + " characters");
-  }
-  for (unsigned char c : secret) {
-    if (c <= 0x20 || c >= 0x7f) {
-      return make_error("bad_secret", where + ": only printable ASCII, no spaces");
-    }
-  }
-  return {};
-}
-
-// Writes a fresh secret to a new file, never overwriting one (O_EXCL).
-Result<std::string> create_secret_file(const std::string& path) {
-  std::string secret = crypto::Key::generate().to_hex();
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error("bad_secret", path + ": cannot create: " + std::strerror(errno));
-  std::string line = secret + "\n";
-  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  ok = ::close(fd) == 0 && ok;
-  if (!ok) return make_error("bad_secret", path + ": cannot write: " + std::strerror(errno));
-  return secret;
-}
-
-Result<std::string> read_secret_file(const std::string& path, const char* what, std::ostream& out) {
-  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
-    auto created = create_secret_file(path);
-    if (created.ok()) out << "vend-agent: generated a new " << what << " in " << path << "\n";
-    return created;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("bad_secret", path + ": cannot read: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string secret = trim(ss.str());
-  if (Status s = check_secret(secret, path); !s.ok()) return s.error();
-  return secret;
-}
-
-// From the file option, else the variable; nullopt when neither is given.
-Result<std::optional<std::string>> find_secret(const std::string& file, const char* env_name,
-                                               const char* what, const GetEnv& getenv,
-                                               std::ostream& out) {
-  if (!file.empty()) {
-    auto s = read_secret_file(file, what, out);
-    if (!s.ok()) return s.error();
-    return std::optional<std::string>(*s);
-  }
-  std::optional<std::string> value = getenv ? getenv(env_name) : std::nullopt;
-  if (!value) return std::optional<std::string>();
-  std::string secret = trim(*value);
-  if (Status s = check_secret(secret, env_name); !s.ok()) return s.error();
-  return std::optional<std::string>(secret);
-}
-
-// The whole file minus one trailing newline ("\n" or "\r\n"): a password may
-// have surrounding spaces, so nothing else is trimmed.
-Result<std::string> read_mqtt_password(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return make_error("bad_secret",
-                      "--mqtt-password-file " + path + ": cannot read: " + std::strerror(errno));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string password = ss.str();
-  if (!password.empty() && password.back() == '\n') password.pop_back();
-  if (!password.empty() && password.back() == '\r') password.pop_back();
-  if (password.empty() || password.size() > kMaxMqttPassword) {
-    return make_error("bad_secret", "--mqtt-password-file " + path + ": must hold 1.." +
-                                        std::to_string(kMaxMqttPassword) + " bytes");
-  }
-  if (password.find_first_of("\r\n") != std::string::npos) {
-    return make_error("bad_secret", "--mqtt-password-file " + path + ": must be one line");
-  }
-  return password;
-}
-
-// A TLS file Paho cannot read would fail every connect attempt in the
-// background; say so at start instead.
-Status check_tls_files_readable(const ShellOptions& o) {
-  for (auto [name, path] : mqtt_tls_files(o)) {
-    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
-      return make_error("bad_file", std::string(name) + " " + *path + ": " + std::strerror(errno));
-    }
-  }
-  return {};
-}
-
 }  // namespace
 
 Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
+  auto split = split_args(args);
+  if (!split.ok()) return split.error();
   ShellOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i];
-    std::optional<std::string> value;
-    if (size_t eq = name.find('='); name.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (auto it = valued_options().find(name); it != valued_options().end()) {
-      if (!value) {
-        if (i + 1 >= args.size()) return bad_usage(name + ": missing value");
-        value = args[++i];
-      }
-      if (value->empty()) return bad_usage(name + ": empty value");
-      if (Status s = it->second(*value, o); !s.ok()) return s.error();
-      continue;
-    }
-    if (value) return bad_usage(name + ": takes no value");
-    if (name == "--insecure-no-auth") {
-      o.insecure_no_auth = true;
-    } else if (name == "--help" || name == "-h") {
-      o.help = true;
-    } else if (name == "--version") {
-      o.version = true;
-    } else if (name == "--mqtt-password") {
-      return bad_usage(
-          "--mqtt-password: not accepted (a command line is visible to every user in ps); use "
-          "--mqtt-password-file FILE");
-    } else {
-      return bad_usage("unknown option '" + name + "'");
-    }
+  for (const Arg& a : *split) {
+    if (a.name != "--config") continue;
+    if (!o.config_path.empty()) return bad_usage("--config: given more than once");
+    o.config_path = *a.value;
+  }
+  // The file first: a command-line option then overrides its key.
+  if (!o.config_path.empty()) {
+    if (Status s = apply_config_file(o.config_path, o); !s.ok()) return s.error();
+  }
+  for (const Arg& a : *split) {
+    if (a.name == "--config") continue;
+    if (Status s = apply_arg(a, o); !s.ok()) return s.error();
   }
   if (Status s = check_mqtt_options(o); !s.ok()) return s.error();
   return o;
+}
+
+std::vector<std::string> config_file_keys() {
+  std::vector<std::string> keys;
+  for (const auto& [name, setter] : valued_options()) keys.push_back(name.substr(2));
+  for (const auto& [name, flag] : flag_options()) {
+    if (flag.in_file) keys.push_back(name.substr(2));
+  }
+  return keys;
 }
 
 std::string usage() {
@@ -314,6 +313,12 @@ std::string usage() {
 
 The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
 
+  --config FILE                 read options from FILE first: `key = value` lines, the keys
+                                are the options below without "--" (insecure-no-auth = true),
+                                `#` comments; secrets only by their *-file keys; the
+                                command line overrides the file (/etc/vend/agent.conf)
+  --check-config                check the options, the config file and the secret files,
+                                print the result and exit (0: valid; nothing is created)
   --http HOST:PORT              listen address of the HTTP API (127.0.0.1:8080; port 0: any)
   --mqtt URL                    MQTT broker, tcp://host:port or ssl://host:port
                                 (tcp://127.0.0.1:1883)
@@ -358,36 +363,6 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
 SIGTERM/SIGINT stop it cleanly (exit 0). Exit 2: bad options or secrets; 1: start-up failure.
 See docs/agent.md; the production broker (credentials, TLS): docs/deployment.md.
 )";
-}
-
-Result<Secrets> load_secrets(const ShellOptions& o, const GetEnv& getenv, std::ostream& out) {
-  Secrets secrets;
-  auto token =
-      find_secret(o.operator_token_file, "VEND_OPERATOR_TOKEN", "operator token", getenv, out);
-  if (!token.ok()) return token.error();
-  if (token->has_value()) {
-    secrets.operator_token = **token;
-  } else if (!o.insecure_no_auth) {
-    return make_error("no_secret",
-                      "no operator token: give --operator-token-file FILE (created if missing), "
-                      "set VEND_OPERATOR_TOKEN, or --insecure-no-auth for a local demo");
-  }
-  auto gateway =
-      find_secret(o.gateway_secret_file, "VEND_GATEWAY_SECRET", "gateway secret", getenv, out);
-  if (!gateway.ok()) return gateway.error();
-  if (!gateway->has_value()) {
-    return make_error("no_secret",
-                      "no gateway secret: give --gateway-secret-file FILE (created if "
-                      "missing) or set VEND_GATEWAY_SECRET");
-  }
-  secrets.gateway_secret = **gateway;
-  if (!o.mqtt_password_file.empty()) {
-    auto password = read_mqtt_password(o.mqtt_password_file);
-    if (!password.ok()) return password.error();
-    secrets.mqtt_password = *password;
-  }
-  if (Status s = check_tls_files_readable(o); !s.ok()) return s.error();
-  return secrets;
 }
 
 }  // namespace vend::agent

@@ -1,6 +1,7 @@
-// The vend-agent command line and its secrets (operator token, gateway
-// secret). Pure parsing, no side effects except load_secrets(), which may
-// create a missing secret file.
+// The vend-agent command line, its config file (--config, shell_config.hpp)
+// and its secrets (operator token, gateway secret, MQTT password). Parsing
+// only reads the config file; load_secrets() may create a missing secret
+// file (shell_secrets.cpp).
 #pragma once
 
 #include <cstdint>
@@ -52,12 +53,26 @@ struct ShellOptions {
   int64_t repo_batch_max = 0;
   bool help = false;
   bool version = false;
+  bool check_config = false;  // validate options and secrets, then exit
+  std::string config_path;    // --config FILE; empty: none
 };
 
 // `args` excludes argv[0]. Errors have code "bad_usage" and name the option,
 // including the rules between options (MQTT TLS files and the URL scheme,
 // --mqtt-password-file needs --mqtt-username).
+//
+// With --config FILE, FILE's entries are applied first, so the command line
+// overrides them. Every option that takes a value is a key, and
+// insecure-no-auth (true|false); help, version, check-config and config are
+// command line only. A key whose "-file" form is an option (mqtt-password,
+// operator-token, gateway-secret...) is refused: secrets only by file. Errors
+// in the file name "FILE:LINE: key: ..." (unknown key, bad or empty value, a
+// key set twice); the file itself must not be writable by group or others.
 Result<ShellOptions> parse_options(const std::vector<std::string>& args);
+
+// The keys a config file accepts (the option table's names without "--"),
+// sorted: the shipped agent.conf is tested to mention each one.
+std::vector<std::string> config_file_keys();
 
 // The --help text.
 std::string usage();
@@ -71,15 +86,23 @@ struct Secrets {
 // Reads an environment variable; nullopt when unset. Injected for tests.
 using GetEnv = std::function<std::optional<std::string>(const char* name)>;
 
+// What load_secrets does with a missing operator-token or gateway-secret file:
+// create it (start-up), or only say that start-up will (--check-config).
+enum class MissingSecretFile { kCreate, kReport };
+
 // The operator token from --operator-token-file or VEND_OPERATOR_TOKEN, the
 // gateway secret from --gateway-secret-file or VEND_GATEWAY_SECRET (a file
 // wins over the variable). Surrounding whitespace is trimmed; a secret must
 // be 16..1024 printable ASCII characters. A secret file that does not exist
-// is created (mode 0600) with 64 random hex characters and `out` says where.
+// is created (mode 0600) with 64 random hex characters and `out` says where;
+// with kReport nothing is created, `out` says so and that secret is empty.
 // The MQTT password is the content of --mqtt-password-file with its trailing
 // newline removed (1..1024 bytes, one line; never created). The MQTT TLS
-// files must be readable. Errors ("no_secret", "bad_secret", "bad_file") name
-// the option or file.
-Result<Secrets> load_secrets(const ShellOptions& options, const GetEnv& getenv, std::ostream& out);
+// files must be readable. Every secret file (token, gateway secret, MQTT
+// password, MQTT TLS key) must have no permission bits for group or others
+// (vend::check_secret_file). Errors ("no_secret", "bad_secret", "bad_file")
+// name the option or file.
+Result<Secrets> load_secrets(const ShellOptions& options, const GetEnv& getenv, std::ostream& out,
+                             MissingSecretFile missing = MissingSecretFile::kCreate);
 
 }  // namespace vend::agent

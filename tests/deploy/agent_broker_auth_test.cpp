@@ -64,7 +64,7 @@ TEST_CASE("vend-agent MQTT password file: content minus the trailing newline") {
   o.mqtt_password_file = dir.file("mqtt.password");
 
   auto password_of = [&](const std::string& content) {
-    test::write_file(o.mqtt_password_file, content);
+    test::write_private_file(o.mqtt_password_file, content);
     return load_secrets(o, none, out);
   };
   CHECK(password_of("s3cret pass\n")->mqtt_password == "s3cret pass");

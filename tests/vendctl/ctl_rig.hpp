@@ -67,7 +67,7 @@ class RealAgent {
   static constexpr const char* kToken = "ctl-test-operator-token-0123456789";
 
   explicit RealAgent(const test::TempDir& dir) : dir_(dir), http_port_(test::free_port()) {
-    test::write_file(dir.file("operator.token"), std::string(kToken) + "\n");
+    test::write_private_file(dir.file("operator.token"), std::string(kToken) + "\n");
     agent_ = std::make_unique<test::Child>(
         std::vector<std::string>{test::binary_path("cloud-agent/vend-agent"), "--http",
                                  "127.0.0.1:" + std::to_string(http_port_), "--mqtt", broker_.url(),

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "vend/file_modes.hpp"
 #include "vend/fw/sim_hal.hpp"
 #include "vend/result.hpp"
 
@@ -68,11 +69,8 @@ Result<DeviceConfig> parse_device_config(const std::string& text, const std::str
 // Reads and parses a file; a missing or unreadable file names the path.
 Result<DeviceConfig> load_device_config(const std::string& path);
 
-// A secret file (the device key, the MQTT password, the TLS client key) must
-// exist and have no permission bits for group or others. The error (code
-// `code`) names `what`, the path and its mode: "key file /etc/vend/key has
-// mode 0644: must not be readable by group or others (chmod 600)".
-Status check_secret_file(const std::string& path, const std::string& what, const std::string& code);
+// The device key, the MQTT password and the TLS client key are checked with
+// vend::check_secret_file (vend/file_modes.hpp).
 // Reads `password_file` (when set) into `password` after checking its mode:
 // one line, a trailing newline dropped. Errors: "bad_config".
 Status load_password_file(DeviceConfig& config);

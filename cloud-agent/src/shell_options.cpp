@@ -65,6 +65,13 @@ Status parse_stock(const std::string& text, ShellOptions& o) {
   return {};
 }
 
+Status parse_redis(const std::string& text, ShellOptions& o) {
+  auto redis = RedisLimiterOptions::parse_url(text);
+  if (!redis.ok()) return bad_usage("--redis: " + redis.error().message);
+  o.shared_redis = *redis;
+  return {};
+}
+
 Status parse_log_level(const std::string& text, ShellOptions& o) {
   static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug},
                                                           {"info", LogLevel::kInfo},
@@ -136,6 +143,15 @@ const std::map<std::string, Setter>& valued_options() {
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
       {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
+      {"--redis", parse_redis},
+      {"--redis-timeout-ms",
+       set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
+      {"--machine-rate-per-s",
+       set_int(&ShellOptions::machine_rate_per_s, "--machine-rate-per-s", 0, 1'000'000)},
+      {"--machine-burst", set_int(&ShellOptions::machine_burst, "--machine-burst", 1, 1'000'000)},
+      {"--client-rate-per-s",
+       set_int(&ShellOptions::client_rate_per_s, "--client-rate-per-s", 0, 1'000'000)},
+      {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
@@ -352,6 +368,15 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)
   --http-threads N              HTTP worker threads (8; 1..256)
+  --machine-rate-per-s N        orders per second one machine accepts, refilled into a
+  --machine-burst N             bucket of N (200 and 200; rate 0 = no machine limit)
+  --client-rate-per-s N         orders per second one client (X-Client-Id, else its
+  --client-burst N              address) may place, bucket of N (10 and 20; 0 = off);
+                                over a limit: 429 with Retry-After
+  --redis redis://HOST:PORT     keep what several agents share (the rate limits) in
+                                this Redis (default: in process); if it fails, orders
+                                go through unlimited (fail open, counted in /metrics)
+  --redis-timeout-ms N          bound of each --redis call (50; 1..10000)
   --log-level debug|info|warn|error  (info)
   --help, --version
 

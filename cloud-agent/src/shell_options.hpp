@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "vend/agent/redis_rate_limiter.hpp"
 #include "vend/agent/redis_stock_store.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
@@ -47,6 +48,16 @@ struct ShellOptions {
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;
+  // Rate limits of POST /v1/orders per machine and per client (docs/agent.md
+  // "Rate limits"); a rate of 0 turns that limit off.
+  int64_t machine_rate_per_s = 200;
+  int64_t machine_burst = 200;
+  int64_t client_rate_per_s = 10;
+  int64_t client_burst = 20;
+  // --redis: the Redis that holds what several agents share (the rate
+  // limits). nullopt: kept in process.
+  std::optional<RedisLimiterOptions> shared_redis;
+  int64_t redis_timeout_ms = 50;
   // Hidden, for benchmarks only (docs/benchmarks.md #3): writes per group
   // commit; 1 = one fsync per write. 0: the repository default.
   int64_t repo_batch_max = 0;

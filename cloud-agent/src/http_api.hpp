@@ -14,10 +14,11 @@
 // Errors are {"error":{"code","message"}} with 400 bad_request, 401
 // unauthorized / bad_signature, 404 not_found / unknown_slot, 409 sold_out /
 // device_offline / invalid_state / conflict, 413 payload_too_large, 503
-// unavailable, 500 internal; 429 rate_limited (with Retry-After and "limit":
-// "machine" or "client") when POST /v1/orders is over a rate limit. Every request body is validated
-// strictly here (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400, the
-// message names the field) before the core sees it; no exception leaves a handler.
+// unavailable, 500 internal. Every request body is validated strictly here
+// (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400,
+// the message names the field) before the core sees it; no exception leaves
+// a handler. POST /v1/orders over a rate limit is 429 rate_limited, with
+// Retry-After and "limit": "machine" or "client" (http_rate_limits.cpp).
 //
 // A request without Content-Length and without a chunked Transfer-Encoding
 // has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile

@@ -163,6 +163,7 @@ TEST_CASE_TEMPLATE("concurrent takes never allow more than the bucket holds", F,
   constexpr int kTakes = 100;
   std::atomic<int> allowed{0};
   std::vector<std::thread> threads;
+  auto started = std::chrono::steady_clock::now();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < kTakes; ++i) {
@@ -173,6 +174,11 @@ TEST_CASE_TEMPLATE("concurrent takes never allow more than the bucket holds", F,
     });
   }
   for (auto& t : threads) t.join();
+  auto elapsed = std::chrono::steady_clock::now() - started;
+  MESSAGE(
+      kThreads * kTakes << " two-bucket takes from " << kThreads << " threads in "
+                        << std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
+                        << " us");
   CHECK(allowed.load() == 300);
   CHECK(f.get().errors_total() == 0);
 }

@@ -176,9 +176,9 @@ TEST_CASE_TEMPLATE("concurrent takes never allow more than the bucket holds", F,
   for (auto& t : threads) t.join();
   auto elapsed = std::chrono::steady_clock::now() - started;
   MESSAGE(
-      kThreads * kTakes << " two-bucket takes from " << kThreads << " threads in "
-                        << std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
-                        << " us");
+      (kThreads * kTakes) << " two-bucket takes from " << kThreads << " threads in "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()
+                          << " us");
   CHECK(allowed.load() == 300);
   CHECK(f.get().errors_total() == 0);
 }

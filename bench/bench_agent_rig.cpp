@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -232,10 +233,18 @@ Fleet::~Fleet() {
 
 // ---- HttpCustomer ------------------------------------------------------------
 
+namespace {
+uint64_t next_customer() {
+  static std::atomic<uint64_t> n{0};
+  return ++n;
+}
+}  // namespace
+
 HttpCustomer::HttpCustomer(int port, std::string gateway_secret, std::string operator_token)
     : client_(std::make_unique<httplib::Client>("127.0.0.1", port)),
       gateway_secret_(std::move(gateway_secret)),
-      bearer_("Bearer " + operator_token) {
+      bearer_("Bearer " + operator_token),
+      shopper_prefix_("shopper-" + std::to_string(next_customer()) + "-") {
   client_->set_keep_alive(true);
   client_->set_connection_timeout(2, 0);
   client_->set_read_timeout(10, 0);
@@ -253,7 +262,8 @@ HttpCustomer::Reply reply_of(const httplib::Result& res) {
 
 HttpCustomer::Reply HttpCustomer::create_order(const std::string& device, int slot) {
   std::string body = R"({"device":")" + device + R"(","slot":)" + std::to_string(slot) + "}";
-  return reply_of(client_->Post("/v1/orders", body, "application/json"));
+  httplib::Headers headers{{"X-Client-Id", shopper_prefix_ + std::to_string(++orders_)}};
+  return reply_of(client_->Post("/v1/orders", headers, body, "application/json"));
 }
 
 HttpCustomer::Reply HttpCustomer::pay(const std::string& order_id, const std::string& payment_id,

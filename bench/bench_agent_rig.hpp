@@ -128,6 +128,9 @@ class HttpCustomer {
   HttpCustomer(const HttpCustomer&) = delete;
   HttpCustomer& operator=(const HttpCustomer&) = delete;
 
+  // Each order carries its own X-Client-Id: a load generator plays many
+  // shoppers, whose phones each send their own id (docs/agent.md "Rate
+  // limits"); the client limit is tested in tests/agent/http_rate_limits_test.
   Reply create_order(const std::string& device, int slot);
   // The gateway's notification, HMAC-SHA256 signed.
   Reply pay(const std::string& order_id, const std::string& payment_id, int64_t amount_cents);
@@ -137,6 +140,8 @@ class HttpCustomer {
   std::unique_ptr<httplib::Client> client_;
   std::string gateway_secret_;
   std::string bearer_;
+  std::string shopper_prefix_;  // of the X-Client-Id of each order
+  uint64_t orders_ = 0;
 };
 
 // The string value of `field` in a JSON object body ("" when absent).

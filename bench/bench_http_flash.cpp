@@ -30,6 +30,9 @@ constexpr double kBaselineOrdersPerS = 50;  // per slot, same report
 struct FlashRun {
   double p50_ms = 0, p99_ms = 0, attempts_per_s = 0;
   int64_t created = 0, sold_out = 0, other = 0;
+  // 429 answers: one machine hammered this hard is over its rate limit
+  // (docs/agent.md "Rate limits", 200/s), an answer like sold_out.
+  int64_t rate_limited = 0;
   int64_t reserved_in_api = 0, pool_after = 0, listed_reserved = 0;
 };
 
@@ -39,7 +42,7 @@ struct FlashRun {
 // answer is not hidden by the next request waiting for it); 0: flat out.
 FlashRun hammer(const AgentServer& server, const std::string& device, double seconds, double rate) {
   std::vector<std::vector<int64_t>> lat(kCustomers);
-  std::atomic<int64_t> created{0}, sold_out{0}, other{0};
+  std::atomic<int64_t> created{0}, sold_out{0}, other{0}, rate_limited{0};
   std::barrier start(kCustomers + 1);
   std::atomic<int64_t> end_ns{0};
   std::vector<std::thread> threads;
@@ -65,6 +68,8 @@ FlashRun hammer(const AgentServer& server, const std::string& device, double sec
           ++created;
         } else if (r.status == 409 && r.body.find("sold_out") != std::string::npos) {
           ++sold_out;
+        } else if (r.status == 429 && r.body.find("rate_limited") != std::string::npos) {
+          ++rate_limited;
         } else {
           ++other;
         }
@@ -82,7 +87,7 @@ FlashRun hammer(const AgentServer& server, const std::string& device, double sec
   r.p50_ms = percentile_ms(all, 50);
   r.p99_ms = percentile_ms(all, 99);
   r.attempts_per_s = static_cast<double>(all.size()) / elapsed;
-  r.created = created, r.sold_out = sold_out, r.other = other;
+  r.created = created, r.sold_out = sold_out, r.other = other, r.rate_limited = rate_limited;
   return r;
 }
 
@@ -107,6 +112,7 @@ struct FlashResult {
   FlashRun paced, flat;
   int64_t created() const { return paced.created + flat.created; }
   int64_t other() const { return paced.other + flat.other; }
+  int64_t rate_limited() const { return paced.rate_limited + flat.rate_limited; }
 };
 
 Result<FlashResult> one_run(double seconds, double paced_rate,
@@ -150,7 +156,8 @@ int main(int argc, char** argv) {
     const FlashRun& f = r->flat;
     progress(kBench, "run " + std::to_string(run + 1) + ": created " +
                          std::to_string(r->created()) + ", other " + std::to_string(r->other()) +
-                         ", API reserved " + std::to_string(f.reserved_in_api) + " listed " +
+                         ", rate-limited " + std::to_string(r->rate_limited()) + ", API reserved " +
+                         std::to_string(f.reserved_in_api) + " listed " +
                          std::to_string(f.listed_reserved) + ", pool " +
                          std::to_string(f.pool_after) + "; paced P99 " +
                          std::to_string(r->paced.p99_ms) + " ms; flat out " +

@@ -221,7 +221,7 @@ AgentHealth HttpApi::health() const {
 }
 
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
-  return HttpReply{200, metrics_.scrape(core_, health()),
+  return HttpReply{200, metrics_.scrape(core_, health()) + rate_limit_metrics(),
                    "text/plain; version=0.0.4; charset=utf-8"};
 }
 

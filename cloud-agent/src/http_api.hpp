@@ -17,7 +17,8 @@
 // unavailable, 500 internal. Every request body is validated strictly here
 // (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400,
 // the message names the field) before the core sees it; no exception leaves
-// a handler.
+// a handler. POST /v1/orders over a rate limit is 429 rate_limited, with
+// Retry-After and "limit": "machine" or "client" (http_rate_limits.cpp).
 //
 // A request without Content-Length and without a chunked Transfer-Encoding
 // has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile
@@ -27,9 +28,11 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -38,6 +41,7 @@
 
 #include "metrics.hpp"
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
@@ -69,6 +73,14 @@ struct HttpApiOptions {
     size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
   };
   std::function<InboundFill()> inbound_fill;
+  // Order rate limits: POST /v1/orders takes one token from the bucket
+  // "machine:<device>" and one from "client:<client>" (the idempotency
+  // scope: X-Client-Id, else the peer address), both or neither; over
+  // either it is answered 429. Null: no rate limits. Must outlive the HttpApi.
+  RateLimiter* rate_limiter = nullptr;
+  // A limit with rate_per_s 0 is off. Defaults: docs/agent.md "Rate limits".
+  RateLimit machine_limit{200, 200};
+  RateLimit client_limit{10, 20};
 };
 
 // A handler's successful answer.
@@ -137,6 +149,12 @@ class HttpApi {
   Result<HttpReply> reconcile(const httplib::Request& req);
   Result<HttpReply> reconcile_report(const httplib::Request& req);
 
+  // Rate limits (http_rate_limits.cpp): the 429 answer when an order of
+  // `client` for `device` is over a limit; nullopt when it may go on.
+  std::optional<HttpReply> order_rate_limited(const std::string& device, const std::string& client);
+  // The rate-limit counters in the Prometheus text format.
+  std::string rate_limit_metrics() const;
+
   // The public catalog (http_catalog.cpp).
   Result<HttpReply> catalog(const httplib::Request& req);
 
@@ -157,6 +175,8 @@ class HttpApi {
   std::mutex replay_mu_;  // guards replays_
   webhook::ReplayWindow replays_;
   MetricsExporter metrics_;
+  std::atomic<uint64_t> rate_limited_machine_{0};
+  std::atomic<uint64_t> rate_limited_client_{0};
   std::vector<Route> routes_;  // written by install() only, before serving
 };
 

@@ -119,6 +119,7 @@ Result<HttpReply> HttpApi::create_order(const httplib::Request& req) {
   if (!key.ok()) return key.error();
   auto client = client_of(req);
   if (!client.ok()) return client.error();
+  if (auto limited = order_rate_limited(*device, *client)) return *limited;
   auto order = core_.create_order(*device, static_cast<int>(*slot), *client, *key);
   if (!order.ok()) return order.error();
   return order_reply(201, *order);

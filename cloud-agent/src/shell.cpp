@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
@@ -14,6 +16,8 @@
 #include "refund_sender.hpp"
 #include "shell_options.hpp"
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/embedded_rate_limiter.hpp"
+#include "vend/agent/redis_rate_limiter.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/connect_retry.hpp"
 #include "vend/paho_transport.hpp"
@@ -66,6 +70,7 @@ class AgentProcess {
   Status open_storage();
   void open_transport();
   Result<int> bind_http();  // the bound port
+  void open_rate_limiter();
   Status start_mqtt();
   Status start_refunds();
   void serve_http();
@@ -81,6 +86,7 @@ class AgentProcess {
   std::unique_ptr<CoreThread> core_thread_;
   std::unique_ptr<PahoTransport> transport_;
   std::unique_ptr<AgentCore> core_;
+  std::unique_ptr<RateLimiter> limiter_;  // outlives api_
   std::unique_ptr<HttpApi> api_;
   std::unique_ptr<httplib::Server> server_;
   std::thread http_thread_;
@@ -154,8 +160,33 @@ Status AgentProcess::start(std::ostream& out) {
   return {};
 }
 
+// In Redis with --redis (shared by every agent using it), else in process.
+// A Redis that does not answer at start is logged; orders go through
+// meanwhile (the limiter fails open) and limits apply once it answers.
+void AgentProcess::open_rate_limiter() {
+  if (!options_.shared_redis) {
+    limiter_ = std::make_unique<EmbeddedRateLimiter>(clock_);
+    return;
+  }
+  RedisLimiterOptions ro = *options_.shared_redis;
+  ro.command_timeout = std::chrono::milliseconds(options_.redis_timeout_ms);
+  ro.connect_timeout = std::max(ro.connect_timeout, ro.command_timeout);
+  auto redis = std::make_unique<RedisRateLimiter>(ro, clock_, log_);
+  if (Status s = redis->ping(); !s.ok()) {
+    log_.warn(kLog,
+              "rate limits: " + s.error().message + " (orders are not limited until it answers)");
+  } else {
+    log_.info(kLog, "rate limits in redis " + ro.address());
+  }
+  limiter_ = std::move(redis);
+}
+
 Result<int> AgentProcess::bind_http() {
   HttpApiOptions ho;
+  open_rate_limiter();
+  ho.rate_limiter = limiter_.get();
+  ho.machine_limit = {static_cast<double>(options_.machine_rate_per_s), options_.machine_burst};
+  ho.client_limit = {static_cast<double>(options_.client_rate_per_s), options_.client_burst};
   ho.operator_token = secrets_.operator_token;
   ho.gateway_secret = secrets_.gateway_secret;
   PahoTransport* transport = transport_.get();

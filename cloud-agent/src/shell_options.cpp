@@ -40,17 +40,10 @@ Status parse_listen(const std::string& text, ShellOptions& o) {
   return {};
 }
 
-Status parse_stock(const std::string& text, ShellOptions& o) {
-  if (text == "embedded") {
-    o.redis.reset();
-    return {};
-  }
-  if (text.rfind("redis://", 0) != 0) {
-    return bad_usage("--stock: expected 'embedded' or redis://host:port, got '" + text + "'");
-  }
-  auto redis = RedisOptions::parse_url(text);
-  if (!redis.ok()) return bad_usage("--stock: " + redis.error().message);
-  o.redis = *redis;
+Status parse_redis(const std::string& text, ShellOptions& o) {
+  auto redis = RedisLimiterOptions::parse_url(text);
+  if (!redis.ok()) return bad_usage("--redis: " + redis.error().message);
+  o.shared_redis = *redis;
   return {};
 }
 
@@ -101,7 +94,6 @@ const std::map<std::string, Setter>& valued_options() {
       {"--mqtt-cert-file", set_text(&ShellOptions::mqtt_cert_file)},
       {"--mqtt-key-file", set_text(&ShellOptions::mqtt_key_file)},
       {"--db", set_text(&ShellOptions::db_path)},
-      {"--stock", parse_stock},
       {"--operator-token-file", set_text(&ShellOptions::operator_token_file)},
       {"--gateway-secret-file", set_text(&ShellOptions::gateway_secret_file)},
       {"--payment-tolerance-s",
@@ -125,6 +117,15 @@ const std::map<std::string, Setter>& valued_options() {
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
       {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
+      {"--redis", parse_redis},
+      {"--redis-timeout-ms",
+       set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
+      {"--machine-rate-per-s",
+       set_int(&ShellOptions::machine_rate_per_s, "--machine-rate-per-s", 0, 1'000'000)},
+      {"--machine-burst", set_int(&ShellOptions::machine_burst, "--machine-burst", 1, 1'000'000)},
+      {"--client-rate-per-s",
+       set_int(&ShellOptions::client_rate_per_s, "--client-rate-per-s", 0, 1'000'000)},
+      {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
@@ -329,8 +330,6 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --mqtt-cert-file FILE         client certificate (PEM) for mutual TLS, with
   --mqtt-key-file FILE          its private key (PEM); both only with ssl://
   --db PATH                     SQLite database (./vend-agent.db)
-  --stock embedded|redis://HOST:PORT
-                                stock counters in process (default) or in Redis
   --operator-token-file FILE    bearer token of the operator endpoints (or env
                                 VEND_OPERATOR_TOKEN); a missing FILE is created with a new token
   --gateway-secret-file FILE    HMAC secret of payment notifications (or env
@@ -357,6 +356,15 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)
   --http-threads N              HTTP worker threads (8; 1..256)
+  --machine-rate-per-s N        orders per second one machine accepts, refilled into a
+  --machine-burst N             bucket of N (200 and 200; rate 0 = no machine limit)
+  --client-rate-per-s N         orders per second one client (X-Client-Id, else its
+  --client-burst N              address) may place, bucket of N (10 and 20; 0 = off);
+                                over a limit: 429 with Retry-After
+  --redis redis://HOST:PORT     keep what several agents share (the rate limits) in
+                                this Redis (default: in process); if it fails, orders
+                                go through unlimited (fail open, counted in /metrics)
+  --redis-timeout-ms N          bound of each --redis call (50; 1..10000)
   --log-level debug|info|warn|error  (info)
   --help, --version
 

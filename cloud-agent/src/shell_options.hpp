@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/redis_stock_store.hpp"
+#include "vend/agent/redis_rate_limiter.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
 
@@ -31,7 +31,6 @@ struct ShellOptions {
   std::string mqtt_cert_file;
   std::string mqtt_key_file;
   std::string db_path = "./vend-agent.db";
-  std::optional<RedisOptions> redis;  // nullopt: the embedded stock store
   std::string operator_token_file;
   std::string gateway_secret_file;
   bool insecure_no_auth = false;
@@ -48,6 +47,16 @@ struct ShellOptions {
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
   int http_threads = 8;
+  // Rate limits of POST /v1/orders per machine and per client (docs/agent.md
+  // "Rate limits"); a rate of 0 turns that limit off.
+  int64_t machine_rate_per_s = 200;
+  int64_t machine_burst = 200;
+  int64_t client_rate_per_s = 10;
+  int64_t client_burst = 20;
+  // --redis: the Redis that holds what several agents share (the rate
+  // limits). nullopt: kept in process.
+  std::optional<RedisLimiterOptions> shared_redis;
+  int64_t redis_timeout_ms = 50;
   // Hidden, for benchmarks only (docs/benchmarks.md #3): writes per group
   // commit; 1 = one fsync per write. 0: the repository default.
   int64_t repo_batch_max = 0;

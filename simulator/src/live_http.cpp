@@ -50,8 +50,9 @@ Result<AgentEndpoint> AgentEndpoint::parse(const std::string& url) {
   return e;
 }
 
-AgentClient::AgentClient(AgentEndpoint endpoint)
+AgentClient::AgentClient(AgentEndpoint endpoint, std::string client_id)
     : endpoint_(std::move(endpoint)),
+      client_id_(std::move(client_id)),
       client_(std::make_unique<httplib::Client>(endpoint_.host, endpoint_.port)) {
   client_->set_connection_timeout(std::chrono::seconds(2));
   // No keep-alive: a connection kept across an agent restart would hang until
@@ -67,6 +68,7 @@ Result<std::string> AgentClient::call(const char* method, const std::string& pat
                                       const std::string& signed_for) {
   httplib::Headers headers;
   if (operator_auth) headers.emplace("Authorization", "Bearer " + endpoint_.operator_token);
+  if (!client_id_.empty()) headers.emplace("X-Client-Id", client_id_);
   if (!signed_for.empty()) {
     int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
                         std::chrono::system_clock::now().time_since_epoch())

@@ -48,7 +48,10 @@ struct SlotDef {
 
 class AgentClient {
  public:
-  explicit AgentClient(AgentEndpoint endpoint);
+  // `client_id`, when not empty, is sent as X-Client-Id on orders: the
+  // phone app's install id, its scope for idempotency and rate limits
+  // (every simulated customer runs on the same address).
+  explicit AgentClient(AgentEndpoint endpoint, std::string client_id = "");
   ~AgentClient();
   AgentClient(const AgentClient&) = delete;
   AgentClient& operator=(const AgentClient&) = delete;
@@ -69,6 +72,7 @@ class AgentClient {
   Result<std::string> call(const char* method, const std::string& path, const std::string& body,
                            bool operator_auth, const std::string& signed_for);
   AgentEndpoint endpoint_;
+  std::string client_id_;
   std::unique_ptr<httplib::Client> client_;
 };
 

@@ -73,7 +73,7 @@ std::vector<int64_t> LiveWorkload::latencies() const {
 }
 
 void LiveWorkload::customer_loop(int index) {
-  AgentClient client(endpoint_);
+  AgentClient client(endpoint_, "sim-customer-" + std::to_string(index));
   uint64_t rng = options_.seed * 1000003 + static_cast<uint64_t>(index) + 1;
   int64_t payment_no = 0;
   double mean_ms = 1000.0 * options_.customers / options_.rate;

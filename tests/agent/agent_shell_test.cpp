@@ -125,13 +125,13 @@ TEST_CASE("CoreThread: one thread, in order, bounded; connections never dropped"
 }
 
 TEST_CASE("options and secrets of vend-agent") {
-  auto o = parse_options({"--http", "0.0.0.0:9090", "--stock=redis://10.0.0.1:6380", "--sync",
+  auto o = parse_options({"--http", "0.0.0.0:9090", "--redis=redis://10.0.0.1:6380", "--sync",
                           "normal", "--reservation-ttl-s", "60"});
   REQUIRE(o.ok());
   CHECK(o->http_host == "0.0.0.0");
   CHECK(o->http_port == 9090);
-  REQUIRE(o->redis.has_value());
-  CHECK(o->redis->port == 6380);
+  REQUIRE(o->shared_redis.has_value());
+  CHECK(o->shared_redis->port == 6380);
   CHECK_FALSE(o->sync_full);
   CHECK(o->reservation_ttl_s == 60);
   CHECK(parse_options({"--http", "nohost"}).error().message.find("--http") == 0);

@@ -1,6 +1,7 @@
+// RedisLimiterOptions::parse_url: the --redis URL (redis://HOST:PORT).
 #include <charconv>
 
-#include "vend/agent/redis_stock_store.hpp"
+#include "vend/agent/redis_rate_limiter.hpp"
 
 namespace vend::agent {
 
@@ -36,7 +37,7 @@ bool split_host_port(std::string_view rest, HostPort* out) {
 
 }  // namespace
 
-Result<RedisOptions> RedisOptions::parse_url(std::string_view url) {
+Result<RedisLimiterOptions> RedisLimiterOptions::parse_url(std::string_view url) {
   constexpr std::string_view kScheme = "redis://";
   if (!url.starts_with(kScheme)) return bad_url(url, "expected the scheme redis://");
   std::string_view rest = url.substr(kScheme.size());
@@ -52,7 +53,7 @@ Result<RedisOptions> RedisOptions::parse_url(std::string_view url) {
     return bad_url(url, "expected host[:port] (an IPv6 host in brackets: [::1]:6379)");
   }
   if (hp.host.empty()) return bad_url(url, "missing host");
-  RedisOptions options;
+  RedisLimiterOptions options;
   options.host = std::string(hp.host);
   if (!hp.port.empty()) {
     int port = 0;
@@ -65,7 +66,7 @@ Result<RedisOptions> RedisOptions::parse_url(std::string_view url) {
   return options;
 }
 
-std::string RedisOptions::address() const {
+std::string RedisLimiterOptions::address() const {
   bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }

@@ -1,0 +1,85 @@
+#include "vend/agent/embedded_rate_limiter.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace vend::agent {
+
+EmbeddedRateLimiter::EmbeddedRateLimiter(const Clock& clock, Options options)
+    : clock_(clock), options_(options) {
+  options_.max_buckets = std::max<size_t>(1, options_.max_buckets);
+}
+
+size_t EmbeddedRateLimiter::bucket_count() const {
+  std::lock_guard lock(mu_);
+  return buckets_.size();
+}
+
+uint64_t EmbeddedRateLimiter::evicted_total() const {
+  std::lock_guard lock(mu_);
+  return evicted_;
+}
+
+void EmbeddedRateLimiter::forget_idle(int64_t now_ms, size_t room) {
+  while (!lru_.empty()) {
+    auto it = buckets_.find(*lru_.back());
+    const Bucket& b = it->second;
+    bool full = now_ms - b.updated_ms >= bucket::full_after_ms(b.tokens, b.limit);
+    bool over = buckets_.size() + std::min(room, options_.max_buckets) > options_.max_buckets;
+    if (!full && !over) return;
+    if (!full) ++evicted_;
+    lru_.pop_back();
+    buckets_.erase(it);
+  }
+}
+
+EmbeddedRateLimiter::Bucket& EmbeddedRateLimiter::bucket_of(const std::string& key,
+                                                            const RateLimit& limit,
+                                                            int64_t now_ms) {
+  auto [it, fresh] = buckets_.try_emplace(key);
+  Bucket& b = it->second;
+  if (fresh) {
+    b.tokens = static_cast<double>(limit.burst);
+    b.updated_ms = now_ms;
+    lru_.push_front(&it->first);
+    b.lru = lru_.begin();
+  } else {
+    lru_.splice(lru_.begin(), lru_, b.lru);
+  }
+  b.tokens = bucket::refill(b.tokens, static_cast<double>(now_ms - b.updated_ms), limit);
+  b.updated_ms = now_ms;
+  b.limit = limit;
+  return b;
+}
+
+RateDecision EmbeddedRateLimiter::take_all(const std::vector<BucketRequest>& requests) {
+  for ([[maybe_unused]] const BucketRequest& r : requests) {
+    assert(r.limit.rate_per_s > 0 && r.limit.burst >= 1);
+  }
+  std::lock_guard lock(mu_);
+  int64_t now_ms = clock_.monotonic_ms();
+  forget_idle(now_ms, requests.size());
+  std::vector<Bucket*> used;
+  used.reserve(requests.size());
+  RateDecision d;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Bucket* b = &bucket_of(requests[i].key, requests[i].limit, now_ms);
+    // A key seen earlier in this call needs one more token per repeat.
+    auto before = static_cast<double>(std::count(used.begin(), used.end(), b));
+    used.push_back(b);
+    double have = b->tokens - before;
+    if (have >= 1.0) continue;
+    int64_t wait = bucket::wait_ms(have, b->limit);
+    if (d.allowed || wait > d.retry_after_ms) {
+      d.allowed = false;
+      d.retry_after_ms = wait;
+      d.limited = i;
+    }
+  }
+  if (d.allowed) {
+    for (Bucket* b : used) b->tokens -= 1.0;
+  }
+  return d;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,63 @@
+// The order rate limits of HttpApi (docs/agent.md "Rate limits").
+#include "http_api.hpp"
+#include "http_json.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+bool is_on(const RateLimit& l) { return l.rate_per_s > 0 && l.burst >= 1; }
+
+}  // namespace
+
+std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device,
+                                                     const std::string& client) {
+  if (options_.rate_limiter == nullptr) return std::nullopt;
+  std::vector<BucketRequest> buckets;
+  std::vector<const char*> names;
+  if (is_on(options_.machine_limit)) {
+    buckets.push_back({"machine:" + device, options_.machine_limit});
+    names.push_back("machine");
+  }
+  if (is_on(options_.client_limit)) {
+    buckets.push_back({"client:" + client, options_.client_limit});
+    names.push_back("client");
+  }
+  RateDecision d = options_.rate_limiter->take_all(buckets);
+  if (d.allowed) return std::nullopt;
+  std::string limit = names.at(d.limited);
+  (limit == "machine" ? rate_limited_machine_ : rate_limited_client_)
+      .fetch_add(1, std::memory_order_relaxed);
+  const RateLimit& l = limit == "machine" ? options_.machine_limit : options_.client_limit;
+  int64_t retry_s = (d.retry_after_ms + 999) / 1000;
+  std::string what = limit == "machine" ? "machine '" + device + "'" : "this client";
+  http::Json body = {
+      {"error",
+       {{"code", "rate_limited"},
+        {"limit", limit},
+        {"message", "too many orders for " + what + " (" + format_double(l.rate_per_s) +
+                        "/s, burst " + std::to_string(l.burst) + "): retry after " +
+                        std::to_string(retry_s) + " s"}}}};
+  HttpReply reply{429, body.dump(-1, ' ', false, http::Json::error_handler_t::replace)};
+  reply.headers.emplace_back("Retry-After", std::to_string(retry_s));
+  return reply;
+}
+
+std::string HttpApi::rate_limit_metrics() const {
+  std::string out;
+  out += "# HELP vend_rate_limited_total Orders answered 429, by the limit that refused them.\n";
+  out += "# TYPE vend_rate_limited_total counter\n";
+  out += "vend_rate_limited_total{limit=\"machine\"} " +
+         std::to_string(rate_limited_machine_.load(std::memory_order_relaxed)) + "\n";
+  out += "vend_rate_limited_total{limit=\"client\"} " +
+         std::to_string(rate_limited_client_.load(std::memory_order_relaxed)) + "\n";
+  uint64_t errors = options_.rate_limiter ? options_.rate_limiter->errors_total() : 0;
+  out +=
+      "# HELP vend_rate_limiter_errors_total Rate-limit checks that failed (Redis down, slow or "
+      "wrong) and let the order through.\n";
+  out += "# TYPE vend_rate_limiter_errors_total counter\n";
+  out += "vend_rate_limiter_errors_total " + std::to_string(errors) + "\n";
+  return out;
+}
+
+}  // namespace vend::agent

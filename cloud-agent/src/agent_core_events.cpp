@@ -82,8 +82,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   changes.advance_device_seq(dev.id, dev.last_processed_seq, event.seq);
   dev.last_processed_seq = event.seq;
   dev.unacked.push_back(detail::PendingAck{event.seq, commit(std::move(changes))});
-  if (dev.ack_due_mono_ms == 0)
-    dev.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
+  schedule_ack(dev);
   ++counters.events_processed_total;
   mark_device_dirty(dev.id);
 }
@@ -178,15 +177,20 @@ void AgentCore::State::probe_presence() {
 
 void AgentCore::State::want_ack(DeviceRec& device) {
   device.ack_wanted = true;
-  if (device.ack_due_mono_ms == 0) {
-    device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
-  }
+  schedule_ack(device);
+}
+
+void AgentCore::State::schedule_ack(DeviceRec& device) {
+  if (device.ack_due_mono_ms != 0) return;
+  device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
+  acks_due.insert(device.id);
 }
 
 std::vector<Ticket> AgentCore::State::due_ack_tickets() {
   std::vector<Ticket> out;
   int64_t now = clock.monotonic_ms();
-  for (const auto& [id, dev] : devices) {
+  for (const auto& id : acks_due) {
+    const DeviceRec& dev = devices.at(id);
     if (dev.ack_due_mono_ms == 0 || now < dev.ack_due_mono_ms) continue;
     if (!dev.unacked.empty()) out.push_back(dev.unacked.back().ticket);
   }
@@ -197,8 +201,19 @@ void AgentCore::State::flush_acks() {
   if (!storage_failed && repo.stats().failed_writes > 0) fail_storage("a repository write failed");
   if (storage_failed) return;  // nothing is acknowledged: after a restart, events come again
   int64_t now = clock.monotonic_ms();
-  for (auto& [id, dev] : devices) {
-    if (dev.ack_due_mono_ms == 0 || now < dev.ack_due_mono_ms) continue;
+  // Only the devices with an ack pending: a tick costs nothing per idle device.
+  for (auto it = acks_due.begin(); it != acks_due.end();) {
+    const std::string& id = *it;
+    auto found = devices.find(id);
+    if (found == devices.end()) {
+      it = acks_due.erase(it);
+      continue;
+    }
+    DeviceRec& dev = found->second;
+    if (now < dev.ack_due_mono_ms) {
+      ++it;
+      continue;
+    }
     bool advanced = false;
     while (!dev.unacked.empty() && detail::is_ready(dev.unacked.front().ticket)) {
       Status s = dev.unacked.front().ticket.get();
@@ -213,6 +228,7 @@ void AgentCore::State::flush_acks() {
     }
     // Events still committing get their ack on a later tick.
     dev.ack_due_mono_ms = dev.unacked.empty() ? 0 : now + options.ack_interval_ms;
+    it = dev.ack_due_mono_ms == 0 ? acks_due.erase(it) : std::next(it);
   }
 }
 

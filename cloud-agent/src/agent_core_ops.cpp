@@ -45,6 +45,13 @@ void AgentCore::State::mark_device_dirty(const std::string& device_id) {
   if (!options.ops_enabled) return;
   dirty_devices.insert(device_id);
   fleet_dirty = true;
+  // A device not published for an interval is due now: scan at the next tick.
+  auto dev = devices.find(device_id);
+  if (dev != devices.end() &&
+      (dev->second.ops_published_mono_ms == 0 ||
+       clock.monotonic_ms() - dev->second.ops_published_mono_ms >= options.ops_interval_ms)) {
+    ops_scan_due_mono_ms = 0;
+  }
 }
 
 bool AgentCore::State::alert_active(const std::string& device, int slot,
@@ -125,20 +132,28 @@ void AgentCore::State::publish_ops_views() {
   if (!options.ops_enabled) return;
   flush_order_events();
   int64_t now = clock.monotonic_ms();
-  for (auto it = dirty_devices.begin(); it != dirty_devices.end();) {
-    auto dev = devices.find(*it);
-    if (dev == devices.end()) {
+  // Dirty devices published less than an interval ago wait; the scan runs
+  // again only when the first of them is due (not on every 10 ms tick).
+  if (now >= ops_scan_due_mono_ms) {
+    int64_t next_due = 0;
+    for (auto it = dirty_devices.begin(); it != dirty_devices.end();) {
+      auto dev = devices.find(*it);
+      if (dev == devices.end()) {
+        it = dirty_devices.erase(it);
+        continue;
+      }
+      DeviceRec& d = dev->second;
+      if (d.ops_published_mono_ms != 0 && now - d.ops_published_mono_ms < options.ops_interval_ms) {
+        int64_t due = d.ops_published_mono_ms + options.ops_interval_ms;
+        next_due = next_due == 0 ? due : std::min(next_due, due);
+        ++it;
+        continue;
+      }
+      d.ops_published_mono_ms = now;
+      publish_ops(topics::ops_device(d.id), ops::encode(device_status(d)), 1, true);
       it = dirty_devices.erase(it);
-      continue;
     }
-    DeviceRec& d = dev->second;
-    if (d.ops_published_mono_ms != 0 && now - d.ops_published_mono_ms < options.ops_interval_ms) {
-      ++it;
-      continue;
-    }
-    d.ops_published_mono_ms = now;
-    publish_ops(topics::ops_device(d.id), ops::encode(device_status(d)), 1, true);
-    it = dirty_devices.erase(it);
+    ops_scan_due_mono_ms = next_due;
   }
   if (fleet_dirty &&
       (fleet_published_mono_ms == 0 || now - fleet_published_mono_ms >= options.ops_interval_ms)) {

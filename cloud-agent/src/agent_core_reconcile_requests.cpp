@@ -82,9 +82,7 @@ bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent&
   changes.advance_device_seq(device.id, device.last_processed_seq, to);
   device.last_processed_seq = to;
   device.unacked.push_back(detail::PendingAck{to, commit(std::move(changes))});
-  if (device.ack_due_mono_ms == 0) {
-    device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
-  }
+  schedule_ack(device);
   ++counters.seq_gaps_total;
   raise_alert(device.id, 0, "seq_gap", "critical",
               "events " + std::to_string(next) + ".." + std::to_string(to) +

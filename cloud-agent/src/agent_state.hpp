@@ -291,6 +291,9 @@ struct AgentCore::State {
   // tick(): after a connect, every device not online is asked once.
   void probe_presence();
   void want_ack(detail::DeviceRec& device);
+  // The device's batched ack goes out ack_interval_ms from now (if not
+  // already due); it joins acks_due, which tick() walks.
+  void schedule_ack(detail::DeviceRec& device);
   // Tickets the due acks wait for (the caller waits outside the lock).
   std::vector<Ticket> due_ack_tickets();
   void flush_acks();
@@ -414,6 +417,10 @@ struct AgentCore::State {
 
   // Operator views: devices whose status changed since it was last published.
   std::set<std::string> dirty_devices;
+  // No dirty device may be published before this (0: scan at the next tick).
+  int64_t ops_scan_due_mono_ms = 0;
+  // Devices with an ack due (DeviceRec::ack_due_mono_ms != 0).
+  std::set<std::string> acks_due;
   bool fleet_dirty = true;
   int64_t fleet_published_mono_ms = 0;
   int64_t orders_created = 0;

@@ -1,5 +1,5 @@
 // The HTTP API over a real in-process AgentCore (temp-dir SQLite, embedded
-// stock store, in-memory MQTT) on a real httplib server on loopback: every
+// stock store, in-memory MQTT) on a real HttpServer on loopback: every
 // class of bad input gets its status and an error code and message naming
 // the problem; the happy path never shows the sale token; /metrics parses.
 // The simulated device is played by signed messages handed to the core.
@@ -109,17 +109,15 @@ class Agent {
     options.inbound_fill = [this] {
       return HttpApiOptions::InboundFill{shell.inbound_messages.load(), 10'000, 0, 1 << 26};
     };
+    options.server_stats = [this] { return server_->stats(); };
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
-    configure_server(server_, HttpServerLimits{});
-    api_->install(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    REQUIRE(port_ > 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
+    auto port = server_->bind("127.0.0.1", 0);
+    REQUIRE_MESSAGE(port.ok(), port.error().to_string());
+    port_ = *port;
+    REQUIRE(server_->start().ok());
   }
-  ~Agent() {
-    server_.stop();
-    thread_.join();
-  }
+  ~Agent() { server_->stop(); }
 
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
@@ -147,8 +145,7 @@ class Agent {
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<HttpApi> api_;
-  httplib::Server server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
   int port_ = 0;
 };
 
@@ -699,8 +696,8 @@ TEST_CASE("keep-alive requests are not stalled by Nagle: the server sets TCP_NOD
   CHECK(took < std::chrono::milliseconds(400));  // with the stall: 20 x ~40 ms
 }
 
-// httplib listens with a backlog of 5: a burst of connections beyond it waits
-// a SYN retransmit (1 s). configure_server() widens it once the server runs;
+// A backlog of 5 (httplib's) makes a burst of connections beyond it wait a
+// SYN retransmit (1 s). HttpServer listens with HttpServerLimits::listen_backlog;
 // `ss` shows a listening socket's backlog as its Send-Q.
 TEST_CASE("the listening socket's backlog is widened to HttpServerLimits::listen_backlog") {
   Agent agent;

@@ -335,7 +335,7 @@ HttpServerStats HttpServer::stats() const {
 void HttpServer::note_rejected(const std::string& limit, const std::string& source) {
   if (limit == "max_queued_requests") ++state_->max_queued_requests;
   std::lock_guard lock(state_->mu);
-  state_->log_refusal(source, limit, "request refused: " + limit);
+  state_->log_refusal(source, limit, "no handler free");
 }
 
 }  // namespace vend::agent

@@ -61,7 +61,8 @@ void HttpServer::State::enter(ConnState& cs, Stage stage) {
 
 void HttpServer::State::log_refusal(const std::string& source, const std::string& limit,
                                     const std::string& message) {
-  reject_log.log(LogLevel::kWarn, kLog, source, limit, source + ": " + message);
+  reject_log.log(LogLevel::kWarn, kLog, source, limit,
+                 source + ": request refused (" + limit + "): " + message);
 }
 
 void HttpServer::State::reap_loop() {
@@ -99,7 +100,7 @@ void HttpServer::State::reap_once(int64_t now_ms) {
     if (!limit.empty()) {
       std::string raw = raw_timeout_response(limit, bound);
       (void)::send(cs->fd, raw.data(), raw.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      log_refusal(cs->peer, limit, "request refused: " + limit);
+      log_refusal(cs->peer, limit, "too slow");
     }
     // MHD sees the end of the stream on its next read and closes the socket.
     ::shutdown(cs->fd, SHUT_RDWR);
@@ -146,7 +147,7 @@ MHD_Result refuse(HttpServer::State& s, ConnState& cs, int status, const std::st
   if (limit == "max_body_bytes") ++s.max_body_bytes;
   {
     std::lock_guard lock(s.mu);
-    s.log_refusal(cs.peer, limit, "request refused: " + message);
+    s.log_refusal(cs.peer, limit, message);
   }
   HttpReply reply{status, limit_error_body(code, message, limit)};
   reply.close_connection = true;

@@ -898,5 +898,24 @@ TEST_CASE("POST without Content-Length: an empty body, answered at once") {
   CHECK(order.took < std::chrono::milliseconds(2000));
 }
 
+// Issue 13: with httplib's thread per connection, eight clients that kept
+// their keep-alive connection open made the ninth wait ~2 s (their timeout).
+TEST_CASE("keep-alive clients that stay connected do not delay anyone else") {
+  Agent agent;
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < 32; ++i) {
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", agent.port()));
+    idle.back()->set_keep_alive(true);
+    REQUIRE(idle.back()->Get("/healthz"));
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
+  CHECK(std::stoi(metric(agent, "vend_http_open_connections")) >= 32);
+  CHECK(metric(agent, "vend_http_rejected_total{limit=\"max_connections\"}") == "0");
+}
+
 }  // namespace
 }  // namespace vend::agent

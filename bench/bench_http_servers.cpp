@@ -61,7 +61,7 @@ class HttplibCandidate final : public Candidate {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    server_.wait_until_ready();
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~HttplibCandidate() override {
     server_.stop();
@@ -111,6 +111,12 @@ std::unique_ptr<httplib::Client> client_for(int port) {
   return c;
 }
 
+double p99_ms(const std::vector<int64_t>& samples_us) {
+  std::vector<double> ms;
+  for (int64_t us : samples_us) ms.push_back(static_cast<double>(us) / 1000.0);
+  return percentile(std::move(ms), 99);
+}
+
 struct Outcome {
   double p99_ms = 0;
   int64_t failed = 0;
@@ -140,7 +146,7 @@ Outcome burst(const Candidate& server, int customers) {
     });
   }
   for (auto& t : threads) t.join();
-  return {percentile_ms(lat, 99), failed.load()};
+  return {p99_ms(lat), failed.load()};
 }
 
 Outcome idle_then_paced(const Candidate& server, int idle_n, double rate, double seconds) {
@@ -178,7 +184,7 @@ Outcome idle_then_paced(const Candidate& server, int idle_n, double rate, double
   std::vector<int64_t> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   for (int fd : idle) ::close(fd);
-  return {percentile_ms(all, 99), failed.load()};
+  return {p99_ms(all), failed.load()};
 }
 
 template <typename C>

@@ -278,7 +278,9 @@ Status HttpServer::start() {
   // accept, a header block past its memory pool gets MHD's own 431, and a
   // connection silent past the longest of our deadlines is dropped.
   auto hard_limit = static_cast<unsigned int>(l.max_connections + l.max_connections / 8 + 64);
-  size_t pool = std::max<size_t>(32 * 1024, 2 * l.max_header_bytes + 16 * 1024);
+  // The pool is all a connection's buffers; MHD zeroes it after every
+  // request, so its whole size stays resident per open connection.
+  size_t pool = l.max_header_bytes + 8 * 1024;
   int64_t longest_ms = std::max({l.idle_timeout_ms, l.header_timeout_ms, l.body_timeout_ms});
   auto timeout_s = static_cast<unsigned int>(longest_ms / 1000 + 5);
   unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;

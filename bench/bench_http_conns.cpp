@@ -1,4 +1,4 @@
-// Benchmarks #5 and #6 (docs/benchmarks.md, issue 13): connections that do
+// Benchmark #9 (docs/benchmarks.md, issue 13): connections that do
 // nothing useful must cost the real vend-agent (as shipped, no tuning flags)
 // memory only, never latency.
 //

@@ -1,4 +1,4 @@
-// Benchmark #8 (docs/benchmarks.md, issue 13): the two HTTP server
+// Benchmark #10 (docs/benchmarks.md, issue 13): the two HTTP server
 // candidates side by side, in process, with the same handler: one that
 // blocks 1 ms (as an AgentCore call waits for its group commit) and answers
 // a small JSON object.

@@ -285,6 +285,10 @@ HttpCustomer::Reply HttpCustomer::get(const std::string& path, bool as_operator)
   return reply_of(client_->Get(path, headers));
 }
 
+HttpCustomer::Reply HttpCustomer::post(const std::string& path) {
+  return reply_of(client_->Post(path));
+}
+
 // ---- helpers -----------------------------------------------------------------
 
 std::string json_string(const std::string& body, const std::string& field) {

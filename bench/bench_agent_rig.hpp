@@ -135,6 +135,8 @@ class HttpCustomer {
   // The gateway's notification, HMAC-SHA256 signed.
   Reply pay(const std::string& order_id, const std::string& payment_id, int64_t amount_cents);
   Reply get(const std::string& path, bool as_operator = false);
+  // A bodiless POST (cancel).
+  Reply post(const std::string& path);
 
  private:
   std::unique_ptr<httplib::Client> client_;

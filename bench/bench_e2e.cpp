@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   Report report(kBench, opt);
   vend::StderrLogger log(vend::LogLevel::kError);
   double seconds = 6.0 * opt.scale;
-  auto server = AgentServer::start({"--http-threads", "32"});
+  auto server = AgentServer::start({});  // as shipped
   if (!server.ok()) {
     std::cerr << kBench << ": " << server.error().to_string() << "\n";
     return 1;

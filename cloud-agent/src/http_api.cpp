@@ -11,7 +11,6 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "http";
-constexpr const char* kJson = "application/json";
 // Ids in paths: the same alphabet as ids in bodies (validated again there).
 constexpr const char* kId = "([A-Za-z0-9._-]+)";
 // Signatures remembered against replays (a few MB at most).
@@ -25,19 +24,6 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   }
   return diff == 0;
-}
-
-// What httplib's own errors (no route, 413 on an oversize body, 400 on a
-// broken request line) become when no handler wrote a JSON body.
-std::pair<std::string, std::string> default_error(const httplib::Request& req, int status) {
-  switch (status) {
-    case 404: return {"not_found", "no route for " + req.method + " " + req.path};
-    case 413: return {"payload_too_large", "the request body is too large"};
-    case 400: return {"bad_request", "malformed HTTP request"};
-    case 405: return {"not_found", "no route for " + req.method + " " + req.path};
-    case 503: return {"unavailable", "the agent is overloaded"};
-    default: return {"internal", "HTTP error " + std::to_string(status)};
-  }
 }
 
 }  // namespace
@@ -60,109 +46,99 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       options_(std::move(options)),
       clock_(clock),
       log_(log),
-      replays_(options_.payment_tolerance_s, kMaxRememberedSignatures) {}
+      replays_(options_.payment_tolerance_s, kMaxRememberedSignatures),
+      workers_(options_.worker_threads, options_.max_queued_requests) {
+  add_routes();
+}
 
-void HttpApi::install(httplib::Server& s) {
-  s.set_payload_max_length(options_.max_body_bytes);
+void HttpApi::add_routes() {
   std::string order = std::string("/v1/orders/") + kId;
   std::string device = std::string("/v1/devices/") + kId;
-  route(s, "POST", "/v1/orders", &HttpApi::create_order, Access::kPublic);
-  route(s, "GET", "/v1/orders", &HttpApi::list_orders, Access::kOperator);
-  route(s, "GET", "/v1/refunds", &HttpApi::list_refunds, Access::kOperator);
-  route(s, "GET", order, &HttpApi::get_order, Access::kPublic);
-  route(s, "POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
-  route(s, "POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
-  route(s, "POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
-  route(s, "POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
-  route(s, "GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
-  route(s, "GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
-  route(s, "PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
-  route(s, "POST", device + "/restock", &HttpApi::restock, Access::kOperator);
-  route(s, "POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
-  route(s, "GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report,
-        Access::kOperator);
-  route(s, "GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog,
-        Access::kPublic);
-  route(s, "GET", "/metrics", &HttpApi::metrics, Access::kPublic);
-  route(s, "GET", "/healthz", &HttpApi::healthz, Access::kPublic);
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    return route_without_length(req, res);
-  });
-
-  // httplib calls this for every status >= 400; only fill in its own errors.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        auto [code, message] = default_error(req, res.status);
-        res.set_content(http::error_body(code, message), kJson);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    log_.debug(kLog, req.method + " " + req.path + " -> " + std::to_string(res.status));
-  });
-  // Handlers catch what they expect; anything else is a bug, reported as 500.
-  s.set_exception_handler(
-      [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        log_.error(kLog, req.method + " " + req.path + ": " + what);
-        res.status = 500;
-        res.set_content(http::error_body("internal", "internal error"), kJson);
-      });
+  route("POST", "/v1/orders", &HttpApi::create_order, Access::kPublic);
+  route("GET", "/v1/orders", &HttpApi::list_orders, Access::kOperator);
+  route("GET", "/v1/refunds", &HttpApi::list_refunds, Access::kOperator);
+  route("GET", order, &HttpApi::get_order, Access::kPublic);
+  route("POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
+  route("POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
+  route("POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
+  route("POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
+  route("GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
+  route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
+  route("PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
+  route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
+  route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
+  route("GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report, Access::kOperator);
+  route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
+  route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);
+  route("GET", "/healthz", &HttpApi::healthz, Access::kPublic);
 }
 
-void HttpApi::route(httplib::Server& s, const std::string& method, const std::string& pattern,
-                    Handler handler, Access access) {
-  httplib::Server::Handler h = wrap(handler, access);
-  if (method == "GET") s.Get(pattern, h);
-  if (method == "POST") s.Post(pattern, h);
-  if (method == "PUT") s.Put(pattern, h);
-  routes_.push_back(Route{method, std::regex(pattern), std::move(h)});
+void HttpApi::route(const std::string& method, const std::string& pattern, Handler handler,
+                    Access access) {
+  routes_.push_back(Route{method, std::regex(pattern), handler, access});
 }
 
-httplib::Server::HandlerResponse HttpApi::route_without_length(const httplib::Request& req,
-                                                               httplib::Response& res) const {
-  using R = httplib::Server::HandlerResponse;
-  bool has_body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
-                         req.method == "DELETE";
-  if (!has_body_method || req.has_header("Content-Length")) return R::Unhandled;
-  if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
-    return R::Unhandled;
-  }
-  for (const Route& r : routes_) {
-    if (r.method != req.method) continue;
-    httplib::Request bodiless = req;  // its own path: the matches point into it
-    if (std::regex_match(bodiless.path, bodiless.matches, r.pattern)) {
-      r.handler(bodiless, res);
-      return R::Handled;
-    }
-  }
-  res.status = 404;  // the error handler writes the body
-  return R::Handled;
-}
-
-httplib::Server::Handler HttpApi::wrap(Handler handler, Access access) {
-  return [this, handler, access](const httplib::Request& req, httplib::Response& res) {
-    if (access == Access::kOperator) {
-      if (Status auth = authorize_operator(req); !auth.ok()) {
-        res.set_header("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
-        return respond(req, res, auth.error());
-      }
-    }
-    // httplib enforces the cap on Content-Length; this also covers chunked bodies.
-    if (req.body.size() > options_.max_body_bytes) {
-      return respond(
-          req, res,
-          make_error("payload_too_large", "the request body is over " +
-                                              std::to_string(options_.max_body_bytes) + " bytes"));
-    }
-    respond(req, res, (this->*handler)(req));
+HttpServer::Handler HttpApi::handler() {
+  return [this](httplib::Request&& req, HttpResponder responder) {
+    handle(std::move(req), std::move(responder));
   };
+}
+
+void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
+  // std::function needs a copyable job; the responder is move-only.
+  struct Pending {
+    httplib::Request req;
+    HttpResponder responder;
+  };
+  auto pending = std::make_shared<Pending>(Pending{std::move(req), std::move(responder)});
+  bool queued = workers_.try_post([this, pending] {
+    HttpReply reply;
+    try {
+      reply = serve(pending->req);
+    } catch (const std::exception& e) {  // handlers catch what they expect
+      log_.error(kLog, pending->req.method + " " + pending->req.path + ": " + e.what());
+      reply = HttpReply{500, http::error_body("internal", "internal error")};
+    }
+    log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
+                         std::to_string(reply.status));
+    pending->responder.complete(std::move(reply));
+  });
+  if (queued) return;
+  if (options_.on_rejected) options_.on_rejected("max_queued_requests", pending->req.remote_addr);
+  HttpReply busy{503, limit_error_body("unavailable",
+                                       "too many requests waiting (at most " +
+                                           std::to_string(options_.max_queued_requests) + ")",
+                                       "max_queued_requests")};
+  busy.headers.emplace_back("Retry-After", "1");
+  pending->responder.complete(std::move(busy));
+}
+
+HttpReply HttpApi::serve(httplib::Request& req) {
+  const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
+  for (const Route& r : routes_) {
+    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) {
+      return run(r, req);
+    }
+  }
+  return HttpReply{404,
+                   http::error_body("not_found", "no route for " + req.method + " " + req.path)};
+}
+
+HttpReply HttpApi::run(const Route& route, const httplib::Request& req) {
+  if (route.access == Access::kOperator) {
+    if (Status auth = authorize_operator(req); !auth.ok()) {
+      HttpReply reply = respond(req, auth.error());
+      reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
+      return reply;
+    }
+  }
+  // HttpServer enforces its own cap (on Content-Length and chunked bodies).
+  if (req.body.size() > options_.max_body_bytes) {
+    return respond(req, make_error("payload_too_large",
+                                   "the request body is over " +
+                                       std::to_string(options_.max_body_bytes) + " bytes"));
+  }
+  return respond(req, (this->*route.handler)(req));
 }
 
 Status HttpApi::authorize_operator(const httplib::Request& req) const {
@@ -180,24 +156,17 @@ Status HttpApi::authorize_operator(const httplib::Request& req) const {
   return {};
 }
 
-void HttpApi::respond(const httplib::Request& req, httplib::Response& res,
-                      const Result<HttpReply>& r) {
-  if (r.ok()) {
-    res.status = r->status;
-    for (const auto& [name, value] : r->headers) res.set_header(name, value);
-    if (r->status != 304) res.set_content(r->body, r->content_type.c_str());
-    return;
-  }
+HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>& r) {
+  if (r.ok()) return *r;
   const Error& e = r.error();
-  res.status = http_status_of(e.code);
-  if (res.status == 500) {
+  int status = http_status_of(e.code);
+  if (status == 500) {
     log_.error(kLog, req.method + " " + req.path + ": " + e.to_string());
-    res.set_content(http::error_body("internal", "internal error (the agent log has details)"),
-                    kJson);
-    return;
+    return HttpReply{500,
+                     http::error_body("internal", "internal error (the agent log has details)")};
   }
-  if (res.status == 503) log_.warn(kLog, req.method + " " + req.path + ": " + e.to_string());
-  res.set_content(http::error_body(e.code, e.message), kJson);
+  if (status == 503) log_.warn(kLog, req.method + " " + req.path + ": " + e.to_string());
+  return HttpReply{status, http::error_body(e.code, e.message)};
 }
 
 bool HttpApi::mqtt_connected() const {
@@ -221,8 +190,9 @@ AgentHealth HttpApi::health() const {
 }
 
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
-  return HttpReply{200, metrics_.scrape(core_, health()) + rate_limit_metrics(),
-                   "text/plain; version=0.0.4; charset=utf-8"};
+  std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics();
+  if (options_.server_stats) text += render_http_metrics(options_.server_stats());
+  return HttpReply{200, std::move(text), "text/plain; version=0.0.4; charset=utf-8"};
 }
 
 Result<HttpReply> HttpApi::healthz(const httplib::Request&) {

@@ -1,5 +1,6 @@
-// HttpApi: the agent's HTTP/JSON API on cpp-httplib, a thin adapter over
-// AgentCore. docs/openapi.yaml is the contract; docs/agent.md shows a session.
+// HttpApi: the agent's HTTP/JSON API, a thin adapter over AgentCore served by
+// HttpServer (libmicrohttpd; handlers read httplib::Request values). docs/openapi.yaml is the
+// contract; docs/agent.md shows a session.
 //
 //   customers   POST /v1/orders (Idempotency-Key scoped per X-Client-Id, else
 //               per peer address), GET /v1/orders/{id}, POST
@@ -22,8 +23,13 @@
 //
 // A request without Content-Length and without a chunked Transfer-Encoding
 // has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile
-// is answered at once. (httplib 0.11 would read such a body to the end of
-// the connection, and answer 400 after its read timeout.)
+// is answered at once (HttpServer).
+//
+// Handlers block on AgentCore (its group commit), so they run on a bounded
+// WorkerPool, never on the server's event threads: handle() routes nothing
+// itself, it queues the request and returns; a worker routes it, runs it and
+// completes the HttpResponder. A full queue is answered 503 with limit
+// "max_queued_requests".
 #pragma once
 
 #include <httplib.h>
@@ -39,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "http_server.hpp"
 #include "metrics.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/rate_limiter.hpp"
@@ -46,6 +53,7 @@
 #include "vend/log.hpp"
 #include "vend/result.hpp"
 #include "vend/webhook.hpp"
+#include "worker_pool.hpp"
 
 namespace vend::agent {
 
@@ -81,55 +89,48 @@ struct HttpApiOptions {
   // A limit with rate_per_s 0 is off. Defaults: docs/agent.md "Rate limits".
   RateLimit machine_limit{200, 200};
   RateLimit client_limit{10, 20};
-};
-
-// A handler's successful answer.
-struct HttpReply {
-  HttpReply() = default;
-  HttpReply(int status_, std::string body_, std::string content_type_ = "application/json")
-      : status(status_), body(std::move(body_)), content_type(std::move(content_type_)) {}
-
-  int status = 200;
-  std::string body;  // JSON text unless content_type says otherwise
-  std::string content_type = "application/json";
-  // Extra response headers (ETag, Cache-Control). A 304 is sent without a
-  // body or Content-Type.
-  std::vector<std::pair<std::string, std::string>> headers;
+  // Handler threads and the requests that may wait for one (then 503).
+  size_t worker_threads = 32;
+  size_t max_queued_requests = 4096;
+  // The server's counters for /metrics, and where a refusal of the API's own
+  // (max_queued_requests) is reported; either may be empty.
+  std::function<HttpServerStats()> server_stats;
+  std::function<void(const std::string& limit, const std::string& source)> on_rejected;
 };
 
 // Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
-// must outlive every server it was installed on. Thread-safe: handlers run
-// on the server's worker threads concurrently (AgentCore is thread-safe).
+// must outlive every server whose handler() it gave (stop the server first:
+// the destructor finishes queued requests and joins the workers).
+// Thread-safe: handlers run on the worker threads concurrently (AgentCore is
+// thread-safe).
 class HttpApi {
  public:
   HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Logger& log);
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
-  // Registers every route, the payload cap and the JSON error and exception
-  // handlers on `server`. Call before the server listens.
-  void install(httplib::Server& server);
+  // The HttpServer handler: queues the request for a worker. Never blocks.
+  HttpServer::Handler handler();
+  void handle(httplib::Request&& req, HttpResponder responder);
 
  private:
   enum class Access { kPublic, kOperator };
   using Handler = Result<HttpReply> (HttpApi::*)(const httplib::Request&);
 
-  // One route: registered on the server and kept for requests without a
-  // body length, which the pre-routing handler dispatches itself.
   struct Route {
     std::string method;
     std::regex pattern;
-    httplib::Server::Handler handler;
+    Handler handler;
+    Access access;
   };
-  void route(httplib::Server& server, const std::string& method, const std::string& pattern,
-             Handler handler, Access access);
-  // A POST/PUT/PATCH/DELETE without Content-Length nor chunked body: routed
-  // here with an empty body. Unhandled otherwise.
-  httplib::Server::HandlerResponse route_without_length(const httplib::Request& req,
-                                                        httplib::Response& res) const;
-  httplib::Server::Handler wrap(Handler handler, Access access);
+  void add_routes();
+  void route(const std::string& method, const std::string& pattern, Handler handler, Access access);
+  // On a worker: routes `req` (its matches point into its own path), checks
+  // access, runs the handler; every failure is an HttpReply too.
+  HttpReply serve(httplib::Request& req);
+  HttpReply run(const Route& route, const httplib::Request& req);
   Status authorize_operator(const httplib::Request& req) const;
-  void respond(const httplib::Request& req, httplib::Response& res, const Result<HttpReply>& r);
+  HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);
 
   // Orders (http_orders.cpp).
   Result<HttpReply> create_order(const httplib::Request& req);
@@ -177,7 +178,8 @@ class HttpApi {
   MetricsExporter metrics_;
   std::atomic<uint64_t> rate_limited_machine_{0};
   std::atomic<uint64_t> rate_limited_client_{0};
-  std::vector<Route> routes_;  // written by install() only, before serving
+  std::vector<Route> routes_;  // written by the constructor only
+  WorkerPool workers_;         // last: joined first, while the rest is alive
 };
 
 // HTTP status of an error code (core codes and the API's own).

@@ -1,66 +1,163 @@
-// Bounds for the agent's httplib::Server: a fixed pool of worker threads
-// with a bounded queue of accepted connections, socket timeouts, and an
-// exclusive listening port.
+// HttpServer: the agent's HTTP/1.1 front end on libmicrohttpd (epoll, a few
+// event threads, suspend/resume). No connection ever holds a thread: idle
+// keep-alive connections and slow senders are only entries in an epoll set,
+// and a request whose answer is not ready yet is suspended (it holds no
+// event thread) until its HttpResponder is completed, from any thread.
+//
+// Limits, each answered once with a JSON error that names it
+// ({"error":{"code","message","limit"}}), counted (stats()) and logged at
+// most once per source address per interval:
+//   max_connections      503 unavailable, then close
+//   max_header_bytes     431 header_too_large, then close
+//   max_body_bytes       413 payload_too_large (on Content-Length at once;
+//                        a chunked body when it ends), then close
+//   header_timeout_ms    408 request_timeout, then close: a request line was
+//                        received but its headers are not complete in time
+//   body_timeout_ms      408 request_timeout, then close: the body is not
+//                        complete in time after the headers
+//   idle_timeout_ms      a keep-alive connection with no new request in that
+//                        time is closed without an answer (nothing to answer)
+// A request without Content-Length and not chunked has an empty body (RFC
+// 9112 6.3): bodiless POSTs are answered at once.
+//
+// cpp-httplib is not used to serve: httplib::Request is only the plain value
+// type a handler reads (method, path, headers, params, body, remote_addr),
+// so the route handlers of HttpApi read what they always read.
 #pragma once
 
 #include <httplib.h>
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "vend/clock.hpp"
+#include "vend/log.hpp"
+#include "vend/result.hpp"
+
+struct MHD_Daemon;
+struct MHD_Connection;
 
 namespace vend::agent {
 
-struct HttpServerLimits {
-  size_t threads = 8;            // requests handled at once
-  size_t max_queued = 64;        // accepted connections waiting for a thread
-  int read_timeout_s = 5;        // per read of a request
-  int write_timeout_s = 5;       // per write of a response
-  int keep_alive_timeout_s = 2;  // idle keep-alive connection
-  size_t keep_alive_max_requests = 100;
-  // Connections waiting for accept(). httplib listens with 5 (compiled into
-  // Debian's library); a burst beyond it waits for a SYN retransmit, 1 s.
-  int listen_backlog = 1024;
+// A handler's answer.
+struct HttpReply {
+  HttpReply() = default;
+  HttpReply(int status_, std::string body_, std::string content_type_ = "application/json")
+      : status(status_), body(std::move(body_)), content_type(std::move(content_type_)) {}
+
+  int status = 200;
+  std::string body;  // JSON text unless content_type says otherwise
+  std::string content_type = "application/json";
+  // Extra response headers (ETag, Cache-Control, Retry-After). A 304 is sent
+  // without a body or Content-Type.
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool close_connection = false;  // adds Connection: close
 };
 
-// httplib's TaskQueue with `threads` workers and at most `max_queued`
-// waiting connections. When the queue is full, enqueue() blocks the accept
-// loop until a worker frees a place: further clients wait in the kernel's
-// listen backlog (and are refused beyond it) instead of growing memory.
-// Thread-safe; shutdown() finishes queued work and joins the workers.
-class BoundedTaskQueue final : public httplib::TaskQueue {
- public:
-  BoundedTaskQueue(size_t threads, size_t max_queued);
-  ~BoundedTaskQueue() override;
-  BoundedTaskQueue(const BoundedTaskQueue&) = delete;
-  BoundedTaskQueue& operator=(const BoundedTaskQueue&) = delete;
+struct HttpServerLimits {
+  size_t event_threads = 2;         // epoll threads (each its own epoll set)
+  size_t max_connections = 20'000;  // open at once; the next ones get 503
+  size_t max_header_bytes = 8'192;  // request line and header fields
+  size_t max_body_bytes = 16'384;   // request body
+  int64_t header_timeout_ms = 10'000;
+  int64_t body_timeout_ms = 10'000;
+  int64_t idle_timeout_ms = 60'000;         // keep-alive connection without a request
+  int listen_backlog = 1024;                // connections waiting for accept()
+  int64_t reject_log_interval_ms = 60'000;  // per source address and limit
+};
 
-  void enqueue(std::function<void()> fn) override;
-  void shutdown() override;
+// Counters since start, and the open connections now.
+struct HttpServerStats {
+  uint64_t open_connections = 0;
+  uint64_t accepted_connections = 0;
+  uint64_t requests = 0;
+  uint64_t rejected_max_connections = 0;
+  uint64_t rejected_max_header_bytes = 0;
+  uint64_t rejected_max_body_bytes = 0;
+  uint64_t rejected_header_timeout = 0;
+  uint64_t rejected_body_timeout = 0;
+  uint64_t rejected_max_queued_requests = 0;  // reported by the handler (note_rejected)
+  uint64_t idle_closed = 0;
+};
+
+// Prometheus text of `stats`: vend_http_open_connections,
+// vend_http_connections_total, vend_http_requests_total,
+// vend_http_rejected_total{limit=...}, vend_http_idle_closed_total.
+std::string render_http_metrics(const HttpServerStats& stats);
+
+// The JSON error body of a refused request: {"error":{"code","message","limit"}}.
+std::string limit_error_body(const std::string& code, const std::string& message,
+                             const std::string& limit);
+
+namespace detail {
+struct Exchange;
+}
+
+// The answer to one request. Move-only. complete() sends the reply; call it
+// exactly once, from any thread, at any time: during the handler call (the
+// reply is queued at once, the connection is never suspended) or later
+// (the connection stays suspended, holding no thread, until then). A future
+// asynchronous AgentCore can complete it straight from its commit callback;
+// today HttpApi completes it from its worker pool. A responder destroyed
+// without complete() answers 500. Every responder must be completed or
+// destroyed before HttpServer::stop() can return.
+class HttpResponder {
+ public:
+  explicit HttpResponder(std::shared_ptr<detail::Exchange> exchange);
+  HttpResponder(HttpResponder&&) noexcept = default;
+  HttpResponder& operator=(HttpResponder&&) noexcept;
+  HttpResponder(const HttpResponder&) = delete;
+  HttpResponder& operator=(const HttpResponder&) = delete;
+  ~HttpResponder();
+
+  void complete(HttpReply reply);
 
  private:
-  void work();
-
-  size_t max_queued_;
-  std::mutex mu_;
-  std::condition_variable has_work_;
-  std::condition_variable has_room_;
-  std::deque<std::function<void()>> jobs_;
-  bool shutting_down_ = false;
-  std::vector<std::thread> workers_;
+  std::shared_ptr<detail::Exchange> exchange_;
 };
 
-// Applies `limits` to `server` (task queue, timeouts, keep-alive) and makes
-// its listening socket exclusive: SO_REUSEADDR only. httplib's default adds
-// SO_REUSEPORT on Linux, which lets a second agent bind the same port and
-// silently receive half of the requests. When the server starts listening
-// (listen_after_bind), the bound socket listens again with
-// limits.listen_backlog (Linux updates a listening socket's backlog). Call
-// before the server binds.
-void configure_server(httplib::Server& server, const HttpServerLimits& limits);
+// Non-copyable. Thread-safe: stats() and note_rejected() from any thread.
+// `log` and `clock` must outlive the server.
+class HttpServer {
+ public:
+  // Called on an event thread for each complete request. MUST NOT block:
+  // hand slow work elsewhere and complete the responder from there.
+  using Handler = std::function<void(httplib::Request&& request, HttpResponder responder)>;
+
+  HttpServer(HttpServerLimits limits, Handler handler, const Clock& clock, Logger& log);
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer();
+
+  // Binds and listens on host:port (0: any free port) with SO_REUSEADDR
+  // only (never shared with a second process). Connections wait in the
+  // backlog until start(). Returns the bound port.
+  Result<int> bind(const std::string& host, int port);
+  // Starts the event threads and the deadline reaper. REQUIRES: bind() ok.
+  Status start();
+  // Stops accepting, waits (up to 10 s) for outstanding responders, closes
+  // every connection and joins the threads. Idempotent.
+  void stop();
+  bool running() const { return running_.load(); }
+
+  HttpServerStats stats() const;
+  // Counts a request refused by the handler for `limit` (only
+  // "max_queued_requests" today) and logs it rate-limited.
+  void note_rejected(const std::string& limit, const std::string& source);
+
+  struct State;  // the callbacks' shared state (http_server.cpp)
+
+ private:
+  std::unique_ptr<State> state_;
+  MHD_Daemon* daemon_ = nullptr;
+  int listen_fd_ = -1;
+  std::atomic<bool> running_{false};
+};
 
 }  // namespace vend::agent

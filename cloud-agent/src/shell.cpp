@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -73,7 +74,7 @@ class AgentProcess {
   void open_rate_limiter();
   Status start_mqtt();
   Status start_refunds();
-  void serve_http();
+  HttpServerLimits http_limits();
 
   ShellOptions options_;
   Secrets secrets_;
@@ -88,9 +89,7 @@ class AgentProcess {
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<RateLimiter> limiter_;  // outlives api_
   std::unique_ptr<HttpApi> api_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread http_thread_;
-  std::atomic<bool> http_running_{false};
+  std::unique_ptr<HttpServer> server_;
   // Monotonic ms since which the broker connection is down (for /healthz);
   // set at start, cleared on connect, set again on a loss.
   std::atomic<int64_t> mqtt_down_since_ms_{0};
@@ -150,7 +149,7 @@ Status AgentProcess::start(std::ostream& out) {
                                            [&core] { core.tick(); }});
   if (Status s = start_refunds(); !s.ok()) return s;
   if (Status s = start_mqtt(); !s.ok()) return s;
-  serve_http();
+  if (Status s = server_->start(); !s.ok()) return s;
   out << "vend-agent: HTTP API on " << listen_url(options_.http_host, *port) << ", MQTT broker "
       << options_.mqtt_url << "\n"
       << std::flush;
@@ -201,24 +200,53 @@ Result<int> AgentProcess::bind_http() {
     return HttpApiOptions::InboundFill{f.messages, f.max_messages, f.bytes, f.max_bytes};
   };
   ho.payment_tolerance_s = options_.payment_tolerance_s;
+  ho.worker_threads = static_cast<size_t>(options_.http_threads);
+  ho.max_queued_requests = static_cast<size_t>(options_.http_max_queued);
+  ho.max_body_bytes = static_cast<size_t>(options_.http_max_body_bytes);
+  ho.server_stats = [this] { return server_->stats(); };
+  ho.on_rejected = [this](const std::string& limit, const std::string& source) {
+    server_->note_rejected(limit, source);
+  };
   api_ = std::make_unique<HttpApi>(*core_, ho, clock_, log_);
-  server_ = std::make_unique<httplib::Server>();
-  HttpServerLimits limits;
-  limits.threads = static_cast<size_t>(options_.http_threads);
-  configure_server(*server_, limits);
-  api_->install(*server_);
-  int port = options_.http_port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(options_.http_host);
-  } else if (!server_->bind_to_port(options_.http_host, port)) {
-    port = -1;
-  }
-  if (port < 0) {
+  server_ = std::make_unique<HttpServer>(http_limits(), api_->handler(), clock_, log_);
+  auto port = server_->bind(options_.http_host, options_.http_port);
+  if (!port.ok()) {
     return make_error("http_bind", "cannot listen on " +
-                                       listen_url(options_.http_host, options_.http_port) +
-                                       " (address in use or not local?)");
+                                       listen_url(options_.http_host, options_.http_port) + ": " +
+                                       port.error().message + " (address in use or not local?)");
   }
-  return port;
+  return *port;
+}
+
+// Every connection is a descriptor: the soft RLIMIT_NOFILE is raised to the
+// hard one, and max_connections kept below it.
+HttpServerLimits AgentProcess::http_limits() {
+  HttpServerLimits l;
+  l.event_threads = static_cast<size_t>(options_.http_event_threads);
+  l.max_connections = static_cast<size_t>(options_.http_max_connections);
+  l.max_header_bytes = static_cast<size_t>(options_.http_max_header_bytes);
+  l.max_body_bytes = static_cast<size_t>(options_.http_max_body_bytes);
+  l.header_timeout_ms = options_.http_header_timeout_ms;
+  l.body_timeout_ms = options_.http_body_timeout_ms;
+  l.idle_timeout_ms = options_.http_idle_timeout_s * 1000;
+  l.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < nofile.rlim_max) {
+      nofile.rlim_cur = nofile.rlim_max;
+      (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    // Room for the database, MQTT, the refund sender and MHD's own.
+    constexpr rlim_t kReserved = 256;
+    rlim_t room = nofile.rlim_cur > kReserved ? nofile.rlim_cur - kReserved : 1;
+    if (l.max_connections + l.max_connections / 8 + 64 > room) {
+      size_t capped = static_cast<size_t>(room * 8 / 9 > 64 ? room * 8 / 9 - 64 : 1);
+      log_.warn(kLog, "RLIMIT_NOFILE " + std::to_string(nofile.rlim_cur) +
+                          ": --http-max-connections lowered to " + std::to_string(capped));
+      l.max_connections = capped;
+    }
+  }
+  return l;
 }
 
 Status AgentProcess::start_mqtt() {
@@ -237,14 +265,6 @@ Status AgentProcess::start_mqtt() {
   return {};
 }
 
-void AgentProcess::serve_http() {
-  http_running_ = true;
-  http_thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    http_running_ = false;
-  });
-}
-
 bool AgentProcess::wait_for_stop(const sigset_t& signals) {
   const timespec poll{0, 200 * 1000 * 1000};
   for (;;) {
@@ -253,7 +273,7 @@ bool AgentProcess::wait_for_stop(const sigset_t& signals) {
       log_.info(kLog, std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
       return true;
     }
-    if (!http_running_) {
+    if (!server_->running()) {
       log_.error(kLog, "the HTTP server stopped unexpectedly");
       return false;
     }
@@ -281,7 +301,6 @@ void AgentProcess::stop() {
   if (stopped_) return;
   stopped_ = true;
   if (server_) server_->stop();  // no new requests; running ones finish
-  if (http_thread_.joinable()) http_thread_.join();
   if (connector_) connector_->stop();
   refunds_.reset();  // an answer in flight is applied; the rest stays PENDING
   // What was queued runs; later input is refused (devices re-send what is

@@ -116,7 +116,23 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::reject_log_interval_s, "--reject-log-interval-s", 0, 86400)},
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
-      {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 256)},
+      {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 1024)},
+      {"--http-event-threads",
+       set_int(&ShellOptions::http_event_threads, "--http-event-threads", 1, 64)},
+      {"--http-max-connections",
+       set_int(&ShellOptions::http_max_connections, "--http-max-connections", 1, 1'000'000)},
+      {"--http-max-queued",
+       set_int(&ShellOptions::http_max_queued, "--http-max-queued", 1, 1 << 20)},
+      {"--http-max-header-bytes",
+       set_int(&ShellOptions::http_max_header_bytes, "--http-max-header-bytes", 1024, 1 << 20)},
+      {"--http-max-body-bytes",
+       set_int(&ShellOptions::http_max_body_bytes, "--http-max-body-bytes", 1024, 1 << 24)},
+      {"--http-header-timeout-ms",
+       set_int(&ShellOptions::http_header_timeout_ms, "--http-header-timeout-ms", 100, 600'000)},
+      {"--http-body-timeout-ms",
+       set_int(&ShellOptions::http_body_timeout_ms, "--http-body-timeout-ms", 100, 600'000)},
+      {"--http-idle-timeout-s",
+       set_int(&ShellOptions::http_idle_timeout_s, "--http-idle-timeout-s", 1, 3600)},
       {"--redis", parse_redis},
       {"--redis-timeout-ms",
        set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
@@ -355,7 +371,17 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --reject-log-interval-s N     log a rejected device message once per device and
                                 reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)
-  --http-threads N              HTTP worker threads (8; 1..256)
+  --http-threads N              HTTP handler threads, each waits for its group commit
+                                (32; 1..1024)
+  --http-event-threads N        HTTP event (epoll) threads (2; 1..64)
+  --http-max-connections N      open connections at once; more get 503 (20000)
+  --http-max-queued N           requests waiting for a handler thread; more get 503 (4096)
+  --http-max-header-bytes N     request line and headers; more get 431 (8192)
+  --http-max-body-bytes N       request body; more gets 413 (16384)
+  --http-header-timeout-ms N    headers not complete in N ms after the request line: 408
+                                (10000)
+  --http-body-timeout-ms N      body not complete in N ms after the headers: 408 (10000)
+  --http-idle-timeout-s N       close a keep-alive connection idle for N s (60)
   --machine-rate-per-s N        orders per second one machine accepts, refilled into a
   --machine-burst N             bucket of N (200 and 200; rate 0 = no machine limit)
   --client-rate-per-s N         orders per second one client (X-Client-Id, else its

@@ -46,7 +46,16 @@ struct ShellOptions {
   int64_t clock_skew_alert_ms = 2000;  // clock_skew alert beyond this device clock skew
   bool sync_full = true;               // --sync full|normal
   LogLevel log_level = LogLevel::kInfo;
-  int http_threads = 8;
+  int http_threads = 32;  // handler workers (they wait for group commits)
+  // The HTTP server's bounds (http_server.hpp HttpServerLimits, docs/agent.md).
+  int64_t http_event_threads = 2;
+  int64_t http_max_connections = 20'000;
+  int64_t http_max_queued = 4096;
+  int64_t http_max_header_bytes = 8192;
+  int64_t http_max_body_bytes = 16'384;
+  int64_t http_header_timeout_ms = 10'000;
+  int64_t http_body_timeout_ms = 10'000;
+  int64_t http_idle_timeout_s = 60;
   // Rate limits of POST /v1/orders per machine and per client (docs/agent.md
   // "Rate limits"); a rate of 0 turns that limit off.
   int64_t machine_rate_per_s = 200;

@@ -1,5 +1,5 @@
 // The vend-agent shell's pieces that need no network: option and secret
-// parsing, the MQTT inbound pump, the HTTP task queue, the metrics
+// parsing, the MQTT inbound pump, the HTTP worker pool, the metrics
 // histogram. Built into the http_api_test executable.
 #include <doctest/doctest.h>
 
@@ -19,6 +19,7 @@
 #include "shell_options.hpp"
 #include "test_support.hpp"
 #include "vend/log.hpp"
+#include "worker_pool.hpp"
 
 namespace vend::agent {
 namespace {
@@ -40,31 +41,25 @@ TEST_CASE("histogram buckets are cumulative") {
   CHECK(format_double(0.025) == "0.025");
 }
 
-TEST_CASE("BoundedTaskQueue: bounded waiting, every job runs, shutdown drains") {
+TEST_CASE("WorkerPool: bounded queue refuses when full, every queued job runs") {
   std::atomic<int> ran{0};
   std::atomic<bool> release{false};
+  std::atomic<bool> running{false};
   {
-    BoundedTaskQueue queue(1, 2);
-    queue.enqueue([&] {
+    WorkerPool pool(1, 2);
+    REQUIRE(pool.try_post([&] {
+      running = true;
       while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       ++ran;
-    });
-    queue.enqueue([&] { ++ran; });
-    queue.enqueue([&] { ++ran; });  // queue now full: 1 running, 2 waiting
-    std::atomic<bool> fourth_queued{false};
-    std::thread producer([&] {
-      queue.enqueue([&] { ++ran; });  // blocks until a worker takes a job
-      fourth_queued = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK_FALSE(fourth_queued);
+    }));
+    while (!running) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(pool.try_post([&] { ++ran; }));
+    CHECK(pool.try_post([&] { ++ran; }));  // 1 running, 2 waiting: full
+    CHECK_FALSE(pool.try_post([&] { ++ran; }));
+    CHECK(pool.queued() == 2);
     release = true;
-    producer.join();
-    CHECK(fourth_queued);
-    queue.shutdown();
-    CHECK(ran == 4);
-  }  // the destructor after shutdown() is harmless
-  CHECK(ran == 4);
+  }  // the destructor runs the queued jobs, then joins
+  CHECK(ran == 3);
 }
 
 TEST_CASE("CoreThread: one thread, in order, bounded; connections never dropped") {

@@ -1,5 +1,5 @@
 // The HTTP API over a real in-process AgentCore (temp-dir SQLite, in-memory
-// MQTT) on a real httplib server on loopback: every
+// MQTT) on a real HttpServer on loopback: every
 // class of bad input gets its status and an error code and message naming
 // the problem; the happy path never shows the sale token; /metrics parses.
 // The simulated device is played by signed messages handed to the core.
@@ -115,16 +115,16 @@ class Agent {
     options.inbound_fill = [this] {
       return HttpApiOptions::InboundFill{shell.inbound_messages.load(), 10'000, 0, 1 << 26};
     };
+    options.server_stats = [this] { return server_->stats(); };
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
-    configure_server(server_, HttpServerLimits{});
-    api_->install(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    REQUIRE(port_ > 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
+    auto port = server_->bind("127.0.0.1", 0);
+    REQUIRE_MESSAGE(port.ok(), port.error().to_string());
+    port_ = *port;
+    REQUIRE(server_->start().ok());
   }
   ~Agent() {
-    server_.stop();
-    thread_.join();
+    server_->stop();
     core_thread_.stop();
   }
 
@@ -155,8 +155,7 @@ class Agent {
   CoreThread core_thread_{CoreThread::Limits{}, std::chrono::milliseconds(10), log_};
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<HttpApi> api_;
-  httplib::Server server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
   int port_ = 0;
 };
 
@@ -707,8 +706,8 @@ TEST_CASE("keep-alive requests are not stalled by Nagle: the server sets TCP_NOD
   CHECK(took < std::chrono::milliseconds(400));  // with the stall: 20 x ~40 ms
 }
 
-// httplib listens with a backlog of 5: a burst of connections beyond it waits
-// a SYN retransmit (1 s). configure_server() widens it once the server runs;
+// A backlog of 5 (httplib's) makes a burst of connections beyond it wait a
+// SYN retransmit (1 s). HttpServer listens with HttpServerLimits::listen_backlog;
 // `ss` shows a listening socket's backlog as its Send-Q.
 TEST_CASE("the listening socket's backlog is widened to HttpServerLimits::listen_backlog") {
   Agent agent;
@@ -907,6 +906,25 @@ TEST_CASE("POST without Content-Length: an empty body, answered at once") {
   CHECK(order.status == 400);
   CHECK(Json::parse(order.body)["error"]["code"] == "bad_request");
   CHECK(order.took < std::chrono::milliseconds(2000));
+}
+
+// Issue 13: with httplib's thread per connection, eight clients that kept
+// their keep-alive connection open made the ninth wait ~2 s (their timeout).
+TEST_CASE("keep-alive clients that stay connected do not delay anyone else") {
+  Agent agent;
+  std::vector<std::unique_ptr<httplib::Client>> idle;
+  for (int i = 0; i < 32; ++i) {
+    idle.push_back(std::make_unique<httplib::Client>("127.0.0.1", agent.port()));
+    idle.back()->set_keep_alive(true);
+    REQUIRE(idle.back()->Get("/healthz"));
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto r = agent.client().Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
+  CHECK(std::stoi(metric(agent, "vend_http_open_connections")) >= 32);
+  CHECK(metric(agent, "vend_http_rejected_total{limit=\"max_connections\"}") == "0");
 }
 
 }  // namespace

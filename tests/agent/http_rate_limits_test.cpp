@@ -48,15 +48,14 @@ class LimitedAgent {
     options.machine_limit = machine;
     options.client_limit = client;
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
-    configure_server(server_, HttpServerLimits{});
-    api_->install(server_);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    REQUIRE(port_ > 0);
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
+    auto port = server_->bind("127.0.0.1", 0);
+    REQUIRE_MESSAGE(port.ok(), port.error().to_string());
+    port_ = *port;
+    REQUIRE(server_->start().ok());
   }
   ~LimitedAgent() {
-    server_.stop();
-    thread_.join();
+    server_->stop();
     core_thread_.stop();
   }
   LimitedAgent(const LimitedAgent&) = delete;
@@ -91,8 +90,7 @@ class LimitedAgent {
   CoreThread core_thread_{CoreThread::Limits{}, std::chrono::milliseconds(0), log_};
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<HttpApi> api_;
-  httplib::Server server_;
-  std::thread thread_;
+  std::unique_ptr<HttpServer> server_;
   int port_ = 0;
 };
 

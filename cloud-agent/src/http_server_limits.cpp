@@ -1,0 +1,223 @@
+// HttpServer's limits: the deadline reaper (408 for slow senders, a close for
+// idle keep-alive connections), refusals with their JSON errors, counters
+// and logs, the responder's completion, and the Prometheus lines.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "http_server.hpp"
+#include "http_server_state.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr const char* kLog = "http";
+
+// The raw 408 written by the reaper: the connection is still reading the
+// request (MHD writes nothing then), so nothing else is on the wire.
+std::string raw_timeout_response(const std::string& limit, int64_t ms) {
+  std::string stage = limit == "header_timeout_ms" ? "headers" : "body";
+  std::string body = limit_error_body(
+      "request_timeout",
+      "the request " + stage + " did not arrive within " + std::to_string(ms) + " ms", limit);
+  return "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+void counter(std::string& out, const std::string& name, const std::string& help, uint64_t v) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
+         std::to_string(v) + "\n";
+}
+
+}  // namespace
+
+namespace detail {
+
+void Outstanding::add() {
+  std::lock_guard lock(mu);
+  ++count;
+}
+
+void Outstanding::remove() {
+  std::lock_guard lock(mu);
+  if (--count == 0) zero.notify_all();
+}
+
+}  // namespace detail
+
+HttpServer::State::State(HttpServerLimits l, Handler h, const Clock& c, Logger& lg)
+    : limits(l),
+      handler(std::move(h)),
+      clock(c),
+      log(lg),
+      reject_log(c, lg, RateLimitedLog::Options{l.reject_log_interval_ms, 1024}) {}
+
+void HttpServer::State::enter(ConnState& cs, Stage stage) {
+  cs.stage = stage;
+  cs.since_ms = clock.monotonic_ms();
+}
+
+void HttpServer::State::log_refusal(const std::string& source, const std::string& limit,
+                                    const std::string& message) {
+  reject_log.log(LogLevel::kWarn, kLog, source, limit,
+                 source + ": request refused (" + limit + "): " + message);
+}
+
+void HttpServer::State::reap_loop() {
+  int64_t shortest =
+      std::min({limits.header_timeout_ms, limits.body_timeout_ms, limits.idle_timeout_ms});
+  auto period = std::chrono::milliseconds(std::clamp<int64_t>(shortest / 4, 10, 100));
+  std::unique_lock lock(reaper_mu);
+  while (!reaper_wake.wait_for(lock, period, [this] { return reaper_stop; })) {
+    lock.unlock();
+    reap_once(clock.monotonic_ms());
+    lock.lock();
+  }
+}
+
+void HttpServer::State::reap_once(int64_t now_ms) {
+  std::lock_guard lock(mu);
+  for (ConnState* cs : conns) {
+    if (cs->reaped || cs->fd < 0) continue;
+    int64_t age = now_ms - cs->since_ms;
+    std::string limit;
+    int64_t bound = 0;
+    if (cs->stage == Stage::kHeaders && age > limits.header_timeout_ms) {
+      limit = "header_timeout_ms", bound = limits.header_timeout_ms;
+      ++header_timeout;
+    } else if (cs->stage == Stage::kBody && age > limits.body_timeout_ms) {
+      limit = "body_timeout_ms", bound = limits.body_timeout_ms;
+      ++body_timeout;
+    } else if (cs->stage == Stage::kIdle &&
+               age > (cs->over_limit ? std::min(limits.idle_timeout_ms, limits.header_timeout_ms)
+                                     : limits.idle_timeout_ms)) {
+      ++idle_closed;
+    } else {
+      continue;
+    }
+    if (!limit.empty()) {
+      std::string raw = raw_timeout_response(limit, bound);
+      (void)::send(cs->fd, raw.data(), raw.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      log_refusal(cs->peer, limit, "too slow");
+    }
+    // MHD sees the end of the stream on its next read and closes the socket.
+    ::shutdown(cs->fd, SHUT_RDWR);
+    cs->reaped = true;
+  }
+  reject_log.flush();
+}
+
+void HttpServer::State::abandon_outstanding() {
+  std::lock_guard lock(mu);
+  for (ConnState* cs : conns) {
+    if (!cs->exchange) continue;
+    detail::Exchange& ex = *cs->exchange;
+    std::lock_guard ex_lock(ex.mu);
+    if (!ex.suspended || ex.reply) continue;
+    ex.reply = HttpReply{503, limit_error_body("unavailable", "the agent is stopping", "")};
+    ex.reply->close_connection = true;
+    ex.abandoned = true;
+    MHD_resume_connection(ex.connection);
+  }
+}
+
+MHD_Result queue_reply(MHD_Connection* connection, const HttpReply& reply) {
+  size_t size = reply.status == 304 ? 0 : reply.body.size();  // a 304 has no body
+  MHD_Response* response = MHD_create_response_from_buffer(
+      size, const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;
+  if (reply.status != 304) {
+    MHD_add_response_header(response, "Content-Type", reply.content_type.c_str());
+  }
+  for (const auto& [name, value] : reply.headers) {
+    MHD_add_response_header(response, name.c_str(), value.c_str());
+  }
+  if (reply.close_connection) MHD_add_response_header(response, "Connection", "close");
+  MHD_Result r = MHD_queue_response(connection, static_cast<unsigned int>(reply.status), response);
+  MHD_destroy_response(response);
+  return r;
+}
+
+MHD_Result refuse(HttpServer::State& s, ConnState& cs, int status, const std::string& code,
+                  const std::string& message, const std::string& limit) {
+  if (limit == "max_connections") ++s.max_connections;
+  if (limit == "max_header_bytes") ++s.max_header_bytes;
+  if (limit == "max_body_bytes") ++s.max_body_bytes;
+  {
+    std::lock_guard lock(s.mu);
+    s.log_refusal(cs.peer, limit, message);
+  }
+  HttpReply reply{status, limit_error_body(code, message, limit)};
+  reply.close_connection = true;
+  return queue_reply(cs.connection, reply);
+}
+
+HttpResponder::HttpResponder(std::shared_ptr<detail::Exchange> exchange)
+    : exchange_(std::move(exchange)) {}
+
+HttpResponder& HttpResponder::operator=(HttpResponder&& other) noexcept {
+  if (this != &other) {
+    if (exchange_) {
+      complete(HttpReply{500, limit_error_body("internal", "internal error (no answer)", "")});
+    }
+    exchange_ = std::move(other.exchange_);
+  }
+  return *this;
+}
+
+HttpResponder::~HttpResponder() {
+  if (exchange_) {
+    complete(HttpReply{500, limit_error_body("internal", "internal error (no answer)", "")});
+  }
+}
+
+void HttpResponder::complete(HttpReply reply) {
+  std::shared_ptr<detail::Exchange> ex = std::move(exchange_);
+  if (!ex) return;  // completed before: a bug of the caller, answered once
+  {
+    std::lock_guard lock(ex->mu);
+    if (ex->completed || ex->abandoned) return;
+    ex->completed = true;
+    ex->reply = std::move(reply);
+    if (ex->suspended) MHD_resume_connection(ex->connection);
+  }
+  ex->outstanding->remove();
+}
+
+std::string limit_error_body(const std::string& code, const std::string& message,
+                             const std::string& limit) {
+  nlohmann::json error = {{"code", code}, {"message", message}};
+  if (!limit.empty()) error["limit"] = limit;
+  return nlohmann::json{{"error", error}}.dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace);
+}
+
+std::string render_http_metrics(const HttpServerStats& s) {
+  std::string out =
+      "# HELP vend_http_open_connections HTTP connections open now\n"
+      "# TYPE vend_http_open_connections gauge\nvend_http_open_connections " +
+      std::to_string(s.open_connections) + "\n";
+  counter(out, "vend_http_connections_total", "HTTP connections accepted", s.accepted_connections);
+  counter(out, "vend_http_requests_total", "HTTP requests received", s.requests);
+  out +=
+      "# HELP vend_http_rejected_total HTTP requests refused by a server limit\n"
+      "# TYPE vend_http_rejected_total counter\n";
+  const std::pair<const char*, uint64_t> rows[] = {
+      {"max_connections", s.rejected_max_connections},
+      {"max_header_bytes", s.rejected_max_header_bytes},
+      {"max_body_bytes", s.rejected_max_body_bytes},
+      {"header_timeout_ms", s.rejected_header_timeout},
+      {"body_timeout_ms", s.rejected_body_timeout},
+      {"max_queued_requests", s.rejected_max_queued_requests}};
+  for (const auto& [limit, n] : rows) {
+    out += std::string("vend_http_rejected_total{limit=\"") + limit + "\"} " + std::to_string(n) +
+           "\n";
+  }
+  counter(out, "vend_http_idle_closed_total", "keep-alive connections closed after idle_timeout_ms",
+          s.idle_closed);
+  return out;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,109 @@
+// Internals of HttpServer shared by http_server.cpp (the libmicrohttpd
+// callbacks and the server's life) and http_server_limits.cpp (the deadline
+// reaper, the refusals and their counters). Not a public header.
+#pragma once
+
+#include <microhttpd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "http_server.hpp"
+#include "vend/log_limiter.hpp"
+
+namespace vend::agent {
+
+namespace detail {
+
+// Requests handed to a handler and not yet answered; stop() waits for zero.
+struct Outstanding {
+  std::mutex mu;
+  std::condition_variable zero;
+  size_t count = 0;
+  void add();
+  void remove();
+};
+
+// One request between the handler call and its reply. `mu` orders complete()
+// against the event thread's suspend: complete() before the suspend leaves
+// the reply for the event thread to queue at once; after it, complete()
+// resumes the connection. `abandoned`: stop() answered it already.
+struct Exchange {
+  std::mutex mu;
+  MHD_Connection* connection = nullptr;
+  std::shared_ptr<Outstanding> outstanding;
+  std::optional<HttpReply> reply;
+  bool suspended = false;
+  bool completed = false;
+  bool abandoned = false;
+};
+
+}  // namespace detail
+
+enum class Stage { kIdle, kHeaders, kBody, kHandling };
+
+// One open connection (MHD's socket context), from NOTIFY_STARTED to
+// NOTIFY_CLOSED. Stage fields are guarded by State::mu (the reaper reads
+// them); the request fields are touched only by the connection's event thread.
+struct ConnState {
+  MHD_Connection* connection = nullptr;
+  int fd = -1;
+  std::string peer;
+  bool over_limit = false;  // opened beyond max_connections
+  Stage stage = Stage::kIdle;
+  int64_t since_ms = 0;  // when `stage` began
+  bool reaped = false;   // the reaper shut the socket down
+  // The current request.
+  bool started = false;  // the access handler has seen its headers
+  bool body_too_large = false;
+  httplib::Request request;
+  std::shared_ptr<detail::Exchange> exchange;
+};
+
+struct HttpServer::State {
+  State(HttpServerLimits l, Handler h, const Clock& c, Logger& lg);
+
+  HttpServerLimits limits;
+  Handler handler;
+  const Clock& clock;
+  Logger& log;
+  std::shared_ptr<detail::Outstanding> outstanding = std::make_shared<detail::Outstanding>();
+
+  std::mutex mu;  // guards conns, every ConnState's stage fields, reject_log
+  std::unordered_set<ConnState*> conns;
+  RateLimitedLog reject_log;
+
+  std::atomic<uint64_t> open{0}, accepted{0}, requests{0}, idle_closed{0};
+  std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
+  std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
+
+  std::mutex reaper_mu;
+  std::condition_variable reaper_wake;
+  bool reaper_stop = false;
+  std::thread reaper;
+
+  // Sets the stage of `cs` (under mu).
+  void enter(ConnState& cs, Stage stage);
+  // Logs a refusal at most once per (source, limit) per interval (under mu).
+  void log_refusal(const std::string& source, const std::string& limit, const std::string& message);
+  // The reaper's loop, and one pass of it.
+  void reap_loop();
+  void reap_once(int64_t now_ms);
+  // Resumes every suspended exchange with 503 (stop() after its wait).
+  void abandon_outstanding();
+};
+
+// Queues `reply` on `connection` (inside the access handler).
+MHD_Result queue_reply(MHD_Connection* connection, const HttpReply& reply);
+
+// Refuses the current request of `cs` for `limit`: counts, logs, queues the
+// JSON error with Connection: close.
+MHD_Result refuse(HttpServer::State& state, ConnState& cs, int status, const std::string& code,
+                  const std::string& message, const std::string& limit);
+
+}  // namespace vend::agent

@@ -35,6 +35,13 @@ bool AgentCore::step(const std::function<void()>& body) {
   });
 }
 
+bool AgentCore::post_step(std::function<void()> body) {
+  return runner_.post([this, body = std::move(body)] {
+    body();
+    carry_out_effects();
+  });
+}
+
 // After the step, on the core's thread: the step's messages go out in the
 // order it queued them. A dispense command that could not go out is handed
 // back to the core (its resend timer); everything else is re-sent by the
@@ -72,21 +79,25 @@ Status AgentCore::start() {
 // A reservation is answered only once it is durable: a customer who got
 // its id must find the order after any crash. Concurrent reservations share
 // one group commit; the wait happens between steps.
-Result<Order> AgentCore::create_order(const std::string& device, int slot,
-                                      const std::string& client,
-                                      const std::string& idempotency_key) {
+Result<std::string> AgentCore::scoped_key(const std::string& client,
+                                          const std::string& idempotency_key) {
   if (auto s = detail::check_text("idempotency key", idempotency_key, 128, true); !s.ok()) {
     return s.error();
   }
-  std::string scoped;
-  if (!idempotency_key.empty()) {
-    if (auto s = detail::check_text("client", client, 128, false); !s.ok()) return s.error();
-    scoped = client + "\n" + idempotency_key;
-  }
+  if (idempotency_key.empty()) return std::string();
+  if (auto s = detail::check_text("client", client, 128, false); !s.ok()) return s.error();
+  return client + "\n" + idempotency_key;
+}
+
+Result<Order> AgentCore::create_order(const std::string& device, int slot,
+                                      const std::string& client,
+                                      const std::string& idempotency_key) {
+  auto scoped = scoped_key(client, idempotency_key);
+  if (!scoped.ok()) return scoped.error();
   Ticket wait;
   Result<Order> order = refused();
   if (!step([&] {
-        order = state_->create_order(device, slot, scoped);
+        order = state_->create_order(device, slot, *scoped);
         if (order.ok()) wait = state_->durable_ticket(order->id);
       })) {
     return refused();
@@ -94,6 +105,47 @@ Result<Order> AgentCore::create_order(const std::string& device, int slot,
   if (!order.ok()) return order;
   if (auto s = wait_durable(wait, "order " + order->id); !s.ok()) return s.error();
   return order;
+}
+
+void AgentCore::create_order_async(const std::string& device, int slot, const std::string& client,
+                                   const std::string& idempotency_key, OrderCallback done) {
+  auto scoped = scoped_key(client, idempotency_key);
+  if (!scoped.ok()) return done(scoped.error());
+  auto reply = std::make_shared<OrderCallback>(std::move(done));
+  bool posted = post_step([this, device, slot, key = *scoped, reply] {
+    auto order = state_->create_order(device, slot, key);
+    if (!order.ok()) return (*reply)(order);
+    // Answered once durable: a customer who got its id finds the order after
+    // any crash. The commit completes on the writer thread; nobody waits.
+    state_->repo.after_durable(
+        state_->durable_ticket(order->id), [this, o = *order, reply](Status committed) {
+          if (committed.ok()) return (*reply)(o);
+          std::string why = "order " + o.id + ": " + committed.error().to_string();
+          (void)post_step([this, why] { state_->fail_storage(why); });
+          (*reply)(make_error("unavailable",
+                              "order " + o.id + " not stored: " + committed.error().message));
+        });
+  });
+  if (!posted) (*reply)(refused());
+}
+
+void AgentCore::pay_async(const std::string& order_id, const std::string& payment_id,
+                          int64_t amount_cents, OrderCallback done) {
+  auto reply = std::make_shared<OrderCallback>(std::move(done));
+  bool posted = post_step([this, order_id, payment_id, amount_cents, reply] {
+    auto first = state_->pay(order_id, payment_id, amount_cents);
+    if (!first.ok()) return (*reply)(first.error());
+    auto paid = std::make_shared<detail::PayStep>(std::move(first).value());
+    // The second step (publish the dispense once DISPATCHED is durable,
+    // answer) runs on the core thread after the commit.
+    state_->repo.after_durable(paid->wait, [this, order_id, paid, reply](Status committed) {
+      bool again = post_step([this, order_id, paid, reply, committed] {
+        (*reply)(state_->finish_pay(order_id, *paid, committed));
+      });
+      if (!again) (*reply)(refused());
+    });
+  });
+  if (!posted) (*reply)(refused());
 }
 
 Result<Order> AgentCore::get_order(const std::string& order_id) {

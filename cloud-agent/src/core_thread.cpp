@@ -48,6 +48,14 @@ bool CoreThread::run(const std::function<void()>& step) {
   return true;
 }
 
+bool CoreThread::post(std::function<void()> step) {
+  if (!started_) {  // start-up: one thread, nothing runs yet
+    step();
+    return true;
+  }
+  return inbox_.push_call(std::move(step));
+}
+
 void CoreThread::push_message(const Message& message) {
   (void)inbox_.push_message(message, message.topic.size() + message.payload.size());
 }

@@ -48,6 +48,7 @@ class CoreThread final : public CoreRunner {
   void stop();  // idempotent
 
   bool run(const std::function<void()>& step) override;
+  bool post(std::function<void()> step) override;
   // From the Paho threads; never block beyond the inbox's lock.
   void push_message(const Message& message);
   void push_connection(bool connected);

@@ -75,7 +75,12 @@ void HttpApi::add_routes() {
 
 void HttpApi::route(const std::string& method, const std::string& pattern, Handler handler,
                     Access access) {
-  routes_.push_back(Route{method, std::regex(pattern), handler, access});
+  routes_.push_back(Route{method, std::regex(pattern), handler, nullptr, access});
+}
+
+void HttpApi::route(const std::string& method, const std::string& pattern, AsyncHandler handler,
+                    Access access) {
+  routes_.push_back(Route{method, std::regex(pattern), nullptr, handler, access});
 }
 
 HttpServer::Handler HttpApi::handler() {
@@ -92,16 +97,17 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   };
   auto pending = std::make_shared<Pending>(Pending{std::move(req), std::move(responder)});
   bool queued = workers_.try_post([this, pending] {
-    HttpReply reply;
+    Finish finish = [this, pending](HttpReply reply) {
+      log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
+                           std::to_string(reply.status));
+      pending->responder.complete(std::move(reply));
+    };
     try {
-      reply = serve(pending->req);
+      serve(pending->req, finish);
     } catch (const std::exception& e) {  // handlers catch what they expect
       log_.error(kLog, pending->req.method + " " + pending->req.path + ": " + e.what());
-      reply = HttpReply{500, http::error_body("internal", "internal error")};
+      finish(HttpReply{500, http::error_body("internal", "internal error")});
     }
-    log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
-                         std::to_string(reply.status));
-    pending->responder.complete(std::move(reply));
   });
   if (queued) return;
   if (options_.on_rejected) options_.on_rejected("max_queued_requests", pending->req.remote_addr);
@@ -113,32 +119,37 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   pending->responder.complete(std::move(busy));
 }
 
-HttpReply HttpApi::serve(httplib::Request& req) {
+void HttpApi::serve(httplib::Request& req, const Finish& finish) {
   const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
   for (const Route& r : routes_) {
     if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) {
-      return run(r, req);
+      return run(r, req, finish);
     }
   }
-  return HttpReply{404,
-                   http::error_body("not_found", "no route for " + req.method + " " + req.path)};
+  finish(
+      HttpReply{404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
 }
 
-HttpReply HttpApi::run(const Route& route, const httplib::Request& req) {
+void HttpApi::run(const Route& route, const httplib::Request& req, const Finish& finish) {
   if (route.access == Access::kOperator) {
     if (Status auth = authorize_operator(req); !auth.ok()) {
       HttpReply reply = respond(req, auth.error());
       reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
-      return reply;
+      return finish(std::move(reply));
     }
   }
   // HttpServer enforces its own cap (on Content-Length and chunked bodies).
   if (req.body.size() > options_.max_body_bytes) {
-    return respond(req, make_error("payload_too_large",
-                                   "the request body is over " +
-                                       std::to_string(options_.max_body_bytes) + " bytes"));
+    return finish(respond(req, make_error("payload_too_large",
+                                          "the request body is over " +
+                                              std::to_string(options_.max_body_bytes) + " bytes")));
   }
-  return respond(req, (this->*route.handler)(req));
+  if (route.async != nullptr) {
+    // `req` lives until `finish` ran (the caller's pending request owns it).
+    return (this->*route.async)(
+        req, [this, &req, finish](Result<HttpReply> r) { finish(respond(req, r)); });
+  }
+  finish(respond(req, (this->*route.handler)(req)));
 }
 
 Status HttpApi::authorize_operator(const httplib::Request& req) const {

@@ -116,26 +116,39 @@ class HttpApi {
  private:
   enum class Access { kPublic, kOperator };
   using Handler = Result<HttpReply> (HttpApi::*)(const httplib::Request&);
+  // The answer of an asynchronous handler, called exactly once from any
+  // thread (the request stays alive until then).
+  using Done = std::function<void(Result<HttpReply>)>;
+  // A handler that answers later (the core's commit callback): the worker
+  // thread is free as soon as it returns.
+  using AsyncHandler = void (HttpApi::*)(const httplib::Request&, Done);
 
   struct Route {
     std::string method;
     std::regex pattern;
-    Handler handler;
-    Access access;
+    Handler handler = nullptr;
+    AsyncHandler async = nullptr;
+    Access access = Access::kPublic;
   };
   void add_routes();
   void route(const std::string& method, const std::string& pattern, Handler handler, Access access);
+  void route(const std::string& method, const std::string& pattern, AsyncHandler handler,
+             Access access);
   // On a worker: routes `req` (its matches point into its own path), checks
-  // access, runs the handler; every failure is an HttpReply too.
-  HttpReply serve(httplib::Request& req);
-  HttpReply run(const Route& route, const httplib::Request& req);
+  // access, runs the handler and gives its answer to `finish` (now, or later
+  // for an asynchronous one); every failure is an HttpReply too.
+  using Finish = std::function<void(HttpReply)>;
+  void serve(httplib::Request& req, const Finish& finish);
+  void run(const Route& route, const httplib::Request& req, const Finish& finish);
   Status authorize_operator(const httplib::Request& req) const;
   HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);
 
   // Orders (http_orders.cpp).
-  Result<HttpReply> create_order(const httplib::Request& req);
+  // POST /v1/orders and .../payment answer after their commit, holding no
+  // thread meanwhile (AgentCore::create_order_async / pay_async).
+  void create_order(const httplib::Request& req, Done done);
   Result<HttpReply> get_order(const httplib::Request& req);
-  Result<HttpReply> pay_order(const httplib::Request& req);
+  void pay_order(const httplib::Request& req, Done done);
   Result<HttpReply> cancel_order(const httplib::Request& req);
   Result<HttpReply> resolve_order(const httplib::Request& req);
   Result<HttpReply> list_orders(const httplib::Request& req);

@@ -106,23 +106,26 @@ HttpReply order_reply(int status, const Order& order) {
 
 }  // namespace
 
-Result<HttpReply> HttpApi::create_order(const httplib::Request& req) {
+void HttpApi::create_order(const httplib::Request& req, Done done) {
   auto body = http::parse_object(req.body);
-  if (!body.ok()) return body.error();
+  if (!body.ok()) return done(body.error());
   http::FieldReader fields(*body);
-  if (Status s = fields.only({"device", "slot"}); !s.ok()) return s.error();
+  if (Status s = fields.only({"device", "slot"}); !s.ok()) return done(s.error());
   auto device = fields.id("device");
-  if (!device.ok()) return device.error();
+  if (!device.ok()) return done(device.error());
   auto slot = fields.integer("slot", 1, 255);
-  if (!slot.ok()) return slot.error();
+  if (!slot.ok()) return done(slot.error());
   auto key = idempotency_key_of(req);
-  if (!key.ok()) return key.error();
+  if (!key.ok()) return done(key.error());
   auto client = client_of(req);
-  if (!client.ok()) return client.error();
-  if (auto limited = order_rate_limited(*device, *client)) return *limited;
-  auto order = core_.create_order(*device, static_cast<int>(*slot), *client, *key);
-  if (!order.ok()) return order.error();
-  return order_reply(201, *order);
+  if (!client.ok()) return done(client.error());
+  if (auto limited = order_rate_limited(*device, *client)) return done(*limited);
+  // Answered from the commit callback: this worker is free at once.
+  core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
+                           [done](Result<Order> order) {
+                             if (!order.ok()) return done(order.error());
+                             done(order_reply(201, *order));
+                           });
 }
 
 Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
@@ -159,26 +162,26 @@ Status HttpApi::verify_notification(const httplib::Request& req, const std::stri
 // an unauthenticated caller learns nothing, not even whether the order
 // exists. It binds the order id of the path and the time, so a body
 // captured for one order is refused for any other and after the window.
-Result<HttpReply> HttpApi::pay_order(const httplib::Request& req) {
+void HttpApi::pay_order(const httplib::Request& req, Done done) {
   std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-  if (Status s = verify_notification(req, id); !s.ok()) return s.error();
-  if (!http::is_valid_id(id)) return make_error("not_found", "no order '" + id + "'");
+  if (Status s = verify_notification(req, id); !s.ok()) return done(s.error());
+  if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
   auto body = http::parse_object(req.body);
-  if (!body.ok()) return body.error();
+  if (!body.ok()) return done(body.error());
   http::FieldReader fields(*body);
-  if (Status s = fields.only({"payment_id", "amount_cents"}); !s.ok()) return s.error();
+  if (Status s = fields.only({"payment_id", "amount_cents"}); !s.ok()) return done(s.error());
   auto payment_id = fields.id("payment_id");
-  if (!payment_id.ok()) return payment_id.error();
+  if (!payment_id.ok()) return done(payment_id.error());
   auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
-  if (!amount.ok()) return amount.error();
-  auto order = core_.pay(id, *payment_id, *amount);
-  if (!order.ok()) return order.error();
-  if (order->known) return order_reply(200, *order);
-  // A verified payment for an order this agent never had: recorded and
-  // refunded; the gateway is told so (2xx: it need not send it again).
-  http::Json j = {
-      {"id", id}, {"payment_id", *payment_id}, {"payment_outcome", order->payment_outcome}};
-  return HttpReply{200, j.dump()};
+  if (!amount.ok()) return done(amount.error());
+  core_.pay_async(id, *payment_id, *amount, [done, id, pid = *payment_id](Result<Order> order) {
+    if (!order.ok()) return done(order.error());
+    if (order->known) return done(order_reply(200, *order));
+    // A verified payment for an order this agent never had: recorded and
+    // refunded; the gateway is told so (2xx: it need not send it again).
+    http::Json j = {{"id", id}, {"payment_id", pid}, {"payment_outcome", order->payment_outcome}};
+    done(HttpReply{200, j.dump()});
+  });
 }
 
 Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {

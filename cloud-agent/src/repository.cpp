@@ -80,6 +80,37 @@ void Repository::abandon() {
   }
   wake_.notify_all();
   for (auto& p : dropped) p.done.set_value(make_error("abandoned", "the process died"));
+  for (auto& p : dropped) {
+    if (p.after) p.after();
+  }
+}
+
+void Repository::after_durable(const Ticket& ticket, std::function<void(Status)> fn) {
+  if (ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    fn(ticket.get());
+    return;
+  }
+  // A marker behind every write queued so far: writes are fulfilled in queue
+  // order, so when the marker's group is, `ticket` is too.
+  Pending marker{[](WriteContext&) { return Status{}; }, {}, true, nullptr};
+  marker.after = [ticket, fn = std::move(fn)] { fn(ticket.get()); };
+  std::function<void()> run_now;
+  {
+    std::lock_guard lock(mu_);
+    // Checked again under the lock: the writer fulfils a group before it
+    // looks at the queue again, so a ticket still pending now is fulfilled
+    // by a writer that will also see the marker.
+    if (ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      run_now = std::move(marker.after);
+    } else {
+      queue_.push_back(std::move(marker));
+    }
+  }
+  if (run_now) {
+    run_now();
+    return;
+  }
+  wake_.notify_one();
 }
 
 Status Repository::wait(const Ticket& ticket) {
@@ -108,7 +139,7 @@ void Repository::apply_queued() {
 // ---- submission -----------------------------------------------------------
 
 Result<Ticket> Repository::enqueue(WriteFn write, bool bounded) {
-  Pending pending{std::move(write), {}};
+  Pending pending{std::move(write), {}, false, nullptr};
   Ticket ticket = pending.done.get_future().share();
   {
     std::lock_guard lock(mu_);
@@ -199,8 +230,12 @@ void Repository::apply_group(std::vector<Pending>& group) {
     stats_.batches += 1;
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, group.size());
   }
-  // Fulfil after the stats are updated, so a waiter sees them.
+  // Fulfil after the stats are updated, so a waiter sees them; then the
+  // after_durable() callbacks, which may read any ticket of the group.
   for (size_t i = 0; i < group.size(); ++i) group[i].done.set_value(std::move(results[i]));
+  for (auto& p : group) {
+    if (p.after) p.after();
+  }
 }
 
 // One transaction for the whole group, a savepoint per write. Returns false
@@ -238,6 +273,7 @@ bool Repository::apply_together(std::vector<Pending>& group, std::vector<Status>
 }
 
 Status Repository::run_in_savepoint(Pending& pending) {
+  if (pending.marker) return {};
   if (auto s = write_db_.exec("SAVEPOINT w"); !s.ok()) return s;
   Status result = pending.write(write_ctx_);
   if (!write_db_.in_transaction())
@@ -248,6 +284,7 @@ Status Repository::run_in_savepoint(Pending& pending) {
 }
 
 Status Repository::apply_alone(Pending& pending) {
+  if (pending.marker) return {};
   auto tx = sql::Transaction::begin(write_db_);
   if (!tx.ok()) return fail_unavailable("cannot begin: " + tx.error().to_string());
   Status result = pending.write(write_ctx_);

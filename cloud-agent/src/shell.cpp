@@ -307,9 +307,11 @@ void AgentProcess::stop() {
   // unacknowledged, and nothing answered is lost: answers wait for commits).
   if (core_thread_) core_thread_->stop();
   if (transport_) transport_->disconnect();
-  transport_.reset();         // joins the Paho threads: no handler runs after this
-  core_.reset();              // nothing calls it any more
-  if (repo_) repo_->flush();  // the destructor commits the rest too
+  transport_.reset();  // joins the Paho threads: no handler runs after this
+  // Commits what is queued and runs its commit callbacks (they may refer to
+  // the core) before the core goes; the destructor commits the rest too.
+  if (repo_) repo_->flush();
+  core_.reset();  // nothing calls it any more
   log_.info(kLog, "stopped");
 }
 

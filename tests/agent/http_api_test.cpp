@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -93,7 +94,8 @@ class Agent {
     std::atomic<size_t> inbound_messages{0};
   };
 
-  Agent() : transport_(bus_) {
+  // `workers`: the API's handler threads (HttpApiOptions::worker_threads).
+  explicit Agent(size_t workers = 32) : transport_(bus_) {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
     REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
     repo_ = std::move(repo).value();
@@ -116,6 +118,7 @@ class Agent {
       return HttpApiOptions::InboundFill{shell.inbound_messages.load(), 10'000, 0, 1 << 26};
     };
     options.server_stats = [this] { return server_->stats(); };
+    options.worker_threads = workers;
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
     server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
     auto port = server_->bind("127.0.0.1", 0);
@@ -925,6 +928,46 @@ TEST_CASE("keep-alive clients that stay connected do not delay anyone else") {
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
   CHECK(std::stoi(metric(agent, "vend_http_open_connections")) >= 32);
   CHECK(metric(agent, "vend_http_rejected_total{limit=\"max_connections\"}") == "0");
+}
+
+}  // namespace
+}  // namespace vend::agent
+
+namespace vend::agent {
+namespace {
+
+TEST_CASE("orders and payments waiting for their group commit hold no handler thread") {
+  Agent agent(1);  // one handler thread: a blocked one would stall everything
+  Machine m;
+  stock_machine(agent, m);
+  // Hold the repository's writer: every commit after this waits.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto blocker = agent.repo().submit([released](WriteContext&) {
+    released.wait();
+    return Status{};
+  });
+  REQUIRE(blocker.ok());
+  std::vector<std::thread> customers;
+  std::atomic<int> created{0};
+  for (int i = 0; i < 3; ++i) {
+    customers.emplace_back([&] {
+      auto r = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
+      if (r && r->status == 201) ++created;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(created == 0);  // not answered before they are durable
+  // The one handler thread is free: another request is answered at once.
+  auto start = std::chrono::steady_clock::now();
+  auto health = agent.client().Get("/healthz");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
+  release.set_value();
+  for (auto& c : customers) c.join();
+  CHECK(created == 3);
+  CHECK(pool_of_slot1(agent) == "0");
 }
 
 }  // namespace

@@ -221,6 +221,17 @@ class AgentCore {
   Result<Order> create_order(const std::string& device, int slot, const std::string& client,
                              const std::string& idempotency_key);
   Result<Order> get_order(const std::string& order_id);
+
+  // create_order and pay, answered later: `done` is called exactly once,
+  // with what the blocking call would return, once the answer is durable —
+  // from the core thread or the repository's writer thread, so it must be
+  // quick (complete an HTTP reply). No thread waits for the commit
+  // meanwhile. With InlineRunner `done` may run before the call returns.
+  using OrderCallback = std::function<void(Result<Order>)>;
+  void create_order_async(const std::string& device, int slot, const std::string& client,
+                          const std::string& idempotency_key, OrderCallback done);
+  void pay_async(const std::string& order_id, const std::string& payment_id, int64_t amount_cents,
+                 OrderCallback done);
   // A verified payment notification. Idempotent per payment_id. RESERVED ->
   // PAID -> DISPATCHED (durable, then the command is published); EXPIRED ->
   // REFUNDED. Every notification is recorded, for an unknown order too, and
@@ -297,6 +308,11 @@ class AgentCore {
   // Runs `body` as one step on the runner, then carries out its effects.
   // False when the runner refused it (body never ran).
   bool step(const std::function<void()>& body);
+  // The same, queued: returns at once; false when refused (never runs).
+  bool post_step(std::function<void()> body);
+  // create_order's checks of the key and the client: the scoped key.
+  static Result<std::string> scoped_key(const std::string& client,
+                                        const std::string& idempotency_key);
   void carry_out_effects();
   // Waits for `ticket` (between steps); a failed commit fail-stops the core
   // and gives the "unavailable" error naming `what`.

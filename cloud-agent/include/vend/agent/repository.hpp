@@ -266,6 +266,13 @@ class Repository {
   // The outcome of `ticket`, once its group committed. Use this, not
   // ticket.get(): with manual_commit it applies the queue first.
   Status wait(const Ticket& ticket);
+  // Calls `fn` with the outcome of `ticket` once it is known, without
+  // waiting: at once when it is already fulfilled, else on the writer
+  // thread right after the group that fulfils it (so `fn` must be quick and
+  // must not block: hand the work on). With manual_commit it runs when the
+  // queue is next applied. Never dropped: after abandon() it gets the
+  // "abandoned" outcome.
+  void after_durable(const Ticket& ticket, std::function<void(Status)> fn);
   // Process death (kill -9) for tests and the simulation: writes queued and
   // not yet applied are dropped (their tickets fail "abandoned"), nothing is
   // accepted any more, and the destructor commits nothing further. A group
@@ -306,6 +313,9 @@ class Repository {
   struct Pending {
     WriteFn write;
     std::promise<Status> done;
+    // after_durable(): no SQL; `after` runs once the group is fulfilled.
+    bool marker = false;
+    std::function<void()> after;
   };
 
   Repository(sql::Database write_db, sql::Database read_db, const RepositoryOptions& options,

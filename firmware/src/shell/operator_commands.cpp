@@ -144,7 +144,7 @@ int run_status(const StatusArgs& args, std::ostream& out, std::ostream& err) {
   auto setup = load_setup(args.config_path, /*with_key=*/false);
   if (!setup.ok()) return fail(err, setup.error());
   // Reads only: no key needed, and no event is ever signed.
-  auto ledger = open_ledger(*setup, std::string(32, '0'), /*must_exist=*/true);
+  auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
   if (!ledger.ok()) return fail(err, ledger.error());
   auto report = read_status(*ledger, args.tokens);
   if (!report.ok()) return fail(err, report.error());
@@ -182,7 +182,7 @@ int run_sign_dispense(const SignDispenseArgs& args, std::ostream& out, std::ostr
   if (!setup.ok()) return fail(err, setup.error());
   std::string token = args.token;
   if (token.empty()) {
-    auto ledger = open_ledger(*setup, std::string(32, '0'), /*must_exist=*/true);
+    auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
     if (!ledger.ok()) return fail(err, ledger.error());
     auto tokens = ledger->available_tokens(args.slot);
     if (!tokens.ok()) return fail(err, tokens.error());

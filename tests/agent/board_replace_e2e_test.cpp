@@ -153,11 +153,30 @@ TEST_CASE("operations runbook with the real binaries: reflash, key rotation, dec
   // Five events on the new ledger, seqs 1..5: past the old seq 3.
   REQUIRE_MESSAGE(eventually([&] { return api.device().value("online", false); }, 15s), logs());
   for (int i = 0; i < 5; ++i) restock(1);
-  // Every new event processed; the old card's 3 tokens leave the pool.
-  REQUIRE_MESSAGE(eventually([&] { return api.pool() == 5; }, 20s), logs());
+  // Every new event processed (the machine's outbox is empty and the agent is
+  // at its last seq); the old card's 3 tokens left the pool.
+  auto machine_status = [&] {
+    test::Child status({firmware, "status", "--config", dir.file("device.json"), "--json"},
+                       dir.file("status.out"));
+    REQUIRE(status.wait(20s) == 0);
+    std::string text = test::read_file(dir.file("status.out"));
+    std::remove(dir.file("status.out").c_str());
+    return Json::parse(text);
+  };
+  Json machine;
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        machine = machine_status();
+                        Json d = api.device();
+                        return machine["outbox_depth"] == 0 &&
+                               d["last_processed_seq"] == machine["last_seq"] &&
+                               d["ledger_id"] == machine["ledger_id"] && api.pool() == 5;
+                      },
+                      20s),
+                  logs());
   Json device = api.device();
   CHECK(device["ledger_id"] != old_ledger);
-  CHECK(device["last_processed_seq"].get<int64_t>() >= 5);
+  CHECK(machine["last_seq"].get<int64_t>() >= 5);
   CHECK(api.metrics().find("vend_device_ledgers_replaced_total 1\n") != std::string::npos);
 
   // Key rotation with vendctl: the new key file, a restart, and the old key is revoked.

@@ -48,6 +48,7 @@ struct StatusReport {
   int64_t outbox_depth = 0;
   uint64_t last_seq = 0;
   uint64_t acked_seq = 0;
+  std::string ledger_id;  // "" until the daemon or a restock first named it
 };
 
 Result<StatusReport> read_status(Ledger& ledger, bool with_tokens) {
@@ -75,6 +76,7 @@ Result<StatusReport> read_status(Ledger& ledger, bool with_tokens) {
   r.outbox_depth = *depth;
   r.last_seq = *last;
   r.acked_seq = *acked;
+  r.ledger_id = ledger.identity().ledger_id;
   return r;
 }
 
@@ -91,14 +93,16 @@ Json status_json(const std::string& device, const StatusReport& r, bool with_tok
   }
   Json dispenses = Json::object();
   for (const auto& [state, n] : r.dispenses) dispenses[lower(to_string(state))] = n;
-  return Json{{"device", device},       {"slots", slots},
-              {"dispenses", dispenses}, {"outbox_depth", r.outbox_depth},
-              {"last_seq", r.last_seq}, {"acked_seq", r.acked_seq}};
+  return Json{{"device", device},        {"slots", slots},
+              {"dispenses", dispenses},  {"outbox_depth", r.outbox_depth},
+              {"last_seq", r.last_seq},  {"acked_seq", r.acked_seq},
+              {"ledger_id", r.ledger_id}};
 }
 
 void print_status_text(std::ostream& out, const std::string& device, const std::string& path,
                        const StatusReport& r, bool with_tokens) {
-  out << "device " << device << "  ledger " << path << "\n";
+  out << "device " << device << "  ledger " << path << " (id "
+      << (r.ledger_id.empty() ? "none yet" : r.ledger_id) << ")\n";
   out << "slot  product               capacity  physical  tokens\n";
   for (const auto& s : r.slots) {
     out << std::setw(4) << s.slot << "  " << std::left << std::setw(20) << s.product.substr(0, 20)

@@ -220,6 +220,22 @@ Result<ProvisionedDevice> AgentCore::provision_device(const std::string& device_
   return r->value;
 }
 
+Result<ProvisionedDevice> AgentCore::rotate_key(const std::string& device_id) {
+  Result<detail::Durable<ProvisionedDevice>> r = refused();
+  if (!step([&] { r = state_->rotate_key(device_id); })) return refused();
+  if (!r.ok()) return r.error();
+  if (auto s = wait_durable(r->wait, "key of " + device_id); !s.ok()) return s.error();
+  return r->value;
+}
+
+Result<DecommissionedDevice> AgentCore::decommission_device(const std::string& device_id) {
+  Result<detail::Durable<DecommissionedDevice>> r = refused();
+  if (!step([&] { r = state_->decommission_device(device_id); })) return refused();
+  if (!r.ok()) return r.error();
+  if (auto s = wait_durable(r->wait, "decommission of " + device_id); !s.ok()) return s.error();
+  return r->value;
+}
+
 std::vector<DeviceView> AgentCore::devices() {
   std::vector<DeviceView> out;
   (void)step([&] { out = state_->device_views(); });

@@ -75,8 +75,9 @@ std::vector<DeviceView> AgentCore::State::device_views() {
   std::vector<DeviceView> out;
   out.reserve(devices.size());
   for (const auto& [id, d] : devices) {
-    out.push_back(
-        DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq, d.clock_skew_ms});
+    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq,
+                             d.ledger_id, d.next_key.has_value(), d.decommissioned_ms != 0,
+                             d.clock_skew_ms});
   }
   return out;
 }
@@ -147,6 +148,9 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   if (dev->second.slots.count(slot) == 0) {
     return make_error("unknown_slot", device_id + " has no slot " + std::to_string(slot));
+  }
+  if (dev->second.decommissioned_ms != 0) {
+    return make_error("decommissioned", device_id + " is decommissioned");
   }
   if (auto s = writable(); !s.ok()) return s.error();
   StoredRestock restock{"rst-" + random.id128(), device_id, slot, count, false};

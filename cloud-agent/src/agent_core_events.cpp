@@ -50,15 +50,17 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   auto it = devices.find(event.device);
   if (it == devices.end()) return reject_message(topic_device, "unknown_device", "unknown device");
   DeviceRec& dev = it->second;
+  if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "event");
   std::string what =
       std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
-  if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
+  if (!verify_signed(dev, decoded->canonical, decoded->mac)) {
     // A forged result could claim FAILED for a delivered item (refund fraud).
     return reject_message(topic_device, "bad_mac",
                           "bad_mac on " + what + ": not signed by the device");
   }
   dev.last_seen_ms = clock.wall_ms();
   observe_clock(dev, event.ts_ms);
+  if (!accept_ledger(dev, event)) return;
   if (event.seq <= dev.last_processed_seq) {
     ++counters.duplicate_events_total;
     want_ack(dev);  // its ack may have been lost
@@ -123,7 +125,8 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
     return reject_message(topic_device, "unknown_device", "status of an unknown device");
   }
   DeviceRec& dev = it->second;
-  if (!crypto::verify(dev.key, decoded->canonical, decoded->mac)) {
+  if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "status");
+  if (!verify_signed(dev, decoded->canonical, decoded->mac)) {
     return reject_status(topic_device, "bad_mac", "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
@@ -147,6 +150,13 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
   dev.online = false;
   // A genuine will, or a replay of one: a live device answers at once.
   request_status(dev);
+}
+
+void AgentCore::State::reject_decommissioned(const DeviceRec& device, const char* what) {
+  // Its key is revoked: nothing it signs changes the cloud any more.
+  ++counters.decommissioned_messages_total;
+  reject_message(device.id, "decommissioned",
+                 std::string(what) + " of a decommissioned device: refused");
 }
 
 void AgentCore::State::reject_status(const std::string& device, std::string_view reason,
@@ -223,7 +233,7 @@ void AgentCore::State::flush_acks() {
       advanced = true;
     }
     if (advanced || dev.ack_wanted) {
-      (void)publish_command(dev, proto::Ack{id, dev.committed_seq});
+      (void)publish_command(dev, proto::Ack{id, dev.committed_seq, dev.ledger_id});
       dev.ack_wanted = false;
     }
     // Events still committing get their ack on a later tick.

@@ -70,6 +70,9 @@ Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int 
   if (it == dev->second.slots.end()) {
     return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));
   }
+  if (dev->second.decommissioned_ms != 0) {
+    return make_error("decommissioned", device + " is decommissioned");
+  }
   if (!dev->second.online) {
     ++counters.reservations_rejected_total;
     return make_error("device_offline", device + " is offline");

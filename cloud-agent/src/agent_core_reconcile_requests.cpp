@@ -29,6 +29,7 @@ void AgentCore::State::on_reconcile_timer(const std::string& device_id) {
   auto it = devices.find(device_id);
   if (it == devices.end()) return;
   DeviceRec& dev = it->second;
+  if (dev.decommissioned_ms != 0) return;  // no more periodic checks
   if (dev.online) {
     proto::SnapshotRequest request{dev.id, "rec-" + random.id128().substr(0, 16), false};
     (void)publish_command(dev, request);
@@ -102,7 +103,7 @@ void AgentCore::State::request_resend(DeviceRec& device) {
   ++counters.resend_requests_total;
   uint64_t from = device.last_processed_seq + 1;
   log.info(detail::kLog, device.id + ": seq gap, asking it to resend from " + std::to_string(from));
-  (void)publish_command(device, proto::ResendRequest{device.id, from});
+  (void)publish_command(device, proto::ResendRequest{device.id, from, device.ledger_id});
 }
 
 }  // namespace vend::agent

@@ -98,6 +98,15 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
     dev.created_ms = d.created_ms;
     dev.last_processed_seq = d.last_processed_seq;
     dev.committed_seq = d.last_processed_seq;
+    dev.ledger_id = d.ledger_id;
+    dev.decommissioned_ms = d.decommissioned_ms;
+    if (!d.next_key_hex.empty()) {
+      auto next = crypto::Key::from_hex(d.next_key_hex);
+      if (!next.ok())
+        return make_error("corrupt", "next key of device " + d.id + ": " + next.error().message);
+      dev.next_key = std::move(next).value();
+    }
+    dev.retired_ledgers.insert(d.retired_ledgers.begin(), d.retired_ledgers.end());
   }
   for (const auto& s : loaded.slots) {
     auto it = devices.find(s.device);

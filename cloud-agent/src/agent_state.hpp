@@ -61,14 +61,18 @@ struct DeviceRec {
   bool online = false;
   std::string boot_id;  // the session that last said "online"
   int64_t last_seen_ms = 0;
-  uint64_t last_processed_seq = 0;       // applied in memory (its write may still be queued)
-  uint64_t committed_seq = 0;            // durable; what an ack may cover
-  std::deque<PendingAck> unacked;        // processed, commit not yet observed
-  bool ack_wanted = false;               // a duplicate asks for a re-ack
-  int64_t ack_due_mono_ms = 0;           // batched acks go out at or after this
-  int64_t check_requested_ms = 0;        // wall time of the last full snapshot request
-  int64_t resend_requested_mono_ms = 0;  // the last resend request; 0 = none pending
-  int64_t status_requested_mono_ms = 0;  // the last status_request; 0 = none
+  std::optional<crypto::Key> next_key;    // issued by rotate_key, accepted beside `key`
+  int64_t decommissioned_ms = 0;          // wall time; 0 = in service
+  std::string ledger_id;                  // the device ledger the seqs below count
+  std::set<std::string> retired_ledgers;  // replaced ledgers: their events are refused
+  uint64_t last_processed_seq = 0;        // applied in memory (its write may still be queued)
+  uint64_t committed_seq = 0;             // durable; what an ack may cover
+  std::deque<PendingAck> unacked;         // processed, commit not yet observed
+  bool ack_wanted = false;                // a duplicate asks for a re-ack
+  int64_t ack_due_mono_ms = 0;            // batched acks go out at or after this
+  int64_t check_requested_ms = 0;         // wall time of the last full snapshot request
+  int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
+  int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
   // Clock skew samples (monotonic time seen, ts_ms - wall now), newest last.
   std::deque<std::pair<int64_t, int64_t>> skew_samples;
   std::optional<int64_t> clock_skew_ms;  // max of skew_samples
@@ -349,6 +353,21 @@ struct AgentCore::State {
   // raised and a full snapshot requested. Otherwise asks for a resend and
   // returns false (the event is dropped unacknowledged; it comes again).
   bool skip_seq_gap(detail::DeviceRec& device, const proto::DeviceEvent& event);
+  // The event's ledger is the device's current one, or a new one (a
+  // reflashed SD card, a replacement board), switched to durably: true.
+  // False for a retired ledger's event (refused, counted) or when the
+  // repository cannot take the switch (left unacknowledged).
+  bool accept_ledger(detail::DeviceRec& device, const proto::DeviceEvent& event);
+  // Retires the device's ledger for `ledger_id` (seq from 1); a replaced
+  // ledger raises ledger_replaced and asks for a full snapshot.
+  void switch_ledger(detail::DeviceRec& device, const std::string& ledger_id);
+  // True when `mac` is the device's signature of `canonical` under its key,
+  // or under its pending new key (which then replaces the old one, durably).
+  void reject_decommissioned(const detail::DeviceRec& device, const char* what);
+  bool verify_signed(detail::DeviceRec& device, const std::string& canonical,
+                     const std::string& mac);
+  Result<detail::Durable<ProvisionedDevice>> rotate_key(const std::string& id);
+  Result<detail::Durable<DecommissionedDevice>> decommission_device(const std::string& id);
   // A resend command from the first missing seq, at most once per
   // options.resend_interval_ms per device.
   void request_resend(detail::DeviceRec& device);

@@ -33,7 +33,7 @@ int http_status_of(const std::string& code) {
   if (code == "unauthorized" || code == "bad_signature" || code == "signature_expired") return 401;
   if (code == "not_found" || code == "unknown_slot") return 404;
   if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
-      code == "conflict" || code == "replayed") {
+      code == "conflict" || code == "replayed" || code == "decommissioned") {
     return 409;
   }
   if (code == "payload_too_large") return 413;
@@ -67,6 +67,8 @@ void HttpApi::add_routes() {
   route("PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
   route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
   route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
+  route("POST", device + "/rotate-key", &HttpApi::rotate_key, Access::kOperator);
+  route("POST", device + "/decommission", &HttpApi::decommission, Access::kOperator);
   route("GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report, Access::kOperator);
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);

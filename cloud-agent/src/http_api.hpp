@@ -161,6 +161,8 @@ class HttpApi {
   Result<HttpReply> update_slot(const httplib::Request& req);
   Result<HttpReply> restock(const httplib::Request& req);
   Result<HttpReply> reconcile(const httplib::Request& req);
+  Result<HttpReply> rotate_key(const httplib::Request& req);
+  Result<HttpReply> decommission(const httplib::Request& req);
   Result<HttpReply> reconcile_report(const httplib::Request& req);
 
   // Rate limits (http_rate_limits.cpp): the 429 answer when an order of

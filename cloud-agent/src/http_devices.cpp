@@ -155,14 +155,43 @@ Result<HttpReply> HttpApi::restock(const httplib::Request& req) {
   return HttpReply{202, http::Json{{"restock_id", *id}}.dump()};
 }
 
+namespace {
+// The body of a POST that takes no fields: none, or {}.
+Status no_fields(const httplib::Request& req) {
+  if (req.body.empty()) return {};
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  return http::FieldReader(*body).only({});
+}
+}  // namespace
+
+Result<HttpReply> HttpApi::rotate_key(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  if (Status s = no_fields(req); !s.ok()) return s.error();
+  auto rotated = core_.rotate_key(*device);
+  if (!rotated.ok()) return rotated.error();
+  log_.info("http", "new key issued for device '" + rotated->id + "'");
+  return HttpReply{200, http::Json{{"id", rotated->id}, {"key", rotated->key_hex}}.dump()};
+}
+
+Result<HttpReply> HttpApi::decommission(const httplib::Request& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  if (Status s = no_fields(req); !s.ok()) return s.error();
+  auto done = core_.decommission_device(*device);
+  if (!done.ok()) return done.error();
+  log_.info("http", "decommissioned device '" + done->id + "'");
+  return HttpReply{200, http::Json{{"id", done->id},
+                                   {"tokens_withdrawn", done->tokens_withdrawn},
+                                   {"orders_cancelled", done->orders_cancelled}}
+                            .dump()};
+}
+
 Result<HttpReply> HttpApi::reconcile(const httplib::Request& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
-  if (!req.body.empty()) {
-    auto body = http::parse_object(req.body);  // only {} is accepted
-    if (!body.ok()) return body.error();
-    if (Status s = http::FieldReader(*body).only({}); !s.ok()) return s.error();
-  }
+  if (Status s = no_fields(req); !s.ok()) return s.error();
   auto id = core_.request_reconcile(*device);
   if (!id.ok()) return id.error();
   return HttpReply{202,

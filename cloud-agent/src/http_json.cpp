@@ -227,6 +227,9 @@ Json device_json(const DeviceView& d) {
             {"boot_id", d.boot_id},
             {"last_seen_ms", d.last_seen_ms},
             {"last_processed_seq", d.last_processed_seq},
+            {"ledger_id", d.ledger_id},
+            {"key_rotation_pending", d.key_rotation_pending},
+            {"decommissioned", d.decommissioned},
             {"clock_skew_ms", nullptr}};
   if (d.clock_skew_ms) j["clock_skew_ms"] = *d.clock_skew_ms;
   return j;

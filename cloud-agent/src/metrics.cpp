@@ -62,6 +62,15 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
   scalar(out, "vend_device_seq_gaps_total", "counter",
          "Event seq gaps skipped on the device's word that it no longer holds them.",
          m.seq_gaps_total);
+  scalar(out, "vend_device_ledgers_replaced_total", "counter",
+         "Device ledgers replaced by a new one (reflashed SD card, new board).",
+         m.ledgers_replaced_total);
+  scalar(out, "vend_device_retired_ledger_events_total", "counter",
+         "Events of a replaced device ledger, refused.", m.retired_ledger_events_total);
+  scalar(out, "vend_device_key_rotations_total", "counter",
+         "Devices that signed with their new key (the old one revoked).", m.key_rotations_total);
+  scalar(out, "vend_device_decommissioned_messages_total", "counter",
+         "Messages of decommissioned devices, refused.", m.decommissioned_messages_total);
   scalar(out, "vend_device_resend_requests_total", "counter",
          "Resend commands sent to devices for a seq gap.", m.resend_requests_total);
   scalar(out, "vend_dispense_contradictions_total", "counter",

@@ -200,6 +200,59 @@ void Changeset::advance_device_seq(const std::string& device, uint64_t from, uin
   });
 }
 
+void Changeset::switch_ledger(const std::string& device, const std::string& from, uint64_t from_seq,
+                              const std::string& to, int64_t at_ms) {
+  add([=](WriteContext& ctx) {
+    auto s = run(
+        ctx,
+        "INSERT OR IGNORE INTO retired_ledgers(device, ledger_id, last_processed_seq, retired_ms) "
+        "VALUES(?, ?, ?, ?)",
+        [&](sql::Statement& st) {
+          st.bind(1, device).bind(2, from).bind(3, static_cast<int64_t>(from_seq)).bind(4, at_ms);
+        });
+    if (!s.ok()) return s;
+    return run(
+        ctx,
+        "UPDATE device_seq SET ledger_id = ?, last_processed_seq = 0 WHERE device = ? AND "
+        "ledger_id = ? AND last_processed_seq = ?",
+        [&](sql::Statement& st) {
+          st.bind(1, to).bind(2, device).bind(3, from).bind(4, static_cast<int64_t>(from_seq));
+        },
+        1, "device " + device + " ledger '" + from + "' -> '" + to + "'");
+  });
+}
+
+void Changeset::set_next_key(const std::string& device, const std::string& key_hex) {
+  add([=](WriteContext& ctx) {
+    return run(
+        ctx, "UPDATE devices SET next_key_hex = ? WHERE id = ?",
+        [&](sql::Statement& st) { st.bind(1, key_hex).bind(2, device); }, 1,
+        "next key of device " + device);
+  });
+}
+
+void Changeset::promote_next_key(const std::string& device, const std::string& key_hex) {
+  add([=](WriteContext& ctx) {
+    return run(
+        ctx,
+        "UPDATE devices SET key_hex = next_key_hex, next_key_hex = '' "
+        "WHERE id = ? AND next_key_hex = ?",
+        [&](sql::Statement& st) { st.bind(1, device).bind(2, key_hex); }, 1,
+        "new key of device " + device);
+  });
+}
+
+void Changeset::decommission_device(const std::string& device, int64_t at_ms) {
+  add([=](WriteContext& ctx) {
+    return run(
+        ctx,
+        "UPDATE devices SET decommissioned_ms = ?, next_key_hex = '' "
+        "WHERE id = ? AND decommissioned_ms = 0",
+        [&](sql::Statement& st) { st.bind(1, at_ms).bind(2, device); }, 1,
+        "decommission of device " + device);
+  });
+}
+
 void Changeset::put_snapshot(const std::string& device, const std::string& payload, int64_t at_ms) {
   add([=](WriteContext& ctx) {
     return run(ctx,

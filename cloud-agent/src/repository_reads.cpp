@@ -1,4 +1,5 @@
 // Repository: reads on the read connection (start-up load, look-ups, audit).
+#include <map>
 #include <utility>
 
 #include "repository_schema.hpp"
@@ -60,13 +61,27 @@ Status load_pending_refunds(sql::Database& db, LoadedState& out) {
 }
 
 Status load_devices(sql::Database& db, LoadedState& out) {
-  return query(db,
-               "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0) "
-               "FROM devices d LEFT JOIN device_seq q ON q.device = d.id ORDER BY d.id",
-               [&](const sql::Statement& s) {
-                 out.devices.push_back({s.column_text(0), s.column_text(1), s.column_int64(2),
-                                        static_cast<uint64_t>(s.column_int64(3))});
-               });
+  auto s = query(db,
+                 "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0), "
+                 "d.next_key_hex, d.decommissioned_ms, COALESCE(q.ledger_id, '') "
+                 "FROM devices d LEFT JOIN device_seq q ON q.device = d.id ORDER BY d.id",
+                 [&](const sql::Statement& st) {
+                   out.devices.push_back({st.column_text(0),
+                                          st.column_text(1),
+                                          st.column_int64(2),
+                                          static_cast<uint64_t>(st.column_int64(3)),
+                                          st.column_text(4),
+                                          st.column_int64(5),
+                                          st.column_text(6),
+                                          {}});
+                 });
+  if (!s.ok()) return s;
+  std::map<std::string, std::vector<std::string>> retired;
+  s = query(
+      db, "SELECT device, ledger_id FROM retired_ledgers ORDER BY device, retired_ms",
+      [&](const sql::Statement& st) { retired[st.column_text(0)].push_back(st.column_text(1)); });
+  for (auto& d : out.devices) d.retired_ledgers = std::move(retired[d.id]);
+  return s;
 }
 
 Status load_slots(sql::Database& db, LoadedState& out) {

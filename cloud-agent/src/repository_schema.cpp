@@ -165,8 +165,25 @@ ALTER TABLE refunds ADD COLUMN updated_ms INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX refunds_by_state ON refunds(state, updated_ms);
 )sql";
 
+// v4: replaceable boards. device_seq counts the seqs of one ledger (a device
+// ledger's id, "" for firmware that sends none); a ledger replaced by a new
+// one (reflashed SD card, new board) is retired, and its events are refused.
+// A device's pending new key (rotation, "" = none) and its decommissioning.
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE devices ADD COLUMN next_key_hex TEXT NOT NULL DEFAULT '';
+ALTER TABLE devices ADD COLUMN decommissioned_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE device_seq ADD COLUMN ledger_id TEXT NOT NULL DEFAULT '';
+CREATE TABLE retired_ledgers(
+  device TEXT NOT NULL,
+  ledger_id TEXT NOT NULL,
+  last_processed_seq INTEGER NOT NULL,
+  retired_ms INTEGER NOT NULL,
+  PRIMARY KEY(device, ledger_id));
+)sql";
+
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
+  static const std::vector<sql::Migration> all = {
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
   return all;
 }
 

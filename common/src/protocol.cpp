@@ -70,11 +70,13 @@ void add_fields(Json& j, const SnapshotRequest& c) {
 void add_fields(Json& j, const Ack& c) {
   j["device"] = c.device;
   j["upto_seq"] = c.upto_seq;
+  if (!c.ledger_id.empty()) j["ledger_id"] = c.ledger_id;
 }
 
 void add_fields(Json& j, const ResendRequest& c) {
   j["device"] = c.device;
   j["from_seq"] = c.from_seq;
+  if (!c.ledger_id.empty()) j["ledger_id"] = c.ledger_id;
 }
 
 void add_fields(Json& j, const StatusRequest& c) { j["device"] = c.device; }
@@ -126,6 +128,7 @@ Json to_json(const DeviceEvent& event) {
   j["seq"] = event.seq;
   j["boot_id"] = event.boot_id;
   j["ts_ms"] = event.ts_ms;
+  if (!event.ledger_id.empty()) j["ledger_id"] = event.ledger_id;
   std::visit([&j](const auto& body) { add_fields(j, body); }, event.body);
   return j;
 }

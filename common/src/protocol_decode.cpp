@@ -28,8 +28,8 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // ---- Message bodies -------------------------------------------------------
 
 constexpr std::array<std::string_view, 3> kBaseFields = {"v", "type", "mac"};
-constexpr std::array<std::string_view, 7> kEnvelopeFields = {"v",   "type",    "mac",  "device",
-                                                             "seq", "boot_id", "ts_ms"};
+constexpr std::array<std::string_view, 8> kEnvelopeFields = {
+    "v", "type", "mac", "device", "seq", "boot_id", "ts_ms", "ledger_id"};
 
 Command read_dispense(FieldReader& r) {
   DispenseCommand c;
@@ -62,6 +62,7 @@ Command read_ack(FieldReader& r) {
   Ack c;
   c.device = r.id("device");
   c.upto_seq = r.uint64_in("upto_seq", 0);
+  if (r.has("ledger_id")) c.ledger_id = r.token("ledger_id");
   return c;
 }
 
@@ -69,6 +70,7 @@ Command read_resend(FieldReader& r) {
   ResendRequest c;
   c.device = r.id("device");
   c.from_seq = r.uint64_in("from_seq", 1);
+  if (r.has("ledger_id")) c.ledger_id = r.token("ledger_id");
   return c;
 }
 
@@ -179,8 +181,8 @@ constexpr std::array<std::string_view, 5> kDispenseFields = {"device", "order_id
 constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
-constexpr std::array<std::string_view, 2> kAckFields = {"device", "upto_seq"};
-constexpr std::array<std::string_view, 2> kResendFields = {"device", "from_seq"};
+constexpr std::array<std::string_view, 3> kAckFields = {"device", "upto_seq", "ledger_id"};
+constexpr std::array<std::string_view, 3> kResendFields = {"device", "from_seq", "ledger_id"};
 constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
 constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};
 constexpr std::array<std::string_view, 6> kDispenseResultFields = {
@@ -298,6 +300,7 @@ Result<Decoded<DeviceEvent>> decode_event_unguarded(std::string_view payload) {
   event.seq = r.uint64_in("seq", 1);
   event.boot_id = r.token("boot_id");
   event.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
+  if (r.has("ledger_id")) event.ledger_id = r.token("ledger_id");
   event.body = (*type)->read(r);
   if (r.failed()) return r.take_error();
   return Decoded<DeviceEvent>{std::move(event), std::move(mac), std::move(canonical)};

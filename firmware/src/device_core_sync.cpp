@@ -46,7 +46,19 @@ CommandOutcome DeviceCore::handle_status_request() {
   return CommandOutcome{"status_request", "done", ""};
 }
 
+namespace {
+// An ack or resend naming another ledger (the one an old SD card or board
+// held) says nothing about this ledger's seqs. "" is an agent that names none.
+bool for_other_ledger(const std::string& named, const Identity& self) {
+  return !named.empty() && named != self.ledger_id;
+}
+}  // namespace
+
 CommandOutcome DeviceCore::handle_ack(const proto::Ack& ack) {
+  if (for_other_ledger(ack.ledger_id, identity())) {
+    return refuse("ack", "other_ledger",
+                  "ack for ledger " + ack.ledger_id + ", this is " + identity().ledger_id);
+  }
   auto dropped = ledger_.acknowledge(ack.upto_seq);
   if (!dropped.ok()) return refuse("ack", "bad_ack", dropped.error().message);
   acked_ = std::max(acked_, ack.upto_seq);
@@ -64,6 +76,10 @@ Result<uint64_t> DeviceCore::oldest_held_seq() {
 }
 
 CommandOutcome DeviceCore::handle_resend(const proto::ResendRequest& request) {
+  if (for_other_ledger(request.ledger_id, identity())) {
+    return refuse("resend", "other_ledger",
+                  "resend for ledger " + request.ledger_id + ", this is " + identity().ledger_id);
+  }
   const std::string from = std::to_string(request.from_seq);
   if (request.from_seq > acked_) {  // still held: publish again from there (the cloud dedups)
     sent_upto_ = std::min(sent_upto_, request.from_seq - 1);

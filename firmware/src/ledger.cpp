@@ -1,6 +1,8 @@
 #include "vend/fw/ledger.hpp"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "ledger_internal.hpp"
 #include "ledger_schema.hpp"
@@ -12,6 +14,66 @@ using namespace detail;
 const char* to_string(TokenState state) { return kTokenStates[static_cast<int>(state)]; }
 const char* to_string(DispenseState state) { return kDispenseStates[static_cast<int>(state)]; }
 
+namespace {
+
+Result<std::string> stored_ledger_id(sql::Database& db) {
+  auto st = db.prepare("SELECT ledger_id FROM ledger_identity WHERE one = 1");
+  if (!st.ok()) return st.error();
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  if (!*row) return std::string();
+  return st->column_text(0);
+}
+
+// Events written before the ledger had an id (older firmware) are signed
+// again with it, so that every event still held names the ledger: the cloud
+// then sees one ledger, never a mix of "" and the new id.
+Status name_held_events(sql::Database& db, const Identity& identity) {
+  std::vector<std::pair<int64_t, std::string>> held;
+  auto st = db.prepare("SELECT seq, payload FROM outbox ORDER BY seq");
+  if (!st.ok()) return st.error();
+  while (true) {
+    auto more = st->step();
+    if (!more.ok()) return more.error();
+    if (!*more) break;
+    held.emplace_back(st->column_int64(0), st->column_text(1));
+  }
+  for (auto& [seq, payload] : held) {
+    auto decoded = proto::decode_event(payload);
+    if (!decoded.ok())
+      return make_error("ledger_corrupt",
+                        "outbox seq " + std::to_string(seq) + ": " + decoded.error().message);
+    proto::DeviceEvent event = decoded->message;
+    event.ledger_id = identity.ledger_id;
+    std::string signed_payload =
+        proto::encode(event, crypto::sign(identity.key, proto::encode_canonical(event)));
+    auto n = run(db, "UPDATE outbox SET payload = ? WHERE seq = ?",
+                 [&](sql::Statement& u) { u.bind(1, signed_payload).bind(2, seq); });
+    if (!n.ok()) return n.error();
+  }
+  return {};
+}
+
+// The ledger's id: the stored one, or identity.boot_id stored by the first
+// opener that signs events ("" = a reader: it names no ledger, and gets ""
+// if there is none yet).
+Result<std::string> claim_ledger_id(sql::Database& db, const Identity& identity) {
+  if (identity.boot_id.empty()) return stored_ledger_id(db);
+  return in_transaction<std::string>(db, [&]() -> Result<std::string> {
+    auto stored = stored_ledger_id(db);
+    if (!stored.ok() || !stored->empty()) return stored;
+    auto claimed = run(db, "INSERT INTO ledger_identity(one, ledger_id) VALUES (1, ?)",
+                       [&](sql::Statement& st) { st.bind(1, identity.boot_id); });
+    if (!claimed.ok()) return claimed.error();
+    Identity named = identity;
+    named.ledger_id = identity.boot_id;
+    if (auto s = name_held_events(db, named); !s.ok()) return s.error();
+    return identity.boot_id;
+  });
+}
+
+}  // namespace
+
 Result<Ledger> Ledger::open(const std::string& path, Identity identity, sql::Sync sync) {
   sql::OpenOptions options;
   options.synchronous = sync;
@@ -20,6 +82,11 @@ Result<Ledger> Ledger::open(const std::string& path, Identity identity, sql::Syn
   if (auto s = db->migrate(ledger_migrations()); !s.ok()) {
     return Error{s.error().code, "ledger '" + path + "': " + s.error().message};
   }
+  auto ledger_id = claim_ledger_id(*db, identity);
+  if (!ledger_id.ok()) {
+    return Error{ledger_id.error().code, "ledger '" + path + "': " + ledger_id.error().message};
+  }
+  identity.ledger_id = std::move(ledger_id).value();
   return Ledger(std::move(db).value(), std::move(identity));
 }
 

@@ -70,6 +70,14 @@ CREATE TABLE outbox(
   created_ms INTEGER NOT NULL
 );
 )sql"},
+      // The ledger's identity (see Identity::ledger_id), one row, written by
+      // Ledger::open on first use.
+      {2, R"sql(
+CREATE TABLE ledger_identity(
+  one       INTEGER PRIMARY KEY CHECK (one = 1),
+  ledger_id TEXT NOT NULL
+);
+)sql"},
   };
   return kMigrations;
 }

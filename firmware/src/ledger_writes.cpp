@@ -32,7 +32,8 @@ Result<int64_t> next_position(sql::Database& db, int slot) {
 Result<uint64_t> Ledger::append_event_in_tx(const proto::EventBody& body, int64_t now_ms) {
   auto last = last_seq();
   if (!last.ok()) return last.error();
-  proto::DeviceEvent event{identity_.device_id, *last + 1, identity_.boot_id, now_ms, body};
+  proto::DeviceEvent event{identity_.device_id, *last + 1, identity_.boot_id, now_ms, body,
+                           identity_.ledger_id};
   std::string canonical = proto::encode_canonical(event);
   std::string payload = proto::encode(event, crypto::sign(identity_.key, canonical));
   auto bumped = run(db_, "UPDATE meta SET value = ? WHERE key = 'last_seq'",

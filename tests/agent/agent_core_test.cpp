@@ -632,7 +632,9 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
   REQUIRE(replayer->connect().ok());
   uint64_t seq = view.last_processed_seq;
   auto send = [&](proto::EventBody body) {
-    proto::DeviceEvent e{"vm-1", ++seq, dev.boot_id, rig.clock.wall_ms(), std::move(body)};
+    proto::DeviceEvent e{"vm-1",          ++seq,
+                         dev.boot_id,     rig.clock.wall_ms(),
+                         std::move(body), dev.ledger->identity().ledger_id};
     std::string payload = proto::encode(e, crypto::sign(dev.key, proto::encode_canonical(e)));
     REQUIRE(replayer->publish(Message{topics::device_evt("vm-1"), payload, 1, false}).ok());
     rig.bus.deliver_all();

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,10 +107,22 @@ class DeviceSim {
     machine.power_cut(item_dropped);
   }
 
+  // The SD card is reflashed (or the board replaced with a blank one, same
+  // id and key): the old ledger is gone, the next boot creates a new one
+  // whose seq starts at 1. The broker session is the same client id; the
+  // items stay in the spirals (the new ledger holds no tokens for them).
+  void reflash() {
+    power_cut();
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    boot();
+  }
+
   // An operator loads `count` items and confirms them at the machine.
   std::vector<std::string> restock(int slot, int count) {
-    auto minted = ledger->confirm_restock("local-" + std::to_string(++restocks_), slot, count,
-                                          clock_.wall_ms(), random);
+    // Local restock ids are unique per ledger, as vend-firmware's random ones.
+    std::string restock_id =
+        "local-" + ledger->identity().ledger_id.substr(0, 8) + "-" + std::to_string(++restocks_);
+    auto minted = ledger->confirm_restock(restock_id, slot, count, clock_.wall_ms(), random);
     REQUIRE(minted.ok());
     machine.load(slot, count);
     return minted->tokens;

@@ -301,8 +301,12 @@ TEST_CASE("a forged-looking jump of +1000 is never acknowledged past") {
   auto attacker = rig.bus.make_client("replayer");
   REQUIRE(attacker->connect().ok());
   // Signed with the device key (a device bug, or a key holder): seq +1000.
-  proto::DeviceEvent jump{"vm-1", seq + 1000, dev.boot_id, rig.clock.wall_ms(),
-                          proto::Fault{"x", "far ahead", 0}};
+  proto::DeviceEvent jump{"vm-1",
+                          seq + 1000,
+                          dev.boot_id,
+                          rig.clock.wall_ms(),
+                          proto::Fault{"x", "far ahead", 0},
+                          dev.ledger->identity().ledger_id};
   std::string payload = proto::encode(jump, crypto::sign(dev.key, proto::encode_canonical(jump)));
   for (int i = 0; i < 10; ++i) {
     REQUIRE(attacker->publish(Message{topics::device_evt("vm-1"), payload, 1, false}).ok());

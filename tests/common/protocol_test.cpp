@@ -185,5 +185,51 @@ TEST_CASE("is_valid_id and is_valid_token") {
   CHECK_FALSE(is_valid_token("0123456789abcdef0123456789abcdeg"));
 }
 
+// A ledger's identity (replaceable boards): optional on the wire, signed
+// when present, strict like every other token-format field.
+constexpr const char* kLedgerId = "00112233445566778899aabbccddeeff";
+constexpr const char* kAckLedgerGolden =
+    R"({"device":"vm-0042","ledger_id":"00112233445566778899aabbccddeeff","type":"ack",)"
+    R"("upto_seq":41,"v":1})";
+constexpr const char* kTokensLedgerGolden =
+    R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042",)"
+    R"("ledger_id":"00112233445566778899aabbccddeeff","physical_count":2,"restock_id":"rst-0009",)"
+    R"("seq":1,"slot":3,"tokens":["9f86d081884c7d659a2feaa0c55ad015",)"
+    R"("a3f2b8c41e6d4f0a9b7c5d3e1f2a4b6c"],"ts_ms":1700000001234,"type":"tokens","v":1})";
+
+TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/protocol.md") {
+  Ack acked{kDevice, 41, kLedgerId};
+  CHECK(encode_canonical(Command{acked}) == kAckLedgerGolden);
+  DeviceEvent minted = tokens_minted();
+  minted.seq = 1;
+  minted.ledger_id = kLedgerId;
+  CHECK(encode_canonical(minted) == kTokensLedgerGolden);
+  ResendRequest resent{kDevice, 1, kLedgerId};
+  for (const Command& c : {Command{acked}, Command{resent}}) {
+    auto decoded = decode_command(encode(c, kMac));
+    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    CHECK(decoded->message == c);
+    CHECK(decoded->canonical == encode_canonical(c));
+  }
+  auto decoded = decode_event(encode(minted, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  CHECK(decoded->message == minted);
+  CHECK(decoded->canonical == kTokensLedgerGolden);
+
+  std::string bad = encode(minted, kMac);
+  bad.replace(bad.find(kLedgerId), 32, "00112233445566778899AABBCCDDEEFF");
+  auto rejected = decode_event(bad);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.error().code == kErrOutOfRange);
+  CHECK(rejected.error().message.find("ledger_id") != std::string::npos);
+
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source_dir != nullptr);
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  for (const char* golden : {kAckLedgerGolden, kTokensLedgerGolden}) {
+    CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
+  }
+}
+
 }  // namespace
 }  // namespace vend::proto

@@ -144,3 +144,28 @@ TEST_CASE("the online status is re-published while connected, so a late will can
   }
   CHECK(online == 3);  // on connect, then at 1 s and 2 s
 }
+
+TEST_CASE("an ack or resend naming another ledger changes nothing; one naming this ledger works") {
+  Rig rig;
+  rig.restock(1, 1);
+  rig.restock(2, 1);
+  rig.connect();
+  rig.run_for(100);
+  REQUIRE(rig.events().size() == 2);
+  const std::string self = rig.ledger.identity().ledger_id;
+  REQUIRE(self.size() == 32);
+  const std::string other(32, 'e');  // the ledger of the SD card this one replaced
+  auto stale = rig.send(proto::Ack{vend::fw::test::kDevice, 2, other});
+  CHECK(stale.result == "refused");
+  CHECK(stale.reason == "other_ledger");
+  CHECK(rig.ledger.outbox_depth().value() == 2);
+  CHECK(rig.ledger.acked_seq().value() == 0);
+  auto resend = rig.send(proto::ResendRequest{vend::fw::test::kDevice, 1, other});
+  CHECK(resend.reason == "other_ledger");
+  CHECK(rig.ledger.outbox_depth().value() == 2);
+
+  CHECK(rig.send(proto::Ack{vend::fw::test::kDevice, 1, self}).result == "done");
+  CHECK(rig.ledger.outbox_depth().value() == 1);
+  CHECK(rig.send(proto::Ack{vend::fw::test::kDevice, 2}).result == "done");  // names none
+  CHECK(rig.ledger.outbox_depth().value() == 0);
+}

@@ -62,6 +62,13 @@ TEST_CASE("HTTP commands: positionals, --api, --token-file, --json") {
   CHECK(parsed({"devices"}).api_url == "http://127.0.0.1:8080");
   CHECK(parsed({"reconcile", "vm-1", "--wait", "7"}).wait_ms == 7000);
   CHECK(parsed({"reconcile", "vm-1"}).wait_ms == 30000);
+  CHECK(parsed({"rotate-key", "vm-1"}).command == CommandKind::kRotateKey);
+  CHECK(parsed({"decommission", "vm-1", "--json"}).command == CommandKind::kDecommission);
+  CHECK(parsed({"decommission", "vm-1"}).device == "vm-1");
+  CHECK(refusal({"rotate-key"}) == "usage: vendctl rotate-key DEVICE");
+  CHECK(refusal({"decommission", "vm/1"}).find("DEVICE") == 0);
+  CHECK(refusal({"decommission", "vm-1", "--wait", "3"}) ==
+        "--wait is not an option of decommission");
 
   CHECK(refusal({"restock", "vm-1", "0", "1"}).find("SLOT") == 0);
   CHECK(refusal({"restock", "vm-1", "1", "1001"}).find("COUNT") == 0);
@@ -100,9 +107,9 @@ TEST_CASE("provision --slot N:PRODUCT:PRICE_CENTS:CAPACITY") {
 
 TEST_CASE("--help documents every command and the exit codes") {
   const std::string text = usage();
-  for (const char* word :
-       {"watch", "devices", "orders", "restock", "provision", "reconcile", "--once", "--for",
-        "--token-file", "VEND_OPERATOR_TOKEN", "--json", "exit codes", "  3  "}) {
+  for (const char* word : {"watch", "devices", "orders", "restock", "provision", "reconcile",
+                           "rotate-key", "decommission", "--once", "--for", "--token-file",
+                           "VEND_OPERATOR_TOKEN", "--json", "exit codes", "  3  "}) {
     CAPTURE(word);
     CHECK(text.find(word) != std::string::npos);
   }

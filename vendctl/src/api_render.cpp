@@ -69,6 +69,26 @@ Result<std::string> render_provisioned(const Json& body) {
   });
 }
 
+Result<std::string> render_rotated_key(const Json& body) {
+  return guarded("rotate-key", [&] {
+    return "new key for " + body.at("id").get<std::string>() + ": " +
+           body.at("key").get<std::string>() + "\n" +
+           "WARNING: shown only this once. Install it as the machine's key_file (mode 0600)\n"
+           "and restart vend-firmware; the old key is revoked when the machine first signs\n"
+           "with the new one (GET /v1/devices: key_rotation_pending false).\n";
+  });
+}
+
+Result<std::string> render_decommissioned(const Json& body) {
+  return guarded("decommission", [&] {
+    return "decommissioned " + body.at("id").get<std::string>() + ": " +
+           std::to_string(body.at("tokens_withdrawn").get<int64_t>()) +
+           " token(s) withdrawn from sale, " +
+           std::to_string(body.at("orders_cancelled").get<int64_t>()) +
+           " reservation(s) cancelled; its key is revoked and its id stays taken.\n";
+  });
+}
+
 Result<std::string> render_restock(const Json& body, const std::string& device, int slot,
                                    int count) {
   return guarded("restock", [&] {

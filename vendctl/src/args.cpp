@@ -22,20 +22,22 @@ struct CommandName {
   std::string_view synopsis;
 };
 
-constexpr std::array<CommandName, 8> kCommands = {{
+constexpr std::array<CommandName, 10> kCommands = {{
     {"watch", K::kWatch, 0, "watch"},
     {"devices", K::kDevices, 0, "devices"},
     {"orders", K::kOrders, 0, "orders"},
     {"restock", K::kRestock, 3, "restock DEVICE SLOT COUNT"},
     {"provision", K::kProvision, 1, "provision DEVICE --slot N:PRODUCT:PRICE_CENTS:CAPACITY ..."},
     {"reconcile", K::kReconcile, 1, "reconcile DEVICE"},
+    {"rotate-key", K::kRotateKey, 1, "rotate-key DEVICE"},
+    {"decommission", K::kDecommission, 1, "decommission DEVICE"},
     {"help", K::kHelp, 0, "help"},
     {"--help", K::kHelp, 0, "--help"},
 }};
 
 bool is_http(CommandKind k) {
   return k == K::kDevices || k == K::kOrders || k == K::kRestock || k == K::kProvision ||
-         k == K::kReconcile;
+         k == K::kReconcile || k == K::kRotateKey || k == K::kDecommission;
 }
 
 Result<int64_t> parse_int(std::string_view what, std::string_view text, int64_t lo, int64_t hi) {
@@ -272,8 +274,12 @@ usage:
   vendctl reconcile DEVICE [--wait SECONDS]
                                            ask for a full reconciliation and wait
                                            for its report (default 30 s)
+  vendctl rotate-key DEVICE                issue a new key; prints it ONCE (the old key
+                                           works until the device signs with the new one)
+  vendctl decommission DEVICE              out of service for good: pools withdrawn,
+                                           reservations cancelled, key revoked
 
-HTTP options (devices, orders, restock, provision, reconcile):
+HTTP options (devices, orders, restock, provision, reconcile, rotate-key, decommission):
   --api URL          the agent's API (default http://127.0.0.1:8080)
   --token-file F     operator bearer token (else $VEND_OPERATOR_TOKEN; none: no header)
   --json             print the agent's JSON instead of a table

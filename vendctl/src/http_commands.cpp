@@ -1,4 +1,5 @@
-// The HTTP commands: devices, orders, restock, provision, reconcile.
+// The HTTP commands: devices, orders, restock, provision, reconcile,
+// rotate-key, decommission.
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -170,6 +171,15 @@ int run_http_command(const CtlOptions& o, std::ostream& out, std::ostream& err) 
       return code;
     }
     case CommandKind::kReconcile: return reconcile(o, api, out, err);
+    case CommandKind::kRotateKey: {
+      int code = print(o, json_of(api.post("/v1/devices/" + o.device + "/rotate-key", "{}")),
+                       render_rotated_key, out, err);
+      if (code == kExitOk && o.json) err << "vendctl: store the key now; it is shown only once\n";
+      return code;
+    }
+    case CommandKind::kDecommission:
+      return print(o, json_of(api.post("/v1/devices/" + o.device + "/decommission", "{}")),
+                   render_decommissioned, out, err);
     default: return report_error(make_error("bad_usage", "not an HTTP command"), err);
   }
 }

@@ -74,9 +74,12 @@ struct SnapshotRequest {
 };
 
 // The cloud has processed every event of this device with seq <= upto_seq.
+// `ledger_id` (optional; "" = not sent) names the ledger whose seqs these
+// are: a device ignores an ack for another ledger (an old SD card's).
 struct Ack {
   std::string device;
   uint64_t upto_seq = 0;
+  std::string ledger_id = {};
   bool operator==(const Ack&) const = default;
 };
 
@@ -86,7 +89,8 @@ struct Ack {
 // and re-publishes from its oldest held one.
 struct ResendRequest {
   std::string device;
-  uint64_t from_seq = 1;  // >= 1
+  uint64_t from_seq = 1;       // >= 1
+  std::string ledger_id = {};  // optional, as in Ack: a device ignores another ledger's
   bool operator==(const ResendRequest&) const = default;
 };
 
@@ -181,13 +185,17 @@ using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault, Ev
 
 // Every device event carries the device's persisted, strictly increasing
 // `seq` (the dedup key with `device`) and the `boot_id` of the session that
-// sent it. `ts_ms` is informational only.
+// sent it. `ts_ms` is informational only. `ledger_id` (optional on the
+// wire; "" = a device that sends none) names the ledger the seq belongs to: a
+// new ledger (a reflashed SD card, a replacement board) starts at seq 1 under
+// a new id, so the dedup key is (device, ledger_id, seq).
 struct DeviceEvent {
   std::string device;
   uint64_t seq = 0;
   std::string boot_id;
   int64_t ts_ms = 0;
   EventBody body;
+  std::string ledger_id = {};
   bool operator==(const DeviceEvent&) const = default;
 };
 

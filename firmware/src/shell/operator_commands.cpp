@@ -48,6 +48,7 @@ struct StatusReport {
   int64_t outbox_depth = 0;
   uint64_t last_seq = 0;
   uint64_t acked_seq = 0;
+  std::string ledger_id;  // "" until the daemon or a restock first named it
 };
 
 Result<StatusReport> read_status(Ledger& ledger, bool with_tokens) {
@@ -75,6 +76,7 @@ Result<StatusReport> read_status(Ledger& ledger, bool with_tokens) {
   r.outbox_depth = *depth;
   r.last_seq = *last;
   r.acked_seq = *acked;
+  r.ledger_id = ledger.identity().ledger_id;
   return r;
 }
 
@@ -91,14 +93,16 @@ Json status_json(const std::string& device, const StatusReport& r, bool with_tok
   }
   Json dispenses = Json::object();
   for (const auto& [state, n] : r.dispenses) dispenses[lower(to_string(state))] = n;
-  return Json{{"device", device},       {"slots", slots},
-              {"dispenses", dispenses}, {"outbox_depth", r.outbox_depth},
-              {"last_seq", r.last_seq}, {"acked_seq", r.acked_seq}};
+  return Json{{"device", device},        {"slots", slots},
+              {"dispenses", dispenses},  {"outbox_depth", r.outbox_depth},
+              {"last_seq", r.last_seq},  {"acked_seq", r.acked_seq},
+              {"ledger_id", r.ledger_id}};
 }
 
 void print_status_text(std::ostream& out, const std::string& device, const std::string& path,
                        const StatusReport& r, bool with_tokens) {
-  out << "device " << device << "  ledger " << path << "\n";
+  out << "device " << device << "  ledger " << path << " (id "
+      << (r.ledger_id.empty() ? "none yet" : r.ledger_id) << ")\n";
   out << "slot  product               capacity  physical  tokens\n";
   for (const auto& s : r.slots) {
     out << std::setw(4) << s.slot << "  " << std::left << std::setw(20) << s.product.substr(0, 20)
@@ -144,7 +148,7 @@ int run_status(const StatusArgs& args, std::ostream& out, std::ostream& err) {
   auto setup = load_setup(args.config_path, /*with_key=*/false);
   if (!setup.ok()) return fail(err, setup.error());
   // Reads only: no key needed, and no event is ever signed.
-  auto ledger = open_ledger(*setup, std::string(32, '0'), /*must_exist=*/true);
+  auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
   if (!ledger.ok()) return fail(err, ledger.error());
   auto report = read_status(*ledger, args.tokens);
   if (!report.ok()) return fail(err, report.error());
@@ -182,7 +186,7 @@ int run_sign_dispense(const SignDispenseArgs& args, std::ostream& out, std::ostr
   if (!setup.ok()) return fail(err, setup.error());
   std::string token = args.token;
   if (token.empty()) {
-    auto ledger = open_ledger(*setup, std::string(32, '0'), /*must_exist=*/true);
+    auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
     if (!ledger.ok()) return fail(err, ledger.error());
     auto tokens = ledger->available_tokens(args.slot);
     if (!tokens.ok()) return fail(err, tokens.error());

@@ -75,6 +75,9 @@ struct DeviceView {
   std::string boot_id;
   int64_t last_seen_ms = 0;  // wall clock of the last message from it
   uint64_t last_processed_seq = 0;
+  std::string ledger_id;              // of its current ledger ("" before one is named)
+  bool key_rotation_pending = false;  // a new key is issued, not yet used by the device
+  bool decommissioned = false;
   // Its clock minus the agent's, ms, estimated from its messages' ts_ms
   // (AgentOptions::clock_skew_*); nullopt before the first sample.
   std::optional<int64_t> clock_skew_ms;
@@ -97,6 +100,13 @@ enum class RefundOutcome { kDelivered, kRetry, kRejected };
 struct ProvisionedDevice {
   std::string id;
   std::string key_hex;  // returned once, at provisioning
+};
+
+// What decommission_device did.
+struct DecommissionedDevice {
+  std::string id;
+  int64_t tokens_withdrawn = 0;  // pool tokens burned (out of sale for good)
+  int64_t orders_cancelled = 0;  // RESERVED orders cancelled
 };
 
 struct AgentOptions {
@@ -175,11 +185,15 @@ struct AgentMetrics {
   bool storage_failed = false;  // see AgentCore::health()
   // Reconciliation.
   int64_t reconcile_runs_total = 0;
-  int64_t tokens_added_total = 0;     // tokens the cloud lacked, added to pools
-  int64_t tokens_removed_total = 0;   // tokens the devices no longer had
-  int64_t seq_gaps_total = 0;         // gaps skipped on the device's events_unavailable
-  int64_t resend_requests_total = 0;  // resend commands sent for a seq gap
-  int64_t status_requests_total = 0;  // status_request commands sent
+  int64_t tokens_added_total = 0;             // tokens the cloud lacked, added to pools
+  int64_t tokens_removed_total = 0;           // tokens the devices no longer had
+  int64_t seq_gaps_total = 0;                 // gaps skipped on the device's events_unavailable
+  int64_t ledgers_replaced_total = 0;         // new device ledgers (reflash, new board)
+  int64_t retired_ledger_events_total = 0;    // events of a replaced ledger, refused
+  int64_t key_rotations_total = 0;            // devices that took their new key
+  int64_t decommissioned_messages_total = 0;  // messages of decommissioned devices, refused
+  int64_t resend_requests_total = 0;          // resend commands sent for a seq gap
+  int64_t status_requests_total = 0;          // status_request commands sent
   // DISPENSED results for orders already settled otherwise (alerted).
   int64_t contradictions_total = 0;
   // device -> clock skew estimate (ms), for devices with one.
@@ -255,6 +269,18 @@ class AgentCore {
   // ---- devices and slots (HTTP, operator) ----
   Result<ProvisionedDevice> provision_device(const std::string& device_id,
                                              const std::vector<SlotSpec>& slots);
+  // Key rotation: a new key for the device (returned once), accepted beside
+  // its current key until the device signs a message with it; from then on
+  // the old key is refused and commands are signed with the new one. A
+  // second rotation before that replaces the pending key. not_found,
+  // decommissioned.
+  Result<ProvisionedDevice> rotate_key(const std::string& device_id);
+  // Takes the device out of service for good: its pool tokens are burned,
+  // its RESERVED orders cancelled, its key revoked (its events and statuses
+  // are refused, reason `decommissioned`), and its id stays taken. conflict
+  // while a PAID or DISPATCHED order of it is open (the machine may still
+  // dispense it), or when decommissioned already; not_found.
+  Result<DecommissionedDevice> decommission_device(const std::string& device_id);
   std::vector<DeviceView> devices();
   Result<std::vector<SlotView>> slots(const std::string& device_id);
   // The device's presence and slots under one lock (the public catalog);

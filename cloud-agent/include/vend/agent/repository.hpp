@@ -193,6 +193,17 @@ class Changeset {
   // The device's last processed event seq goes from `from` to `to`
   // (conditional, like a transition).
   void advance_device_seq(const std::string& device, uint64_t from, uint64_t to);
+  // The device's events now come from ledger `to` (seq from 1): ledger `from`
+  // (at seq `from_seq`; conditional, like a transition) is retired.
+  void switch_ledger(const std::string& device, const std::string& from, uint64_t from_seq,
+                     const std::string& to, int64_t at_ms);
+  // Key rotation: `key_hex` is the device's pending new key.
+  void set_next_key(const std::string& device, const std::string& key_hex);
+  // The device signed with its pending key `key_hex`: it replaces the key
+  // (conditional on still being the pending one).
+  void promote_next_key(const std::string& device, const std::string& key_hex);
+  // Out of service from at_ms; a pending key is dropped.
+  void decommission_device(const std::string& device, int64_t at_ms);
   void put_snapshot(const std::string& device, const std::string& payload, int64_t at_ms);
   // The device's latest reconciliation report (replaces the previous one).
   void put_reconcile_report(const std::string& device, const std::string& report, int64_t at_ms);
@@ -211,6 +222,10 @@ struct LoadedState {
     std::string key_hex;
     int64_t created_ms = 0;
     uint64_t last_processed_seq = 0;
+    std::string next_key_hex;                  // pending rotation, "" = none
+    int64_t decommissioned_ms = 0;             // 0 = in service
+    std::string ledger_id;                     // whose seqs last_processed_seq counts
+    std::vector<std::string> retired_ledgers;  // replaced ones: their events are refused
   };
   struct Slot {
     std::string device;

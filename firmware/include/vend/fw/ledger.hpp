@@ -57,11 +57,18 @@ struct OutboxRow {
 struct Identity {
   std::string device_id;
   crypto::Key key;
-  std::string boot_id;
+  std::string boot_id;  // "" for a process that only reads (it names no new ledger)
+  // The ledger's own id, signed into every event: set by Ledger::open from
+  // the file (a new ledger takes the boot_id of the session that creates
+  // it, a fresh 128-bit random id). A reflashed SD card or a replacement
+  // board is a new ledger: a new id, seq from 1.
+  std::string ledger_id = {};
 };
 
 class Ledger {
  public:
+  // Opens (creating and migrating) the ledger at `path`; identity.ledger_id
+  // is filled in from it.
   static Result<Ledger> open(const std::string& path, Identity identity,
                              sql::Sync sync = sql::Sync::kFull);
 

@@ -25,7 +25,17 @@ inline constexpr int kExitUsage = 2;        // bad command line or unreadable se
 inline constexpr int kExitUnreachable = 3;  // agent or broker not reachable
 inline constexpr int kExitNoReport = 4;     // reconcile: no report before --wait ended
 
-enum class CommandKind { kHelp, kWatch, kDevices, kOrders, kRestock, kProvision, kReconcile };
+enum class CommandKind {
+  kHelp,
+  kWatch,
+  kDevices,
+  kOrders,
+  kRestock,
+  kProvision,
+  kReconcile,
+  kRotateKey,
+  kDecommission
+};
 
 // One --slot of `provision`: "N:PRODUCT:PRICE_CENTS:CAPACITY". PRODUCT may
 // itself contain ':' (the first and the last two fields are split off).

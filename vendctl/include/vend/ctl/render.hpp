@@ -32,6 +32,9 @@ std::string render_frame(const FleetView& view, int64_t now_ms, const FrameOptio
 Result<std::string> render_devices(const nlohmann::json& body, int64_t now_ms);
 Result<std::string> render_orders(const nlohmann::json& body);
 Result<std::string> render_provisioned(const nlohmann::json& body);
+// POST /v1/devices/{id}/rotate-key and /decommission answers.
+Result<std::string> render_rotated_key(const nlohmann::json& body);
+Result<std::string> render_decommissioned(const nlohmann::json& body);
 Result<std::string> render_restock(const nlohmann::json& body, const std::string& device, int slot,
                                    int count);
 std::string render_reconcile(const ops::ReconcileReport& report);

@@ -1,0 +1,99 @@
+// AgentCore::State: a device's key over its life. Rotation (a new key is
+// issued and accepted beside the old one until the device signs with it) and
+// decommissioning (out of sale for good, its key refused, its id kept).
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+using detail::DeviceRec;
+
+bool AgentCore::State::verify_signed(DeviceRec& dev, const std::string& canonical,
+                                     const std::string& mac) {
+  if (crypto::verify(dev.key, canonical, mac)) return true;
+  if (!dev.next_key || !crypto::verify(*dev.next_key, canonical, mac)) return false;
+  if (!writable().ok()) return false;  // unacknowledged: it comes again
+  // The operator installed the new key on the device: the old one is revoked
+  // from this message on, and commands are signed with the new one.
+  Changeset changes;
+  changes.promote_next_key(dev.id, dev.next_key->to_hex());
+  (void)commit(std::move(changes));
+  dev.key = *dev.next_key;
+  dev.next_key.reset();
+  ++counters.key_rotations_total;
+  log.info(detail::kLog, dev.id + " signs with its new key: the old key is revoked");
+  mark_device_dirty(dev.id);
+  return true;
+}
+
+Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const std::string& id) {
+  auto it = devices.find(id);
+  if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
+  DeviceRec& dev = it->second;
+  if (dev.decommissioned_ms != 0) {
+    return make_error("decommissioned", id + " is decommissioned; its key is revoked");
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  crypto::Key key = crypto::Key::generate();
+  Changeset changes;
+  changes.set_next_key(id, key.to_hex());
+  Ticket t = commit(std::move(changes));
+  // A second rotation before the device took the first replaces it.
+  dev.next_key = key;
+  log.info(detail::kLog, id + ": new key issued; the current key stays valid until the device "
+                              "signs with the new one");
+  return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
+}
+
+Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_device(
+    const std::string& id) {
+  auto it = devices.find(id);
+  if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
+  DeviceRec& dev = it->second;
+  if (dev.decommissioned_ms != 0) return make_error("conflict", id + " is decommissioned already");
+  DecommissionedDevice out{id, 0, 0};
+  std::vector<std::string> reserved;
+  int in_flight = 0;
+  for (const auto& order_id : open_orders) {
+    const Order& o = orders.at(order_id).order;  // open orders stay in memory
+    if (o.device != id) continue;
+    if (o.state == OrderState::kReserved) {
+      reserved.push_back(order_id);
+    } else {
+      ++in_flight;  // PAID or DISPATCHED: the machine may still dispense it
+    }
+  }
+  if (in_flight > 0) {
+    return make_error("conflict", id + " has " + std::to_string(in_flight) +
+                                      " paid order(s) in flight; decommission once they settle");
+  }
+  if (auto s = writable(); !s.ok()) return s.error();
+  Changeset changes;
+  for (const auto& order_id : reserved) {  // their tokens return to the pool, burned below
+    detail::OrderRec& rec = orders.at(order_id);
+    token_to_pool(rec, TokenState::kReserved, changes);
+    rec.order.reason = "device_decommissioned";
+    set_state(rec, OrderState::kCancelled, changes, "device decommissioned");
+    ++out.orders_cancelled;
+  }
+  for (auto& [number, slot] : dev.slots) {
+    for (const auto& token : slot.pool) {
+      changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
+    }
+    slot.burned += static_cast<int64_t>(slot.pool.size());
+    out.tokens_withdrawn += static_cast<int64_t>(slot.pool.size());
+    slot.pool.clear();
+  }
+  dev.decommissioned_ms = clock.wall_ms();
+  dev.next_key.reset();
+  dev.online = false;
+  changes.decommission_device(id, dev.decommissioned_ms);
+  Ticket t = commit(std::move(changes));
+  for (const auto& order_id : reserved) orders.at(order_id).last_write = t;
+  mark_device_dirty(id);
+  log.info(detail::kLog, id + " decommissioned: " + std::to_string(out.tokens_withdrawn) +
+                             " token(s) withdrawn, " + std::to_string(out.orders_cancelled) +
+                             " reservation(s) cancelled; its key is revoked");
+  return detail::Durable<DecommissionedDevice>{out, t};
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,59 @@
+// AgentCore::State: replaceable boards. A device's seqs count within one
+// ledger (the SQLite file on its SD card, named by the ledger_id it signs
+// into every event). A reflashed card or a replacement board is a new ledger
+// from seq 1: its events are new, never duplicates of the old ledger's.
+#include "agent_state.hpp"
+
+namespace vend::agent {
+
+using detail::DeviceRec;
+
+bool AgentCore::State::accept_ledger(DeviceRec& dev, const proto::DeviceEvent& event) {
+  if (event.ledger_id == dev.ledger_id) return true;
+  if (dev.retired_ledgers.count(event.ledger_id) > 0) {
+    // A late event of a card or board that was replaced: its ledger is gone
+    // from the machine, so it may no longer change what the cloud believes.
+    ++counters.retired_ledger_events_total;
+    reject_message(dev.id, "retired_ledger",
+                   "event seq " + std::to_string(event.seq) + " of retired ledger '" +
+                       event.ledger_id + "' (current '" + dev.ledger_id + "')");
+    return false;
+  }
+  if (!writable().ok()) return false;  // unacknowledged: it comes again
+  switch_ledger(dev, event.ledger_id);
+  return true;
+}
+
+void AgentCore::State::switch_ledger(DeviceRec& dev, const std::string& ledger_id) {
+  // A device that never sent an event under its first id just names it.
+  const bool replaced = !dev.ledger_id.empty() || dev.last_processed_seq > 0;
+  Changeset changes;
+  changes.switch_ledger(dev.id, dev.ledger_id, dev.last_processed_seq, ledger_id, clock.wall_ms());
+  // The old ledger's commits still run in order before the new one's; its
+  // acks are moot (the device no longer holds those seqs), a failed write
+  // still stops the core through the writer's failure count.
+  Ticket switched = commit(std::move(changes));
+  const std::string old_id = dev.ledger_id;
+  const uint64_t old_seq = dev.last_processed_seq;
+  dev.retired_ledgers.insert(old_id);  // "" too: a named ledger never goes back to none
+  dev.ledger_id = ledger_id;
+  dev.last_processed_seq = 0;
+  dev.committed_seq = 0;
+  dev.unacked.clear();
+  dev.unacked.push_back(detail::PendingAck{0, std::move(switched)});
+  dev.ack_wanted = false;
+  dev.resend_requested_mono_ms = 0;
+  mark_device_dirty(dev.id);
+  if (!replaced) {
+    log.info(detail::kLog, dev.id + ": ledger " + ledger_id);
+    return;
+  }
+  ++counters.ledgers_replaced_total;
+  raise_alert(dev.id, 0, "ledger_replaced", "warning",
+              "new ledger '" + ledger_id + "' (seq from 1) replaces ledger '" + old_id +
+                  "' at seq " + std::to_string(old_seq) +
+                  " (reflashed SD card or new board); reconciling from a full snapshot");
+  request_check_snapshot(dev, "ledger-");
+}
+
+}  // namespace vend::agent

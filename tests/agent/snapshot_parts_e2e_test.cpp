@@ -59,10 +59,10 @@ bool is_snapshot(const Message& m) {
   return m.payload.find(R"("type":"snapshot")") != std::string::npos;
 }
 
+// The `part` of a snapshot event on the wire (1 when absent: 1 of 1).
 int part_of(const Message& m) {
-  auto decoded = proto::decode_event(m.payload);
-  REQUIRE(decoded.ok());
-  return std::get<proto::Snapshot>(decoded->message.body).part;
+  auto at = m.payload.find(R"("part":)");
+  return at == std::string::npos ? 1 : std::stoi(m.payload.substr(at + 7, 4));
 }
 
 void check_all_match(const ops::ReconcileReport& r, int slots) {

@@ -42,6 +42,7 @@ std::string trigger_of(const std::string& request_id) {
   if (request_id.rfind("chk-", 0) == 0) return "deadline";
   if (request_id.rfind("gap-", 0) == 0) return "seq_gap";
   if (request_id.rfind("full-", 0) == 0) return "digest_mismatch";
+  if (request_id.rfind("prt-", 0) == 0) return "incomplete_snapshot";
   return "device";
 }
 

@@ -179,16 +179,6 @@ Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted&
   return {};
 }
 
-void AgentCore::State::on_snapshot(DeviceRec& device, const proto::DeviceEvent& event,
-                                   const std::string& canonical, const proto::Snapshot& snapshot,
-                                   Changeset& changes) {
-  changes.put_snapshot(device.id, canonical, clock.wall_ms());
-  bool full = std::any_of(snapshot.slots.begin(), snapshot.slots.end(),
-                          [](const proto::SlotSnapshot& s) { return s.tokens.has_value(); });
-  if (full) resolve_overdue(device, event.ts_ms, snapshot, changes);
-  reconcile(device, event, snapshot, changes);
-}
-
 void AgentCore::State::on_fault(DeviceRec& device, const proto::Fault& fault, Changeset& changes) {
   changes.insert_fault(
       StoredFault{device.id, fault.code, fault.message, fault.slot, clock.wall_ms()});

@@ -23,6 +23,7 @@
 
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/repository.hpp"
+#include "vend/agent/snapshot_assembler.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log_limiter.hpp"
@@ -314,10 +315,18 @@ struct AgentCore::State {
   Status on_tokens(detail::DeviceRec& device, const proto::TokensMinted& minted,
                    Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
+  void on_fault(detail::DeviceRec& device, const proto::Fault& fault, Changeset& changes);
+
+  // ---- agent_core_snapshots.cpp: snapshots, whole or in parts ----
+  // A part is held in `snapshot_parts`; the whole snapshot (one message, or
+  // its last part) is stored, settles overdue dispatches and is reconciled.
   void on_snapshot(detail::DeviceRec& device, const proto::DeviceEvent& event,
                    const std::string& canonical, const proto::Snapshot& snapshot,
                    Changeset& changes);
-  void on_fault(detail::DeviceRec& device, const proto::Fault& fault, Changeset& changes);
+  // A part the assembler dropped: logged (counted when inconsistent) and,
+  // the first time for its snapshot, a new full snapshot is asked for.
+  void snapshot_part_dropped(detail::DeviceRec& device, const proto::DeviceEvent& event,
+                             const SnapshotAssembler::Added& added);
 
   // ---- agent_core_reconcile.cpp: three views per slot ----
   void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
@@ -453,6 +462,8 @@ struct AgentCore::State {
   AgentMetrics counters;  // the monotonic counters and latency samples
   // Lines an outsider can trigger (rejected messages): bounded rate.
   RateLimitedLog reject_log;
+  // Snapshots in parts, joined per device (bounded; lost on a restart).
+  SnapshotAssembler snapshot_parts;
 };
 
 }  // namespace vend::agent

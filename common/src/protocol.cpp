@@ -108,6 +108,10 @@ void add_fields(Json& j, const Snapshot& s) {
   for (const SlotSnapshot& slot : s.slots) slots.push_back(to_json(slot));
   j["slots"] = std::move(slots);
   j["outbox_depth"] = s.outbox_depth;
+  if (s.parts != 1) {  // one canonical form: a snapshot in one message has neither field
+    j["part"] = s.part;
+    j["parts"] = s.parts;
+  }
 }
 
 void add_fields(Json& j, const Fault& f) {

@@ -136,6 +136,21 @@ SlotSnapshot read_slot(Json& object, size_t index, FieldReader& outer) {
   return s;
 }
 
+// `part` and `parts`: both absent (1 of 1) or both present with
+// 2 <= parts <= kMaxSnapshotParts and 1 <= part <= parts.
+void read_snapshot_part(FieldReader& r, Snapshot& e) {
+  const bool has_part = r.has("part");
+  if (has_part != r.has("parts")) {
+    r.fail(Error{kErrMissingField, std::string("missing field '") + (has_part ? "parts" : "part") +
+                                       "' in snapshot (part and parts go together)"});
+    return;
+  }
+  if (!has_part) return;
+  e.parts = r.integer("parts", 2, kMaxSnapshotParts);
+  e.part = r.integer("part", 1, kMaxSnapshotParts);
+  if (!r.failed() && e.part > e.parts) r.out_of_range("part", "must be at most parts");
+}
+
 EventBody read_snapshot(FieldReader& r) {
   Snapshot e;
   e.request_id = r.id_or_empty("request_id");
@@ -156,6 +171,7 @@ EventBody read_snapshot(FieldReader& r) {
     e.slots.push_back(std::move(slot));
   }
   e.outbox_depth = r.uint64_in("outbox_depth", 0);
+  read_snapshot_part(r, e);
   return e;
 }
 
@@ -189,7 +205,8 @@ constexpr std::array<std::string_view, 6> kDispenseResultFields = {
     "order_id", "slot", "token", "status", "reason", "token_consumed"};
 constexpr std::array<std::string_view, 4> kTokensFields = {"restock_id", "slot", "tokens",
                                                            "physical_count"};
-constexpr std::array<std::string_view, 3> kSnapshotFields = {"request_id", "slots", "outbox_depth"};
+constexpr std::array<std::string_view, 5> kSnapshotFields = {"request_id", "slots", "outbox_depth",
+                                                             "part", "parts"};
 constexpr std::array<std::string_view, 3> kFaultFields = {"code", "message", "slot"};
 constexpr std::array<std::string_view, 4> kStatusFields = {"device", "boot_id", "state", "ts_ms"};
 

@@ -6,6 +6,7 @@
 #include "ledger_internal.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/ledger.hpp"
+#include "vend/snapshot_parts.hpp"
 
 namespace vend::fw {
 
@@ -189,13 +190,23 @@ Result<proto::Snapshot> Ledger::snapshot(const std::string& request_id, bool ful
 Result<uint64_t> Ledger::append_snapshot(const std::string& request_id, bool full,
                                          InventorySensor* inventory, int64_t now_ms) {
   // The sensor is read first, outside the write lock (it is hardware); the
-  // ledger's part is read in the transaction that gives the snapshot its seq.
+  // ledger's part is read in the transaction that gives the snapshot its
+  // seqs: every part is appended in it, so no other event falls between
+  // them and all of them show one state of the ledger.
   auto sensed = sense_counts(inventory);
   if (!sensed.ok()) return sensed.error();
   return in_transaction<uint64_t>(db_, [&]() -> Result<uint64_t> {
     auto snap = build_snapshot(request_id, full, *sensed);
     if (!snap.ok()) return snap.error();
-    return append_event_in_tx(*snap, now_ms);
+    auto parts = proto::split_snapshot(std::move(snap).value());
+    if (!parts.ok()) return parts.error();
+    uint64_t last = 0;
+    for (proto::Snapshot& part : *parts) {
+      auto seq = append_event_in_tx(std::move(part), now_ms);
+      if (!seq.ok()) return seq.error();
+      last = *seq;
+    }
+    return last;
   });
 }
 

@@ -36,6 +36,11 @@ Result<uint64_t> Ledger::append_event_in_tx(const proto::EventBody& body, int64_
                            identity_.ledger_id};
   std::string canonical = proto::encode_canonical(event);
   std::string payload = proto::encode(event, crypto::sign(identity_.key, canonical));
+  if (payload.size() > proto::kMaxPayloadBytes) {  // the cloud would refuse it on every resend
+    return make_error("oversize_event", std::string(proto::type_name(body)) + " event of " +
+                                            std::to_string(payload.size()) + " bytes exceeds " +
+                                            std::to_string(proto::kMaxPayloadBytes));
+  }
   auto bumped = run(db_, "UPDATE meta SET value = ? WHERE key = 'last_seq'",
                     [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(event.seq)); });
   if (!bumped.ok()) return bumped.error();

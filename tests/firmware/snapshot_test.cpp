@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "core_rig.hpp"
@@ -88,4 +89,51 @@ TEST_CASE("a restock committed while a snapshot is taken is in it or after it, n
   CHECK(minted_before == 5);  // the restock landed before the snapshot's seq
   CHECK(body.slots.at(0).available_tokens == 5);
   CHECK(body.slots.at(0).digest == crypto::token_digest(rig.ledger.available_tokens(1).value()));
+}
+
+// Before snapshots in parts, the snapshot was one event of about
+// 420 KB, which the cloud refused (oversize) on every resend.
+TEST_CASE("a full snapshot over the message cap is appended as parts with consecutive seqs") {
+  Rig rig;
+  std::vector<SlotConfig> slots;
+  for (int s = 1; s <= 12; ++s) slots.push_back({s, 1000, "p" + std::to_string(s), -1});
+  REQUIRE(rig.ledger.sync_slots(slots).ok());
+  for (int s = 1; s <= 12; ++s) rig.restock(s, 1000);
+  const uint64_t before = rig.ledger.last_seq().value();
+  CHECK(rig.send(proto::SnapshotRequest{kDevice, "big", true}).result == "done");
+
+  std::vector<proto::DeviceEvent> parts;
+  auto rows = rig.ledger.outbox_after(before, 1000);
+  REQUIRE(rows.ok());
+  for (const auto& row : *rows) {
+    CHECK(row.payload.size() <= proto::kMaxPayloadBytes);
+    auto d = proto::decode_event(row.payload);
+    REQUIRE(d.ok());
+    parts.push_back(d->message);
+  }
+  const int n = static_cast<int>(parts.size());
+  REQUIRE(n == 2);  // 12 x 1000 x 35 bytes: two parts
+  std::map<int, std::vector<std::string>> joined;
+  for (int i = 0; i < n; ++i) {
+    const auto& e = parts[static_cast<size_t>(i)];
+    CHECK(e.seq == before + 1 + static_cast<uint64_t>(i));
+    const auto& body = std::get<proto::Snapshot>(e.body);
+    CHECK(body.part == i + 1);
+    CHECK(body.parts == n);
+    CHECK(body.request_id == "big");
+    for (const auto& s : body.slots) {
+      joined[s.slot].insert(joined[s.slot].end(), s.tokens->begin(), s.tokens->end());
+    }
+  }
+  REQUIRE(joined.size() == 12);
+  for (const auto& [slot, tokens] : joined) {
+    CHECK(tokens == rig.ledger.available_tokens(slot).value());
+  }
+  // The whole snapshot as one event is refused, and takes no seq.
+  auto whole = rig.ledger.snapshot("big", true, nullptr);
+  REQUIRE(whole.ok());
+  auto refused = rig.ledger.append_event(*whole, rig.clock.wall_ms());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "oversize_event");
+  CHECK(rig.ledger.last_seq().value() == before + 2);
 }

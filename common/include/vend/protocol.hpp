@@ -24,14 +24,17 @@
 namespace vend::proto {
 
 inline constexpr int kVersion = 1;
-// Largest payload accepted. A full snapshot of a big machine
-// (64 slots x 64 tokens x 35 bytes) fits in well under this.
+// Largest payload accepted. A snapshot larger than this goes out in parts
+// (Snapshot::part / parts, vend/snapshot_parts.hpp).
 inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
 inline constexpr int kMaxSlot = 255;           // slots are numbered 1..kMaxSlot
 inline constexpr int kMaxRestockCount = 1000;  // items in one restock
 inline constexpr size_t kMaxTokensPerMessage = 4096;
 inline constexpr size_t kMaxIdLength = 64;     // device, order, restock, request ids
 inline constexpr size_t kMaxTextLength = 512;  // fault messages, reasons
+// Parts of one snapshot. A full snapshot of 255 slots x 1000 tokens takes
+// about 36; the bound leaves room and limits what a receiver buffers.
+inline constexpr int kMaxSnapshotParts = 256;
 
 // Error codes of decoding.
 inline constexpr const char* kErrOversize = "oversize";
@@ -157,10 +160,20 @@ struct SlotSnapshot {
   bool operator==(const SlotSnapshot&) const = default;
 };
 
+// A snapshot too large for one message is sent as `parts` events (2..
+// kMaxSnapshotParts) with consecutive seqs, written in one ledger
+// transaction: part p (1..parts) has seq = first seq + p - 1, and every part
+// carries the same request_id and outbox_depth. Slots are in ascending order
+// across the parts; a slot whose token list does not fit is continued as the
+// first entry of the next part (same slot, counts and digest; the next
+// tokens). On the wire `part`/`parts` are absent for a snapshot in one
+// message (1 of 1), and present only when parts >= 2.
 struct Snapshot {
   std::string request_id;  // empty for a periodic snapshot
   std::vector<SlotSnapshot> slots;
   uint64_t outbox_depth = 0;
+  int part = 1;   // 1..parts
+  int parts = 1;  // 1..kMaxSnapshotParts
   bool operator==(const Snapshot&) const = default;
 };
 

@@ -119,6 +119,7 @@ class Ledger {
                                                  const std::string& reason, int64_t now_ms);
 
   // Writes any event to the outbox (next seq), in its own transaction.
+  // Error `oversize_event` for one whose payload exceeds kMaxPayloadBytes.
   Result<uint64_t> append_event(const proto::EventBody& body, int64_t now_ms);
   // The cloud processed every event up to `upto_seq`: drop them.
   Result<int> acknowledge(uint64_t upto_seq);
@@ -130,7 +131,10 @@ class Ledger {
                                    InventorySensor* inventory);
   // The same snapshot appended to the outbox, read in the transaction that
   // allocates its seq: it holds every token of every event before that seq
-  // (a restock committed by another process cannot fall in between).
+  // (a restock committed by another process cannot fall in between). One
+  // too large for a message is appended as its parts (proto::split_snapshot)
+  // with consecutive seqs, all in that one transaction. Returns the seq of
+  // the last part.
   Result<uint64_t> append_snapshot(const std::string& request_id, bool full,
                                    InventorySensor* inventory, int64_t now_ms);
 

@@ -85,6 +85,7 @@ function showLogin(error) {
   $('page').hidden = true;
   $('login').hidden = false;
   $('login-error').textContent = error || '';
+  $('token').value = '';
   $('status').textContent = '';
   $('token').focus();
 }
@@ -173,7 +174,7 @@ pages.fleet = {
   },
   async update() {
     const [{devices}, {orders}] = await Promise.all([api('/v1/devices'),
-                                                     api('/v1/orders?limit=10000')]);
+                                                     api('/v1/orders?limit=1000')]);
     const details = await Promise.all(devices.map(async (d) => {
       const slots = (await api('/v1/devices/' + encodeURIComponent(d.id) + '/slots')).slots;
       const report = await api('/v1/reconcile/' + encodeURIComponent(d.id))
@@ -286,7 +287,7 @@ pages.device = {
   async update(id) {
     const enc = encodeURIComponent(id);
     const [{devices}, {slots}, {orders}, report] = await Promise.all([
-      api('/v1/devices'), api('/v1/devices/' + enc + '/slots'), api('/v1/orders?limit=10000'),
+      api('/v1/devices'), api('/v1/devices/' + enc + '/slots'), api('/v1/orders?limit=1000'),
       api('/v1/reconcile/' + enc).catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
     const d = devices.find((x) => x.id === id) || {};
     $('device-summary').replaceChildren(
@@ -345,7 +346,7 @@ pages.orders = {
   async update() {
     const state = $('orders-state').value;
     const q = $('orders-search').value.trim().toLowerCase();
-    const {orders} = await api('/v1/orders?limit=500' + (state ? '&state=' + state : ''));
+    const {orders} = await api('/v1/orders?limit=1000' + (state ? '&state=' + state : ''));
     const shown = orders.filter((o) => !q || o.id.toLowerCase().includes(q) ||
                                        o.device.toLowerCase().includes(q));
     $('orders-count').textContent = shown.length + ' of the latest ' + orders.length + ' orders';
@@ -459,7 +460,7 @@ pages.refunds = {
   },
   async update() {
     const state = $('refunds-state').value;
-    const {refunds} = await api('/v1/refunds?limit=500' + (state ? '&state=' + state : ''));
+    const {refunds} = await api('/v1/refunds?limit=1000' + (state ? '&state=' + state : ''));
     $('refunds').replaceChildren(table('refunds-table', ['Refund', 'Order', 'Payment',
       {label: 'Amount', num: 1}, 'State', {label: 'Attempts', num: 1}, 'Last error', 'Updated'],
       refunds.map((r) => el('tr', {},

@@ -12,7 +12,8 @@ set -euo pipefail
 src="$1"
 build="$2"
 fail() { echo "console_browser_test: $*" >&2; exit 1; }
-[[ -x /usr/bin/chromium ]] || fail "/usr/bin/chromium missing: apt-get install chromium (scripts/setup-deps)"
+chromium="${VEND_CHROMIUM:-/usr/bin/chromium}"  # another path: only to see this fail
+[[ -x "$chromium" ]] || fail "$chromium missing: apt-get install chromium (scripts/setup-deps)"
 command -v node >/dev/null || fail "node missing: apt-get install nodejs (scripts/setup-deps)"
 command -v npm >/dev/null || fail "npm missing: apt-get install npm (scripts/setup-deps)"
 command -v mosquitto >/dev/null || fail "mosquitto missing: apt-get install mosquitto"
@@ -33,7 +34,7 @@ fi
   fail "the npm package puppeteer-core is missing in $tool/node_modules"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/vend-console-XXXXXX")"
-if node "$src/tests/console/console_test.mjs" "$build" "$work" "$tool"; then
+if VEND_CHROMIUM="$chromium" node "$src/tests/console/console_test.mjs" "$build" "$work" "$tool"; then
   rm -rf "$work"
 else
   for log in "$work"/*.log; do echo "--- $log"; tail -n 30 "$log"; done >&2

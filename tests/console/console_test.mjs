@@ -108,14 +108,14 @@ async function main() {
     (await call('GET', '/v1/devices/vm-frozen/slots')).slots[0].pool === 3, 15000);
 
   // The live fleet: 3 simulated machines selling for 40 s.
-  const sim = start('vend-sim', [path.join(buildDir, 'simulator/vend-sim'), '--broker', broker,
+  start('vend-sim', [path.join(buildDir, 'simulator/vend-sim'), '--broker', broker,
                                  '--agent', api, '--operator-token', token, '--gateway-secret',
                                  secret, '--machines', '3', '--slots', '3', '--capacity', '30',
                                  '--customers', '2', '--rate', '2', '--duration', '40',
                                  '--jam-rate', '0', '--no-progress', '--seed', '7']);
 
   const browser = await puppeteer.launch({
-    executablePath: '/usr/bin/chromium', headless: true,
+    executablePath: process.env.VEND_CHROMIUM || '/usr/bin/chromium', headless: true,
     args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
   });
   try {
@@ -123,6 +123,25 @@ async function main() {
     await page.setViewport({width: 1280, height: 800});
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    const consoleLines = [];  // diagnostics only: the wrong token's 401 is one
+    page.on('console', (m) => consoleLines.push(m.type() + ': ' + m.text()));
+    try {
+      await drive(page, errors, firmware, secret);
+    } catch (e) {
+      const status = await page.$eval('#status', (s) => s.textContent).catch(() => '?');
+      await page.screenshot({path: path.join(shots, 'console-failure.png'), fullPage: true})
+          .catch(() => {});
+      throw new Error(e.message + '\n  page status: ' + status + '\n  page errors: ' +
+                      errors.join('; ') + '\n  page console: ' + consoleLines.join('; ') + '\n  page at failure: ' + path.join(shots,
+                                                                            'console-failure.png'));
+    }
+  } finally {
+    await browser.close();
+  }
+}
+
+async function drive(page, errors, firmware, secret) {
+  {
 
     // Log in: a wrong token first.
     await page.goto(api + '/console/', {waitUntil: 'load'});
@@ -185,9 +204,6 @@ async function main() {
     const settled = await call('GET', '/v1/orders/' + order.id);
     if (settled.state !== 'COMPLETED') throw new Error('order is ' + settled.state);
     if (errors.length) throw new Error('page errors: ' + errors.join('; '));
-    await sim.exitCode;
-  } finally {
-    await browser.close();
   }
 }
 

@@ -14,8 +14,8 @@ build="$2"
 fail() { echo "console_browser_test: $*" >&2; exit 1; }
 chromium="${VEND_CHROMIUM:-/usr/bin/chromium}"  # another path: only to see this fail
 [[ -x "$chromium" ]] || fail "$chromium missing: apt-get install chromium (scripts/setup-deps)"
-command -v node >/dev/null || fail "node missing: apt-get install nodejs (scripts/setup-deps)"
-command -v npm >/dev/null || fail "npm missing: apt-get install npm (scripts/setup-deps)"
+command -v node >/dev/null || fail "node missing: apt-get install nodejs (scripts/setup-deps --docs)"
+command -v npm >/dev/null || fail "npm missing: apt-get install npm (scripts/setup-deps --docs)"
 command -v mosquitto >/dev/null || fail "mosquitto missing: apt-get install mosquitto"
 for bin in cloud-agent/vend-agent firmware/vend-firmware simulator/vend-sim; do
   [[ -x "$build/$bin" ]] || fail "$build/$bin missing: build it first"

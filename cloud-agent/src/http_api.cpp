@@ -73,6 +73,7 @@ void HttpApi::add_routes() {
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);
   route("GET", "/healthz", &HttpApi::healthz, Access::kPublic);
+  route("GET", "/console(/[A-Za-z0-9._-]*)?", &HttpApi::console, Access::kPublic);
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, Handler handler,

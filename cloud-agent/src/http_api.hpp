@@ -8,7 +8,8 @@
 //   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
 //   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve
 //               (Authorization: Bearer <token>)
-//   anyone      GET /metrics, GET /healthz (503 with the reasons when the
+//   anyone      GET /console/ (the operators' console, http_console.cpp),
+//               GET /metrics, GET /healthz (503 with the reasons when the
 //               repository fail-stopped, the broker is down past a grace or
 //               the inbound queue is saturated)
 //
@@ -173,6 +174,9 @@ class HttpApi {
 
   // The public catalog (http_catalog.cpp).
   Result<HttpReply> catalog(const httplib::Request& req);
+
+  // The operators' console: the embedded static files (http_console.cpp).
+  Result<HttpReply> console(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);

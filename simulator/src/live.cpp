@@ -109,7 +109,10 @@ Status LiveRun::start_services() {
             << "  watch it live:  vendctl watch --mqtt " << broker_ << "\n"
             << "  or raw:         mosquitto_sub -h 127.0.0.1 -p " << services_.mqtt_port
             << " -t 'vend/v1/#' -v\n"
-            << "  ask the agent:  curl -s http://127.0.0.1:" << services_.http_port << "/metrics\n";
+            << "  ask the agent:  curl -s http://127.0.0.1:" << services_.http_port << "/metrics\n"
+            << "  the console:    http://127.0.0.1:" << services_.http_port
+            << "/console/  (log in with the operator token " << endpoint_.operator_token
+            << ", from " << dir_ << "/operator.token)\n";
   return {};
 }
 

@@ -930,6 +930,45 @@ TEST_CASE("keep-alive clients that stay connected do not delay anyone else") {
   CHECK(metric(agent, "vend_http_rejected_total{limit=\"max_connections\"}") == "0");
 }
 
+// The operators' console: the embedded files (cloud-agent/console/), public,
+// with their content type, a strong ETag and 304 on a match.
+TEST_CASE("GET /console/: the embedded console files, ETag and 304") {
+  Agent agent;
+  auto moved = agent.client().Get("/console");
+  REQUIRE(moved);
+  CHECK(moved->status == 308);
+  CHECK(moved->get_header_value("Location") == "/console/");
+
+  auto index = agent.client().Get("/console/");
+  REQUIRE(index);
+  CHECK(index->status == 200);
+  CHECK(index->get_header_value("Content-Type") == "text/html; charset=utf-8");
+  CHECK(index->body.find("<script src=\"console.js\"") != std::string::npos);
+  CHECK(index->get_header_value("Cache-Control") == "no-cache");
+  CHECK(index->get_header_value("X-Content-Type-Options") == "nosniff");
+  std::string etag = index->get_header_value("ETag");
+  CHECK(etag.size() == 34);
+  auto same = agent.client().Get("/console/index.html", {{"If-None-Match", etag}});
+  REQUIRE(same);
+  CHECK(same->status == 304);
+  CHECK(same->body.empty());
+
+  std::string source = std::getenv("VEND_SOURCE_DIR") ? std::getenv("VEND_SOURCE_DIR") : "";
+  REQUIRE_MESSAGE(!source.empty(), "run through ctest (VEND_SOURCE_DIR unset)");
+  for (auto [file, type] : {std::pair{"console.js", "text/javascript; charset=utf-8"},
+                            std::pair{"pages.js", "text/javascript; charset=utf-8"},
+                            std::pair{"console.css", "text/css; charset=utf-8"}}) {
+    auto r = agent.client().Get(std::string("/console/") + file);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->get_header_value("Content-Type") == type);
+    CHECK(r->body == test::read_file(source + "/cloud-agent/console/" + file));
+    CHECK(r->get_header_value("ETag") != etag);
+  }
+  expect_error(agent.client().Get("/console/nothing.js"), 404, "not_found", "nothing.js");
+  expect_error(agent.client().Get("/console/../metrics"), 404, "not_found", "");
+}
+
 }  // namespace
 }  // namespace vend::agent
 

@@ -97,7 +97,7 @@ Result<Order> AgentCore::create_order(const std::string& device, int slot,
   Ticket wait;
   Result<Order> order = refused();
   if (!step([&] {
-        order = state_->create_order(device, slot, *scoped);
+        order = state_->create_order(device, slot, client, *scoped);
         if (order.ok()) wait = state_->durable_ticket(order->id);
       })) {
     return refused();
@@ -112,8 +112,8 @@ void AgentCore::create_order_async(const std::string& device, int slot, const st
   auto scoped = scoped_key(client, idempotency_key);
   if (!scoped.ok()) return done(scoped.error());
   auto reply = std::make_shared<OrderCallback>(std::move(done));
-  bool posted = post_step([this, device, slot, key = *scoped, reply] {
-    auto order = state_->create_order(device, slot, key);
+  bool posted = post_step([this, device, slot, client, key = *scoped, reply] {
+    auto order = state_->create_order(device, slot, client, key);
     if (!order.ok()) return (*reply)(order);
     // Answered once durable: a customer who got its id finds the order after
     // any crash. The commit completes on the writer thread; nobody waits.

@@ -34,7 +34,7 @@ Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std
 }
 
 Result<Order> AgentCore::State::create_order(const std::string& device, int slot,
-                                             const std::string& key) {
+                                             const std::string& client, const std::string& key) {
   if (key.size() > kMaxScopedKey) return make_error("bad_request", "idempotency key too long");
   if (!started) return make_error("unavailable", "the agent core is not started");
   if (!key.empty()) {
@@ -60,7 +60,23 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
     ++counters.reservations_rejected_total;
     return make_error("sold_out", device + " slot " + std::to_string(slot) + " is sold out");
   }
-  return open_reservation(device, slot, **slot_rec, key);
+  const size_t cap = options.max_open_reservations_per_client;
+  if (cap > 0 && !client.empty()) {
+    auto held = open_reservations_by_client.find(client);
+    if (held != open_reservations_by_client.end() && held->second >= cap) {
+      ++counters.reservations_rejected_total;
+      return make_error("too_many_reservations",
+                        "this client already holds " + std::to_string(held->second) +
+                            " unpaid reservations (at most " + std::to_string(cap) +
+                            "): pay or cancel one first");
+    }
+  }
+  Order o = open_reservation(device, slot, **slot_rec, key);
+  if (cap > 0 && !client.empty()) {
+    orders.at(o.id).client = client;
+    ++open_reservations_by_client[client];
+  }
+  return o;
 }
 
 Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int slot) {

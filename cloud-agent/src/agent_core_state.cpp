@@ -216,6 +216,13 @@ void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& change
                                  const std::string& detail) {
   OrderState from = rec.order.state;
   assert(is_legal_transition(from, to));
+  if (from == OrderState::kReserved && !rec.client.empty()) {
+    auto held = open_reservations_by_client.find(rec.client);
+    if (held != open_reservations_by_client.end() && --held->second == 0) {
+      open_reservations_by_client.erase(held);
+    }
+    rec.client.clear();
+  }
   rec.order.state = to;
   rec.order.updated_ms = clock.wall_ms();
   --state_counts[static_cast<size_t>(from)];

@@ -109,6 +109,10 @@ struct OrderRec {
   uint64_t resend_timer = 0;
   TimerId resend_timer_id;
   std::vector<std::string> payment_ids;  // every payment id seen for the order
+  // Who reserved it, while it counts against that client's open-reservation
+  // cap (cleared when it leaves RESERVED). In memory only: after a restart
+  // the reservations of before no longer count.
+  std::string client;
 };
 
 struct PaymentRec {
@@ -217,7 +221,10 @@ struct AgentCore::State {
   AgentMetrics take_metrics();
 
   // ---- agent_core_orders.cpp ----
-  Result<Order> create_order(const std::string& device, int slot, const std::string& key);
+  // `client`: who asks (the open-reservation cap); `key`: the scoped
+  // idempotency key ("" = none).
+  Result<Order> create_order(const std::string& device, int slot, const std::string& client,
+                             const std::string& key);
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
   // The slot, if the device is known, has it, and is online.
   Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
@@ -449,6 +456,8 @@ struct AgentCore::State {
   int64_t ops_scan_due_mono_ms = 0;
   // Devices with an ack due (DeviceRec::ack_due_mono_ms != 0).
   std::set<std::string> acks_due;
+  // client -> its RESERVED orders (AgentOptions::max_open_reservations_per_client).
+  std::unordered_map<std::string, size_t> open_reservations_by_client;
   bool fleet_dirty = true;
   int64_t fleet_published_mono_ms = 0;
   int64_t orders_created = 0;

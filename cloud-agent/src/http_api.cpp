@@ -37,6 +37,7 @@ int http_status_of(const std::string& code) {
     return 409;
   }
   if (code == "payload_too_large") return 413;
+  if (code == "too_many_reservations") return 429;
   if (code == "unavailable") return 503;
   return 500;
 }
@@ -180,7 +181,11 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
                      http::error_body("internal", "internal error (the agent log has details)")};
   }
   if (status == 503) log_.warn(kLog, req.method + " " + req.path + ": " + e.to_string());
-  return HttpReply{status, http::error_body(e.code, e.message)};
+  HttpReply reply{status, http::error_body(e.code, e.message)};
+  // Over the open-reservation cap: one of the client's reservations is paid,
+  // cancelled or expires first; ask again a little later.
+  if (e.code == "too_many_reservations") reply.headers.emplace_back("Retry-After", "10");
+  return reply;
 }
 
 bool HttpApi::mqtt_connected() const {

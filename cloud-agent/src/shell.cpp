@@ -136,6 +136,7 @@ Status AgentProcess::start(std::ostream& out) {
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
   ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
+  ao.max_open_reservations_per_client = static_cast<size_t>(options_.max_open_reservations);
   core_thread_ =
       std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
   core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, ao,

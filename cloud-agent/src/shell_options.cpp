@@ -142,6 +142,8 @@ const std::map<std::string, Setter>& valued_options() {
       {"--client-rate-per-s",
        set_int(&ShellOptions::client_rate_per_s, "--client-rate-per-s", 0, 1'000'000)},
       {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
+      {"--max-open-reservations",
+       set_int(&ShellOptions::max_open_reservations, "--max-open-reservations", 0, 1'000'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
@@ -387,6 +389,8 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --client-rate-per-s N         orders per second one client (X-Client-Id, else its
   --client-burst N              address) may place, bucket of N (10 and 20; 0 = off);
                                 over a limit: 429 with Retry-After
+  --max-open-reservations N     unpaid reservations one client may hold at once; one
+                                more gets 429 too_many_reservations (20; 0 = off)
   --redis redis://HOST:PORT     keep what several agents share (the rate limits) in
                                 this Redis (default: in process); if it fails, orders
                                 go through unlimited (fail open, counted in /metrics)

@@ -62,6 +62,8 @@ struct ShellOptions {
   int64_t machine_burst = 200;
   int64_t client_rate_per_s = 10;
   int64_t client_burst = 20;
+  // RESERVED orders one client may hold at once (AgentOptions); 0 = off.
+  int64_t max_open_reservations = 20;
   // --redis: the Redis that holds what several agents share (the rate
   // limits). nullopt: kept in process.
   std::optional<RedisLimiterOptions> shared_redis;

@@ -869,3 +869,26 @@ TEST_CASE("repository failing: reservations unavailable at once, no token moved"
   }
   CHECK(rig.slot("vm-1", 1).pool == pool);
 }
+
+TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reservations") {
+  AgentOptions o = rig_test::test_agent_options();
+  o.max_open_reservations_per_client = 2;
+  AgentRig rig(o);
+  stocked_device(rig, 5);
+  auto a = rig.core->create_order("vm-1", 1, "app-1", "");
+  auto b = rig.core->create_order("vm-1", 1, "app-1", "");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto third = rig.core->create_order("vm-1", 1, "app-1", "");
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "too_many_reservations");
+  CHECK(rig.core->create_order("vm-1", 1, "app-2", "").ok());  // another client
+  // The same idempotent request again is the same order, not a new one.
+  auto keyed = rig.core->create_order("vm-1", 1, "app-2", "k-1");
+  REQUIRE(keyed.ok());
+  CHECK(rig.core->create_order("vm-1", 1, "app-2", "k-1")->id == keyed->id);
+  // Cancelling (or paying) one frees a place.
+  REQUIRE(rig.core->cancel(a->id).ok());
+  CHECK(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+  CHECK(rig.slot("vm-1", 1).reserved == 4);
+}

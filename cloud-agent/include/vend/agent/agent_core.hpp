@@ -111,6 +111,10 @@ struct DecommissionedDevice {
 
 struct AgentOptions {
   int64_t reservation_ttl_ms = 5 * 60 * 1000;
+  // A client (X-Client-Id, else its address) may hold at most this many
+  // RESERVED orders at once; one more is refused ("too_many_reservations",
+  // HTTP 429), so nobody reserves a machine empty without paying. 0 = off.
+  size_t max_open_reservations_per_client = 20;
   int64_t dispatch_ttl_ms = 60 * 1000;    // command expires_at = dispatch + this
   int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
   int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines

@@ -23,6 +23,7 @@
 
 #include "bench_util.hpp"
 #include "core_thread.hpp"
+#include "null_transport.hpp"
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/repository.hpp"
@@ -42,17 +43,6 @@ constexpr int kMachines = 1000;
 constexpr int kSlots = 4;
 constexpr int kTokensPerSlot = 250;  // 1 M tokens: the async runs never sell out
 constexpr int kClients = 64;
-
-class NullTransport final : public Transport {
- public:
-  void on_message(MessageHandler) override {}
-  void on_connection(ConnectionHandler) override {}
-  Status connect() override { return {}; }
-  void disconnect() override {}
-  bool connected() const override { return true; }
-  Status publish(const Message&) override { return {}; }
-  Status subscribe(const std::string&, int) override { return {}; }
-};
 
 double thread_cpu_s() {
   timespec ts{};
@@ -228,7 +218,7 @@ class Agent {
   NullLogger log_;
   SystemClock clock_;
   SecureRandom random_;
-  NullTransport transport_;
+  bench::NullTransport transport_;
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<CoreThread> runner_;
   std::unique_ptr<AgentCore> core_;

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "bench_util.hpp"
+#include "null_transport.hpp"
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/repository.hpp"
@@ -33,18 +34,6 @@ using namespace vend::agent;
 
 constexpr int kSlotsPerDevice = 10;
 constexpr int kTokensPerSlot = 10;
-
-// Publishes go nowhere: the ops views and commands are not what is measured.
-class NullTransport final : public Transport {
- public:
-  void on_message(MessageHandler) override {}
-  void on_connection(ConnectionHandler) override {}
-  Status connect() override { return {}; }
-  void disconnect() override {}
-  bool connected() const override { return true; }
-  Status publish(const Message&) override { return {}; }
-  Status subscribe(const std::string&, int) override { return {}; }
-};
 
 struct Machine {
   std::string id;
@@ -168,7 +157,7 @@ class Fleet {
   NullLogger log_;
   SystemClock clock_;
   SeededRandom random_{7};
-  NullTransport transport_;
+  bench::NullTransport transport_;
   std::unique_ptr<Repository> repo_;
   std::unique_ptr<AgentCore> core_;
   std::vector<Machine> machines_;

@@ -103,4 +103,34 @@ std::optional<uint64_t> LeaseKeeper::epoch_of(int shard, int64_t now_mono_ms) co
   return it->second.epoch;
 }
 
+RoundResult run_lease_round(LeaseKeeper& keeper, LeaseStore& store, const std::string& session,
+                            int64_t round_start_mono_ms,
+                            const std::function<void(const std::vector<int>&)>& stop) {
+  const LeaseOptions& o = keeper.options();
+  RoundResult result;
+  auto view = store.heartbeat(o.instance_id, session, o.lease_ms);
+  if (!view) {
+    result.status = view.error();
+    result.changes = keeper.expire(round_start_mono_ms);
+    if (!result.changes.lost.empty()) stop(result.changes.lost);
+    return result;
+  }
+  LeaseKeeper::Plan plan = keeper.plan(*view, round_start_mono_ms);
+  std::vector<int> leaving = plan.lapsed;
+  for (const Grant& g : plan.dropping) leaving.push_back(g.shard);
+  if (!leaving.empty()) stop(leaving);
+  for (const Grant& g : plan.dropping) {
+    (void)store.release(o.instance_id, g);  // if it fails, the lease simply runs out
+  }
+  auto won = store.acquire(o.instance_id, plan.acquire, o.lease_ms);
+  auto renewed = store.renew(o.instance_id, plan.renew, o.lease_ms);
+  result.changes = keeper.settle(plan, won ? *won : std::vector<Grant>{},
+                                 renewed ? *renewed : std::vector<int>{}, round_start_mono_ms);
+  if (!result.changes.lost.empty()) stop(result.changes.lost);
+  result.changes.lost.insert(result.changes.lost.begin(), leaving.begin(), leaving.end());
+  if (!won) result.status = won.error();
+  if (!renewed) result.status = renewed.error();
+  return result;
+}
+
 }  // namespace vend::agent

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -189,6 +190,83 @@ void RedisServer::start() {
 }
 
 void RedisServer::stop() { child_.reset(); }
+
+namespace {
+
+std::string postgres_bin_dir() {
+  for (const char* version : {"15", "16", "17"}) {
+    std::string bin = std::string("/usr/lib/postgresql/") + version + "/bin";
+    if (access((bin + "/initdb").c_str(), X_OK) == 0) return bin;
+  }
+  throw std::runtime_error(
+      "PostgreSQL's initdb not found under /usr/lib/postgresql/*/bin: install Debian package "
+      "postgresql-15 (scripts/setup-deps)");
+}
+
+}  // namespace
+
+PostgresServer::PostgresServer() : port_(free_port()), bin_(postgres_bin_dir()) {
+  if (geteuid() == 0) {
+    struct passwd* pw = getpwnam("postgres");
+    if (pw == nullptr) {
+      throw std::runtime_error(
+          "running as root, and there is no `postgres` user to run PostgreSQL as: install "
+          "Debian package postgresql-15 (scripts/setup-deps)");
+    }
+    if (chown(dir_.path().c_str(), pw->pw_uid, pw->pw_gid) != 0) {
+      throw std::runtime_error("cannot hand " + dir_.path() + " to the postgres user");
+    }
+  }
+  Child init(as_postgres({bin_ + "/initdb", "-D", dir_.file("data"), "-U", "vend", "-A", "trust",
+                          "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"}),
+             dir_.file("initdb.log"));
+  if (init.wait(std::chrono::seconds(60)) != 0) {
+    throw std::runtime_error("initdb failed: " + read_file(dir_.file("initdb.log")));
+  }
+  start();
+}
+
+PostgresServer::~PostgresServer() { stop(); }
+
+std::vector<std::string> PostgresServer::as_postgres(std::vector<std::string> argv) const {
+  if (geteuid() != 0) return argv;
+  std::vector<std::string> out{require_program("setpriv", "util-linux"), "--reuid=postgres",
+                               "--regid=postgres", "--init-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+void PostgresServer::start() {
+  std::string log = dir_.file("postgres.log");
+  write_file(log, "");  // the child opens it before setpriv: root may write it
+  // setpriv execs (no fork): the child is the postmaster itself.
+  child_ = std::make_unique<Child>(
+      as_postgres({bin_ + "/postgres", "-D", dir_.file("data"), "-p", std::to_string(port_), "-k",
+                   dir_.path(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c",
+                   "synchronous_commit=on", "-c", "max_connections=60", "-c",
+                   "shared_buffers=32MB"}),
+      log);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read_file(log).find("ready to accept connections") == std::string::npos) {
+    if (!child_->running() || std::chrono::steady_clock::now() >= deadline) {
+      throw std::runtime_error("postgres did not start on port " + std::to_string(port_) + ": " +
+                               read_file(log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+void PostgresServer::stop() {
+  if (!child_) return;
+  child_->signal(SIGINT);
+  if (child_->wait(std::chrono::seconds(20)) < 0) child_->kill_now();
+  child_.reset();
+}
+
+void PostgresServer::kill() {
+  if (child_) child_->kill_now();
+  child_.reset();
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

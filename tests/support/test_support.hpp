@@ -94,6 +94,36 @@ class RedisServer {
   std::unique_ptr<Child> child_;
 };
 
+// PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:<free port>: initdb
+// into a temporary directory and the server with fsync on. PostgreSQL
+// refuses to run as root, so as root both run as the `postgres` system user
+// (setpriv; the directory is handed to it). Trust authentication for the
+// superuser `vend`, database `postgres`. Stopped (fast shutdown) on
+// destruction. Throws, naming the cause, when it cannot start.
+class PostgresServer {
+ public:
+  PostgresServer();
+  ~PostgresServer();
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+  int port() const { return port_; }
+  std::string url() const {
+    return "postgresql://vend@127.0.0.1:" + std::to_string(port_) + "/postgres";
+  }
+  void start();
+  // Fast shutdown (SIGINT), as an operator's `pg_ctl stop` would.
+  void stop();
+  // SIGKILL of the postmaster: the database server dies at once.
+  void kill();
+
+ private:
+  std::vector<std::string> as_postgres(std::vector<std::string> argv) const;
+  TempDir dir_;
+  int port_;
+  std::string bin_;  // /usr/lib/postgresql/<version>/bin
+  std::unique_ptr<Child> child_;
+};
+
 // Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -95,5 +96,21 @@ class LeaseKeeper {
   LeaseOptions options_;
   std::map<int, Held> held_;
 };
+
+// One round, as the shell (or the simulation) runs it, started at
+// round_start_mono_ms: heartbeat, plan, `stop` called with every shard
+// leaving this instance (lapsed or dropping; it must stop the core using
+// them and flush their writes before returning), releases, acquire and
+// renew, settle. A failed heartbeat expires what lapsed and returns its
+// error ("conflict": this process was replaced and must stop); failed
+// acquire/renew calls count as nothing won and nothing renewed. Returns the
+// round's changes (gained, and lost after the plan).
+struct RoundResult {
+  Status status;
+  LeaseKeeper::Changes changes;
+};
+RoundResult run_lease_round(LeaseKeeper& keeper, LeaseStore& store, const std::string& session,
+                            int64_t round_start_mono_ms,
+                            const std::function<void(const std::vector<int>&)>& stop);
 
 }  // namespace vend::agent

@@ -229,7 +229,7 @@ TEST_CASE("the shipped agent.conf mentions every option, and every example value
   test::TempDir dir;
   std::string conf = write_mode(dir.file("agent.conf"), shipped, 0644);
   auto as_is = parse_options({"--config", conf});
-  REQUIRE_MESSAGE(as_is.ok(), as_is.error().message);
+  REQUIRE_MESSAGE(as_is.ok(), vend::test::error_text(as_is));
   for (const std::string& key : config_file_keys()) {
     bool active = shipped.find("\n" + key + " = ") != std::string::npos;
     bool commented = shipped.find("\n# " + key + " = ") != std::string::npos;

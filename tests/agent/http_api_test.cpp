@@ -97,7 +97,7 @@ class Agent {
   // `workers`: the API's handler threads (HttpApiOptions::worker_threads).
   explicit Agent(size_t workers = 32) : transport_(bus_) {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
-    REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
+    REQUIRE_MESSAGE(repo.ok(), vend::test::error_text(repo));
     repo_ = std::move(repo).value();
     core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, AgentOptions{},
                                         &core_thread_);
@@ -122,7 +122,7 @@ class Agent {
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
     server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
     auto port = server_->bind("127.0.0.1", 0);
-    REQUIRE_MESSAGE(port.ok(), port.error().to_string());
+    REQUIRE_MESSAGE(port.ok(), vend::test::error_text(port));
     port_ = *port;
     REQUIRE(server_->start().ok());
   }

@@ -34,7 +34,7 @@ class LimitedAgent {
   LimitedAgent(RateLimiter& limiter, RateLimit machine, RateLimit client)
       : transport_(bus_.make_client("vend-agent")) {
     auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
-    REQUIRE_MESSAGE(repo.ok(), repo.error().to_string());
+    REQUIRE_MESSAGE(repo.ok(), vend::test::error_text(repo));
     repo_ = std::move(repo).value();
     // The core's one thread, as in vend-agent: HTTP workers hand it steps.
     core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, AgentOptions{},
@@ -50,7 +50,7 @@ class LimitedAgent {
     api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
     server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
     auto port = server_->bind("127.0.0.1", 0);
-    REQUIRE_MESSAGE(port.ok(), port.error().to_string());
+    REQUIRE_MESSAGE(port.ok(), vend::test::error_text(port));
     port_ = *port;
     REQUIRE(server_->start().ok());
   }
@@ -248,7 +248,7 @@ TEST_CASE("vend-agent options of the rate limits and --redis") {
   auto o = parse_options({"--machine-rate-per-s", "0", "--machine-burst=5", "--client-rate-per-s",
                           "3", "--client-burst", "7", "--redis", "redis://10.0.0.9:6390",
                           "--redis-timeout-ms", "20"});
-  REQUIRE_MESSAGE(o.ok(), o.error().to_string());
+  REQUIRE_MESSAGE(o.ok(), vend::test::error_text(o));
   CHECK(o->machine_rate_per_s == 0);
   CHECK(o->machine_burst == 5);
   CHECK(o->client_rate_per_s == 3);

@@ -44,7 +44,7 @@ struct PgRig {
   std::unique_ptr<PgLeaseStore> pg = open();
   std::unique_ptr<PgLeaseStore> open() {
     auto opened = PgLeaseStore::open(server.url());
-    REQUIRE_MESSAGE(opened.ok(), (opened.ok() ? "" : opened.error().message));
+    REQUIRE_MESSAGE(opened.ok(), vend::test::error_text(opened));
     return std::move(*opened);
   }
   LeaseStore& store() { return *pg; }

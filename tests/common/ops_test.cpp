@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace vend::ops {
 namespace {
 
@@ -107,19 +109,19 @@ TEST_CASE("ops messages encode to their golden JSON and decode back") {
   CHECK(encode(reconcile()) == kReconcileJson);
 
   auto f = decode_fleet(kFleetJson);
-  REQUIRE_MESSAGE(f.ok(), f.error().to_string());
+  REQUIRE_MESSAGE(f.ok(), vend::test::error_text(f));
   CHECK(*f == fleet());
   auto d = decode_device(kDeviceJson);
-  REQUIRE_MESSAGE(d.ok(), d.error().to_string());
+  REQUIRE_MESSAGE(d.ok(), vend::test::error_text(d));
   CHECK(*d == device());
   auto o = decode_order_events(kOrderJson);
-  REQUIRE_MESSAGE(o.ok(), o.error().to_string());
+  REQUIRE_MESSAGE(o.ok(), vend::test::error_text(o));
   CHECK(*o == order_events());
   auto a = decode_alert(kAlertJson);
-  REQUIRE_MESSAGE(a.ok(), a.error().to_string());
+  REQUIRE_MESSAGE(a.ok(), vend::test::error_text(a));
   CHECK(*a == alert());
   auto r = decode_reconcile(kReconcileJson);
-  REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+  REQUIRE_MESSAGE(r.ok(), vend::test::error_text(r));
   CHECK(*r == reconcile());
 }
 
@@ -130,7 +132,7 @@ TEST_CASE("a device status carries clock_skew_ms once measured, either sign") {
     std::string text = encode(d);
     CHECK(text.find("\"clock_skew_ms\":" + std::to_string(skew)) != std::string::npos);
     auto back = decode_device(text);
-    REQUIRE_MESSAGE(back.ok(), back.error().to_string());
+    REQUIRE_MESSAGE(back.ok(), vend::test::error_text(back));
     CHECK(*back == d);
   }
   CHECK(encode(device()).find("clock_skew_ms") == std::string::npos);  // absent when unknown
@@ -144,7 +146,7 @@ TEST_CASE("ops decoding ignores unknown fields and accepts any key order and whi
   j["added_by_a_newer_agent"] = {{"x", 1}};
   j["slots"][0]["temperature_c"] = 4;
   auto d = decode_device(j.dump(2));
-  REQUIRE_MESSAGE(d.ok(), d.error().to_string());
+  REQUIRE_MESSAGE(d.ok(), vend::test::error_text(d));
   CHECK(*d == device());
 
   Alert fleet_wide = alert();

@@ -77,7 +77,7 @@ TEST_CASE("every command round-trips") {
         Command{ResendRequest{kDevice, 1}}}) {
     CAPTURE(encode_canonical(command));
     auto decoded = decode_command(encode(command, kMac));
-    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
     CHECK(decoded->message == command);
     CHECK(decoded->mac == kMac);
     CHECK(decoded->canonical == encode_canonical(command));
@@ -95,7 +95,7 @@ TEST_CASE("every event round-trips") {
         uncertain, no_slot_fault, events_unavailable()}) {
     CAPTURE(encode_canonical(e));
     auto decoded = decode_event(encode(e, kMac));
-    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
     CHECK(decoded->message == e);
     CHECK(decoded->mac == kMac);
     CHECK(decoded->canonical == encode_canonical(e));
@@ -107,7 +107,7 @@ TEST_CASE("status round-trips, online and offline") {
   offline.online = false;
   for (const PresenceStatus& s : {online(), offline}) {
     auto decoded = decode_status(encode(s, kMac));
-    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
     CHECK(decoded->message == s);
     CHECK(decoded->canonical == encode_canonical(s));
   }
@@ -121,7 +121,7 @@ TEST_CASE("whitespace, key order and escapes do not change the canonical form") 
       "\",\r\n \"order_id\" : \"ord\\u002d7f3a\", \"expires_at_ms\":"
       "1700000060000, \"device\" : \"vm\\u002D0042\" } ";
   auto decoded = decode_command(spaced);
-  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
   CHECK(decoded->canonical == kDispenseGolden);
   CHECK(decoded->message == Command{dispense()});
 
@@ -131,7 +131,7 @@ TEST_CASE("whitespace, key order and escapes do not change the canonical form") 
   std::string text = reordered.dump(2);  // indented; nlohmann sorts keys
   text.replace(text.find("motor stalled"), 13, "motor\\u0020stalled");
   auto decoded_fault = decode_event(text);
-  REQUIRE_MESSAGE(decoded_fault.ok(), decoded_fault.error().to_string());
+  REQUIRE_MESSAGE(decoded_fault.ok(), vend::test::error_text(decoded_fault));
   CHECK(decoded_fault->canonical == kFaultGolden);
   // Unicode text survives as raw UTF-8 in the canonical form.
   DeviceEvent accented = event(7, Fault{"jam", "caf\xc3\xa9 \"slot\"\n", 1});
@@ -149,7 +149,7 @@ TEST_CASE("limits at the edge are accepted") {
   }
   DeviceEvent big = event(UINT64_MAX, TokensMinted{std::string(64, 'r'), kMaxSlot, many, 100000});
   auto decoded = decode_event(encode(big, kMac));
-  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
   CHECK(decoded->message == big);
   Command max_restock = RestockCommand{kDevice, "r", kMaxSlot, kMaxRestockCount};
   CHECK(decode_command(encode(max_restock, kMac)).ok());
@@ -207,12 +207,12 @@ TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/
   ResendRequest resent{kDevice, 1, kLedgerId};
   for (const Command& c : {Command{acked}, Command{resent}}) {
     auto decoded = decode_command(encode(c, kMac));
-    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
     CHECK(decoded->message == c);
     CHECK(decoded->canonical == encode_canonical(c));
   }
   auto decoded = decode_event(encode(minted, kMac));
-  REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
   CHECK(decoded->message == minted);
   CHECK(decoded->canonical == kTokensLedgerGolden);
 

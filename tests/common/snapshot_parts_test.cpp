@@ -184,7 +184,7 @@ TEST_CASE("255 slots x 1000 tokens: parts under the cap that join back to the sn
     largest = std::max(largest, wire.size());
     CHECK(wire.size() <= kMaxPayloadBytes);
     auto decoded = decode_event(wire);
-    REQUIRE_MESSAGE(decoded.ok(), decoded.error().to_string());
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
     CHECK(std::get<Snapshot>(decoded->message.body) == p);
   }
   MESSAGE("largest part: " << largest << " bytes");

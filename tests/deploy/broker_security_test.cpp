@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "broker_rig.hpp"
+#include "test_support.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::test {
@@ -59,7 +60,7 @@ std::vector<std::unique_ptr<MqttClient>> connect_all(const std::vector<ClientSpe
   std::vector<std::unique_ptr<MqttClient>> clients;
   for (Attempt& a : attempt_all(specs, log)) {
     INFO(a.client->transport().connected());
-    REQUIRE_MESSAGE(a.status.ok(), a.status.error().to_string());
+    REQUIRE_MESSAGE(a.status.ok(), vend::test::error_text(a.status));
     clients.push_back(std::move(a.client));
   }
   return clients;

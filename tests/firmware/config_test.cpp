@@ -345,7 +345,7 @@ TEST_CASE("the shipped example config parses") {
   const char* src = std::getenv("VEND_SOURCE_DIR");
   REQUIRE(src != nullptr);
   auto r = load_device_config(std::string(src) + "/firmware/packaging/device.json.example");
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().to_string()));
+  REQUIRE_MESSAGE(r.ok(), vend::test::error_text(r));
   CHECK(r->device_id.size() > 0);
 }
 

@@ -18,7 +18,7 @@ constexpr uint64_t kSeeds[] = {1, 2, 3, 4, 5, 6, 7, 8};
 
 WorldReport run_ok(const WorldOptions& options) {
   auto report = run_world(options);
-  REQUIRE_MESSAGE(report.ok(), (report.ok() ? "" : report.error().to_string()));
+  REQUIRE_MESSAGE(report.ok(), vend::test::error_text(report));
   return *report;
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("every scenario file loads and runs") {
     ++found;
     INFO(entry.path().string());
     auto options = load_scenario(entry.path().string(), WorldOptions{});
-    REQUIRE_MESSAGE(options.ok(), (options.ok() ? "" : options.error().to_string()));
+    REQUIRE_MESSAGE(options.ok(), vend::test::error_text(options));
     options->steps = std::min<int64_t>(options->steps, 800);
     options->machines = std::min(options->machines, 4);
     WorldReport report = run_ok(*options);

@@ -124,6 +124,14 @@ class PostgresServer {
   std::unique_ptr<Child> child_;
 };
 
+// The error of `r` as text, "" when it holds a value. For REQUIRE_MESSAGE:
+// doctest evaluates the message of a passing assertion too (with -s), where
+// r.error() would be a bad_variant_access.
+template <class R>
+std::string error_text(const R& r) {
+  return r.ok() ? std::string() : r.error().to_string();
+}
+
 // Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace vend::ctl {
 namespace {
 
 CtlOptions parsed(const std::vector<std::string>& args) {
   auto o = parse_args(args);
-  REQUIRE_MESSAGE(o.ok(), o.error().message);
+  REQUIRE_MESSAGE(o.ok(), vend::test::error_text(o));
   return *o;
 }
 

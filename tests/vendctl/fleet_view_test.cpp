@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "test_support.hpp"
 #include "vend/ctl/render.hpp"
 #include "vend/ops.hpp"
 #include "vend/topics.hpp"
@@ -45,7 +46,7 @@ ops::Alert alert(const std::string& code, const std::string& state) {
 
 void feed(FleetView& view, const std::string& topic, const std::string& payload) {
   Status s = view.apply(topic, payload);
-  REQUIRE_MESSAGE(s.ok(), s.error().to_string());
+  REQUIRE_MESSAGE(s.ok(), vend::test::error_text(s));
 }
 
 FleetView sample_view() {

@@ -94,14 +94,25 @@ HttpServer::Handler HttpApi::handler() {
 }
 
 void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
+  // std::function needs a copyable job; the responder is move-only.
+  struct Pending {
+    httplib::Request req;
+    HttpResponder responder;
+  };
   auto pending = std::make_shared<Pending>(Pending{std::move(req), std::move(responder)});
-  const Route* route = match(pending->req);
-  // Orders and payments never block: they hand their step to the core and
-  // answer from its commit callback. Served here, on the server's event
-  // thread, they skip the hand-over to a worker (a futex wake and a context
-  // switch each way; docs/benchmarks.md, benchmark 3's profile).
-  if (route != nullptr && route->async != nullptr) return serve(pending, route);
-  bool queued = workers_.try_post([this, pending, route] { serve(pending, route); });
+  bool queued = workers_.try_post([this, pending] {
+    Finish finish = [this, pending](HttpReply reply) {
+      log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
+                           std::to_string(reply.status));
+      pending->responder.complete(std::move(reply));
+    };
+    try {
+      serve(pending->req, finish);
+    } catch (const std::exception& e) {  // handlers catch what they expect
+      log_.error(kLog, pending->req.method + " " + pending->req.path + ": " + e.what());
+      finish(HttpReply{500, http::error_body("internal", "internal error")});
+    }
+  });
   if (queued) return;
   if (options_.on_rejected) options_.on_rejected("max_queued_requests", pending->req.remote_addr);
   HttpReply busy{503, limit_error_body("unavailable",
@@ -112,31 +123,15 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   pending->responder.complete(std::move(busy));
 }
 
-const HttpApi::Route* HttpApi::match(httplib::Request& req) const {
+void HttpApi::serve(httplib::Request& req, const Finish& finish) {
   const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
   for (const Route& r : routes_) {
-    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) return &r;
-  }
-  return nullptr;
-}
-
-void HttpApi::serve(const std::shared_ptr<Pending>& pending, const Route* route) {
-  Finish finish = [this, pending](HttpReply reply) {
-    log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
-                         std::to_string(reply.status));
-    pending->responder.complete(std::move(reply));
-  };
-  httplib::Request& req = pending->req;
-  try {
-    if (route == nullptr) {
-      return finish(HttpReply{
-          404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
+    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) {
+      return run(r, req, finish);
     }
-    run(*route, req, finish);
-  } catch (const std::exception& e) {  // handlers catch what they expect
-    log_.error(kLog, req.method + " " + req.path + ": " + e.what());
-    finish(HttpReply{500, http::error_body("internal", "internal error")});
   }
+  finish(
+      HttpReply{404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
 }
 
 void HttpApi::run(const Route& route, const httplib::Request& req, const Finish& finish) {

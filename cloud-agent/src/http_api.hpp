@@ -38,7 +38,6 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <regex>
@@ -104,16 +103,14 @@ struct HttpApiOptions {
 // must outlive every server whose handler() it gave (stop the server first:
 // the destructor finishes queued requests and joins the workers).
 // Thread-safe: handlers run on the worker threads concurrently (AgentCore is
-// thread-safe); the asynchronous ones (orders, payments), which never block,
-// run on the server's event thread that received the request.
+// thread-safe).
 class HttpApi {
  public:
   HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Logger& log);
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
-  // The HttpServer handler: queues the request for a worker, or starts an
-  // asynchronous one at once. Never blocks.
+  // The HttpServer handler: queues the request for a worker. Never blocks.
   HttpServer::Handler handler();
   void handle(httplib::Request&& req, HttpResponder responder);
 
@@ -123,8 +120,8 @@ class HttpApi {
   // The answer of an asynchronous handler, called exactly once from any
   // thread (the request stays alive until then).
   using Done = std::function<void(Result<HttpReply>)>;
-  // A handler that answers later (the core's commit callback). It must not
-  // block: it runs on the server's event thread.
+  // A handler that answers later (the core's commit callback): the worker
+  // thread is free as soon as it returns.
   using AsyncHandler = void (HttpApi::*)(const httplib::Request&, Done);
 
   struct Route {
@@ -138,19 +135,11 @@ class HttpApi {
   void route(const std::string& method, const std::string& pattern, Handler handler, Access access);
   void route(const std::string& method, const std::string& pattern, AsyncHandler handler,
              Access access);
-  // A request and its responder, owned until the answer is given.
-  struct Pending {
-    httplib::Request req;
-    HttpResponder responder;
-  };
-  // The route of `req` (its matches then point into its own path), or null.
-  const Route* match(httplib::Request& req) const;
-  // On a worker, or on the server's event thread for an asynchronous route:
-  // checks access, runs the handler and gives its answer to the responder
-  // (now, or later for an asynchronous one); every failure is an HttpReply
-  // too (no route: 404).
+  // On a worker: routes `req` (its matches point into its own path), checks
+  // access, runs the handler and gives its answer to `finish` (now, or later
+  // for an asynchronous one); every failure is an HttpReply too.
   using Finish = std::function<void(HttpReply)>;
-  void serve(const std::shared_ptr<Pending>& pending, const Route* route);
+  void serve(httplib::Request& req, const Finish& finish);
   void run(const Route& route, const httplib::Request& req, const Finish& finish);
   Status authorize_operator(const httplib::Request& req) const;
   HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);

@@ -1009,49 +1009,5 @@ TEST_CASE("orders and payments waiting for their group commit hold no handler th
   CHECK(pool_of_slot1(agent) == "0");
 }
 
-TEST_CASE("orders reach the core while every handler thread is busy") {
-  Agent agent(1);  // one handler thread, held below by a provisioning
-  Machine m;
-  stock_machine(agent, m);
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  auto blocker = agent.repo().submit([released](WriteContext&) {
-    released.wait();
-    return Status{};
-  });
-  REQUIRE(blocker.ok());
-  // The handler thread waits for this device's commit, which the held
-  // writer delays.
-  std::thread provisioning([&] {
-    Json body = {
-        {"id", "vm-http-2"},
-        {"slots", {{{"slot", 1}, {"product", "tea"}, {"price_cents", 1}, {"capacity", 1}}}}};
-    auto r = agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(),
-                                 "application/json");
-    CHECK((r && r->status == 201));
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  std::atomic<int> status{0};
-  std::thread customer([&] {
-    auto r = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
-    status = r ? r->status : -1;
-  });
-  // Served on the server's event thread: the core reserves the token now,
-  // not once the handler thread is free.
-  int64_t pool = -1;
-  for (int i = 0; i < 200 && pool != 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    auto slots = agent.core().slots("vm-http-1");
-    REQUIRE(slots.ok());
-    pool = slots->at(0).pool;
-  }
-  CHECK(pool == 2);
-  CHECK(status == 0);  // and answered only once durable
-  release.set_value();
-  provisioning.join();
-  customer.join();
-  CHECK(status == 201);
-}
-
 }  // namespace
 }  // namespace vend::agent

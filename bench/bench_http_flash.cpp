@@ -98,12 +98,16 @@ void read_back(const AgentServer& server, const std::string& device, Sale& sale)
   if (!slots.is_discarded() && slots.contains("slots") && !slots["slots"].empty()) {
     sale.pool_after = slots["slots"][0].value("pool", int64_t{-1});
   }
+  // One list read at once: reading it state by state counted an order twice
+  // when the machine moved it from DISPATCHED to COMPLETED between two reads.
   int64_t taken = 0;
-  for (const char* state : {"RESERVED", "PAID", "DISPATCHED", "COMPLETED"}) {
-    Json list =
-        Json::parse(op.get(std::string("/v1/orders?state=") + state + "&limit=1000", true).body,
-                    nullptr, false);
-    if (!list.is_discarded() && list.contains("orders")) taken += list["orders"].size();
+  Json list = Json::parse(op.get("/v1/orders?limit=1000", true).body, nullptr, false);
+  if (!list.is_discarded() && list.contains("orders")) {
+    for (const Json& o : list["orders"]) {
+      std::string state = o.value("state", "");
+      taken +=
+          state == "RESERVED" || state == "PAID" || state == "DISPATCHED" || state == "COMPLETED";
+    }
   }
   sale.reserved_or_paid_in_api = taken;
 }

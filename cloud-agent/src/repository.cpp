@@ -122,17 +122,14 @@ void Repository::apply_queued() {
   if (!options_.manual_commit) return;
   std::lock_guard apply(manual_mu_);
   while (true) {
-    std::vector<Pending> group;
+    std::vector<Pending> ready, group;
     {
       std::lock_guard lock(mu_);
       if (queue_.empty()) return;
-      size_t n = std::min(queue_.size(), std::max<size_t>(1, options_.batch_max));
-      for (size_t i = 0; i < n; ++i) {
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      take_group(ready, group);
     }
-    apply_group(group);
+    run_ready(ready);
+    if (!group.empty()) apply_group(group);
   }
 }
 
@@ -192,19 +189,40 @@ WriterStats Repository::stats() const {
 
 void Repository::writer_loop() {
   while (true) {
-    std::vector<Pending> group;
+    std::vector<Pending> ready, group;
     {
       std::unique_lock lock(mu_);
       wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything queued is done
-      size_t n = std::min(queue_.size(), std::max<size_t>(1, options_.batch_max));
-      group.reserve(n);
-      for (size_t i = 0; i < n; ++i) {
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      take_group(ready, group);
     }
-    apply_group(group);
+    run_ready(ready);
+    if (!group.empty()) apply_group(group);
+  }
+}
+
+// A marker at the queue's front was queued behind a write that has left the
+// queue since, in a group this thread has applied and fulfilled: its
+// callback runs now. Kept in the next group instead, it would wait for that
+// group's commit too (its fsync) — what happened to every order whose write
+// woke an idle writer just before its marker arrived.
+void Repository::take_group(std::vector<Pending>& ready, std::vector<Pending>& group) {
+  while (!queue_.empty() && queue_.front().marker) {
+    ready.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  size_t n = std::min(queue_.size(), std::max<size_t>(1, options_.batch_max));
+  group.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    group.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+void Repository::run_ready(std::vector<Pending>& ready) {
+  for (auto& p : ready) p.done.set_value(Status{});
+  for (auto& p : ready) {
+    if (p.after) p.after();
   }
 }
 

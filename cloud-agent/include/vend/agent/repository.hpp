@@ -337,6 +337,10 @@ class Repository {
              Logger& log);
   Result<Ticket> enqueue(WriteFn write, bool bounded);
   void writer_loop();
+  // REQUIRES: mu_ held, by the one thread that applies groups. Moves the
+  // markers at the queue's front to `ready` and the next group to `group`.
+  void take_group(std::vector<Pending>& ready, std::vector<Pending>& group);
+  static void run_ready(std::vector<Pending>& ready);
   void apply_group(std::vector<Pending>& group);
   bool apply_together(std::vector<Pending>& group, std::vector<Status>& results);
   Status apply_alone(Pending& pending);

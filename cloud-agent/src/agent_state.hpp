@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
 #include "vend/agent/timing_wheel.hpp"
@@ -143,12 +144,6 @@ template <typename T>
 struct Durable {
   T value;
   Ticket wait;
-};
-
-// The tokens of one slot held by open orders (memory), for reconciliation.
-struct HeldTokens {
-  std::vector<std::string> reserved;    // RESERVED / PAID orders' tokens
-  std::vector<std::string> dispatched;  // DISPATCHED orders' tokens
 };
 
 // A message a step wants published. `order_id`: set for a dispense
@@ -335,27 +330,17 @@ struct AgentCore::State {
   void snapshot_part_dropped(detail::DeviceRec& device, const proto::DeviceEvent& event,
                              const SnapshotAssembler::Added& added);
 
-  // ---- agent_core_reconcile.cpp: three views per slot ----
+  // ---- agent_core_reconcile.cpp: applies reconcile::reconcile ----
   void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
                  const proto::Snapshot& snapshot, Changeset& changes);
-  ops::SlotReconcile reconcile_slot(detail::DeviceRec& device, detail::SlotRec& slot,
-                                    const proto::SlotSnapshot& seen, const detail::HeldTokens& held,
-                                    Changeset& changes);
-  // Token-list differences of a full snapshot; fills `out`, returns how
-  // many dispatched tokens the device has already consumed (in flight).
-  int64_t reconcile_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                           const std::vector<std::string>& device_tokens,
-                           const detail::HeldTokens& held, Changeset& changes,
-                           ops::SlotReconcile& out);
-  void remove_lost_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                          const std::vector<std::string>& lost, Changeset& changes,
-                          ops::SlotReconcile& out);
-  void add_missing_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                          const std::vector<std::string>& extra, Changeset& changes,
-                          ops::SlotReconcile& out);
-  void check_physical(const detail::DeviceRec& device, const proto::SlotSnapshot& seen,
-                      int64_t in_flight, ops::SlotReconcile& out);
-  std::map<int, detail::HeldTokens> held_tokens(const std::string& device);
+  std::map<int, reconcile::CloudSlot> cloud_view(const detail::DeviceRec& device,
+                                                 const proto::Snapshot& snapshot);
+  void apply_reconcile(detail::DeviceRec& device, const reconcile::SlotChanges& c,
+                       Changeset& changes);
+  void burn_lost_tokens(detail::SlotRec& slot, const reconcile::SlotChanges& c, Changeset& changes);
+  void apply_alert(const std::string& device, const reconcile::AlertChange& alert);
+  // ---- agent_core_reconcile_requests.cpp, _ledgers.cpp, _keys.cpp: when
+  // reconciliation runs, seq gaps, ledgers, keys ----
   void schedule_reconcile(detail::DeviceRec& device, int64_t at_ms);
   // The first periodic request: staggered over one interval by device id,
   // so a fleet's requests do not all go out at once.

@@ -33,9 +33,7 @@ Status check_slot_spec(const SlotSpec& s) {
 using detail::DeviceRec;
 
 void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
-  auto [it, inserted] = device.slots.try_emplace(spec.slot);
-  it->second.spec = spec;
-  (void)inserted;  // a new slot starts with an empty pool
+  stock.define(device.id, spec);  // a new slot starts with an empty pool
 }
 
 Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
@@ -118,7 +116,7 @@ Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& de
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   std::vector<SlotView> out;
-  for (const auto& [n, s] : dev->second.slots) {
+  for (const auto& [n, s] : stock.slots(device_id)) {
     out.push_back(SlotView{device_id, n, s.spec.product, s.spec.price_cents, s.spec.capacity,
                            static_cast<int64_t>(s.pool.size()), s.reserved, s.dispatched, s.sold,
                            s.burned});
@@ -146,7 +144,7 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
   }
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
-  if (dev->second.slots.count(slot) == 0) {
+  if (stock.find(device_id, slot) == nullptr) {
     return make_error("unknown_slot", device_id + " has no slot " + std::to_string(slot));
   }
   if (dev->second.decommissioned_ms != 0) {

@@ -75,13 +75,9 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
     set_state(rec, OrderState::kCancelled, changes, "device decommissioned");
     ++out.orders_cancelled;
   }
-  for (auto& [number, slot] : dev.slots) {
-    for (const auto& token : slot.pool) {
-      changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
-    }
-    slot.burned += static_cast<int64_t>(slot.pool.size());
-    out.tokens_withdrawn += static_cast<int64_t>(slot.pool.size());
-    slot.pool.clear();
+  for (const auto& [slot, token] : stock.withdraw(id)) {
+    changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
+    ++out.tokens_withdrawn;
   }
   dev.decommissioned_ms = clock.wall_ms();
   dev.next_key.reset();

@@ -8,8 +8,6 @@
 // The snapshot is an event in the device's seq order, so every event before
 // it (results, minted tokens) is already applied: the views are comparable
 // exactly.
-#include <unordered_set>
-
 #include "agent_state.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/topics.hpp"
@@ -18,7 +16,6 @@ namespace vend::agent {
 
 using detail::DeviceRec;
 using detail::OrderRec;
-using detail::SlotRec;
 
 // The cloud's view of the snapshot's slots: pools, tokens held by open
 // orders, the slots' alerts, and which listed tokens were never seen.
@@ -26,9 +23,9 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
                                                                  const proto::Snapshot& snapshot) {
   std::map<int, reconcile::CloudSlot> out;
   for (const auto& seen : snapshot.slots) {
-    auto it = device.slots.find(seen.slot);
-    if (it == device.slots.end()) continue;
-    const SlotRec& slot = it->second;
+    const StockSlot* found = stock.find(device.id, seen.slot);
+    if (found == nullptr) continue;
+    const StockSlot& slot = *found;
     reconcile::CloudSlot& c = out[seen.slot];
     c.pool.assign(slot.pool.begin(), slot.pool.end());
     c.reserved_count = slot.reserved;
@@ -102,17 +99,13 @@ void AgentCore::State::apply_alert(const std::string& device, const reconcile::A
 // request, alerts.
 void AgentCore::State::apply_reconcile(DeviceRec& device, const reconcile::SlotChanges& c,
                                        Changeset& changes) {
-  auto it = c.known ? device.slots.find(c.slot) : device.slots.end();
-  if (it != device.slots.end()) {
-    SlotRec& slot = it->second;
-    slot.physical_count = c.physical_count;
-    slot.device_tokens = c.device_tokens;
-    burn_lost_tokens(slot, c, changes);
-    for (const auto& t : c.add_to_pool) {
-      slot.pool.push_back(t);
-      token_owner[t] = "";
-    }
+  StockSlot* slot = c.known ? stock.find(device.id, c.slot) : nullptr;
+  if (slot != nullptr) {
+    slot->physical_count = c.physical_count;
+    slot->device_tokens = c.device_tokens;
+    burn_lost_tokens(device.id, c, changes);
     if (!c.add_to_pool.empty()) {
+      stock.add_to_pool(device.id, c.slot, c.add_to_pool);
       changes.insert_pool_tokens(device.id, c.slot, "reconcile", c.add_to_pool);
     }
     for (const auto& line : c.warnings) {
@@ -126,27 +119,15 @@ void AgentCore::State::apply_reconcile(DeviceRec& device, const reconcile::SlotC
 // Tokens the device no longer has leave the pool (burned); a reservation
 // holding one can never be dispensed, so it is cancelled (a payment arriving
 // later is refunded as for any cancelled order).
-void AgentCore::State::burn_lost_tokens(SlotRec& slot, const reconcile::SlotChanges& c,
+void AgentCore::State::burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
                                         Changeset& changes) {
-  if (!c.burn_from_pool.empty()) {
-    std::unordered_set<std::string_view> gone(c.burn_from_pool.begin(), c.burn_from_pool.end());
-    std::deque<std::string> kept;
-    for (auto& t : slot.pool) {
-      if (gone.count(t) == 0) {
-        kept.push_back(std::move(t));
-        continue;
-      }
-      token_owner.erase(t);
-      changes.move_token(t, TokenState::kPool, TokenState::kBurned, "");
-      ++slot.burned;
-    }
-    slot.pool = std::move(kept);
+  for (const auto& t : stock.burn_from_pool(device, c.slot, c.burn_from_pool)) {
+    changes.move_token(t, TokenState::kPool, TokenState::kBurned, "");
   }
   for (const auto& held : c.cancel) {
     OrderRec* rec = find_order(held.order_id);
     if (rec == nullptr || rec->order.state != OrderState::kReserved) continue;
-    --slot.reserved;
-    ++slot.burned;
+    stock.burn_reserved(device, c.slot);
     changes.move_token(held.token, TokenState::kReserved, TokenState::kBurned, rec->order.id);
     rec->order.reason = "token_lost";
     set_state(*rec, OrderState::kCancelled, changes, "its token is no longer on the device");

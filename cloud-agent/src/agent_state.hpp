@@ -22,9 +22,11 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/ops_feed.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
+#include "vend/agent/stock.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log_limiter.hpp"
@@ -38,18 +40,6 @@ namespace detail {
 inline constexpr const char* kLog = "agent";
 inline constexpr size_t kStateCount = 9;
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
-
-struct SlotRec {
-  SlotSpec spec;
-  std::deque<std::string> pool;  // tokens for sale; front = next to sell
-  int64_t reserved = 0;          // held by RESERVED (or PAID) orders
-  int64_t dispatched = 0;        // held by DISPATCHED orders
-  int64_t sold = 0;
-  int64_t burned = 0;
-  // The device's view in its last snapshot (-1 until one arrives).
-  int physical_count = -1;
-  int device_tokens = -1;
-};
 
 struct PendingAck {
   uint64_t seq = 0;
@@ -83,8 +73,6 @@ struct DeviceRec {
   int64_t snapshot_at_ms = 0;            // wall time its last snapshot was processed
   std::string last_verdict;              // of its last reconciliation
   std::string last_report;               // JSON of that report ("" = none in memory)
-  int64_t ops_published_mono_ms = 0;
-  std::map<int, SlotRec> slots;
 };
 
 enum class TimerKind : uint8_t {
@@ -159,9 +147,6 @@ struct Effects {
   std::vector<std::string> subscribes;  // topic filters, QoS 1
 };
 
-// Key of an active alert: (device, slot, code).
-using AlertKey = std::tuple<std::string, int, std::string>;
-
 bool is_open(OrderState state);
 // Rate limit of a request to a device: true (and `last_ms` = now) when
 // none was sent yet (last_ms == 0) or the last is at least `interval_ms` old.
@@ -199,7 +184,6 @@ struct AgentCore::State {
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
   Result<detail::OrderRec*> find_or_load_order(const std::string& order_id);
-  detail::SlotRec* find_slot(const std::string& device, int slot);
   // One deadline timer per order (a new one replaces it), one resend timer
   // (kept if already pending).
   void schedule_deadline(detail::OrderRec& rec, detail::TimerKind kind, int64_t at_ms);
@@ -222,8 +206,8 @@ struct AgentCore::State {
                              const std::string& key);
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
   // The slot, if the device is known, has it, and is online.
-  Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
-  Order open_reservation(const std::string& device, int slot, detail::SlotRec& slot_rec,
+  Result<StockSlot*> sellable_slot(const std::string& device, int slot);
+  Order open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
                          const std::string& key);
   Result<Order> cancel(const std::string& order_id);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
@@ -337,7 +321,8 @@ struct AgentCore::State {
                                                  const proto::Snapshot& snapshot);
   void apply_reconcile(detail::DeviceRec& device, const reconcile::SlotChanges& c,
                        Changeset& changes);
-  void burn_lost_tokens(detail::SlotRec& slot, const reconcile::SlotChanges& c, Changeset& changes);
+  void burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
+                        Changeset& changes);
   void apply_alert(const std::string& device, const reconcile::AlertChange& alert);
   // ---- agent_core_reconcile_requests.cpp, _ledgers.cpp, _keys.cpp: when
   // reconciliation runs, seq gaps, ledgers, keys ----
@@ -429,25 +414,21 @@ struct AgentCore::State {
   bool all_orders_in_memory = true;
   std::unordered_map<std::string, std::string> by_idempotency_key;  // key -> order id
   std::unordered_map<std::string, detail::PaymentRec> payments;     // payment id -> record
-  // Tokens in a pool ("" owner) or held by an order in memory.
-  std::unordered_map<std::string, std::string> token_owner;
+  // The slots, their token pools and counters, and who holds which token.
+  Stock stock;
   // (device, restock id) -> restock seen this run or pending. Per device:
   // ids confirmed locally at a machine are only unique on that machine.
   std::map<std::pair<std::string, std::string>, StoredRestock> restocks;
 
-  // Operator views: devices whose status changed since it was last published.
-  std::set<std::string> dirty_devices;
-  // No dirty device may be published before this (0: scan at the next tick).
-  int64_t ops_scan_due_mono_ms = 0;
+  // Operator views: when each retained view is due (monotonic time).
+  ViewSchedule ops_views;
   // Devices with an ack due (DeviceRec::ack_due_mono_ms != 0).
   std::set<std::string> acks_due;
   // client -> its RESERVED orders (AgentOptions::max_open_reservations_per_client).
   std::unordered_map<std::string, size_t> open_reservations_by_client;
-  bool fleet_dirty = true;
-  int64_t fleet_published_mono_ms = 0;
   int64_t orders_created = 0;
-  std::map<detail::AlertKey, ops::Alert> active_alerts;
-  ops::OrderEvents pending_order_events;  // since the last tick
+  AlertBook alerts;
+  OrderEventBatch pending_order_events;  // since the last tick
 
   std::vector<std::string> touched;            // orders set_state() changed since the last commit()
   std::vector<StoredRefund> refunds_to_queue;  // add_refund() since the last commit()

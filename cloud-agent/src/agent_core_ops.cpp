@@ -74,8 +74,8 @@ ops::DeviceStatus AgentCore::State::device_status(const DeviceRec& d) const {
   out.online = d.online;
   out.boot_id = d.boot_id;
   out.last_seen_ms = d.last_seen_ms;
-  out.last_seq = d.last_processed_seq;
-  out.unacked_events = d.last_processed_seq - d.committed_seq;
+  out.last_seq = d.acks.last_processed();
+  out.unacked_events = d.acks.unacked();
   out.outbox_depth = d.outbox_depth;
   out.snapshot_at_ms = d.snapshot_at_ms;
   out.last_verdict = d.last_verdict;
@@ -85,7 +85,7 @@ ops::DeviceStatus AgentCore::State::device_status(const DeviceRec& d) const {
         s.reserved, s.dispatched, s.sold, s.burned, s.physical_count, s.device_tokens});
   }
   out.ts_ms = clock.wall_ms();
-  out.clock_skew_ms = d.clock_skew_ms;
+  out.clock_skew_ms = d.clock_skew.skew_ms();
   return out;
 }
 

@@ -95,17 +95,16 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
       return make_error("corrupt", "key of device " + d.id + ": " + key.error().message);
     detail::DeviceRec& dev = devices[d.id];
     dev.id = d.id;
-    dev.key = std::move(key).value();
+    dev.keys = DeviceKeys(std::move(key).value());
     dev.created_ms = d.created_ms;
-    dev.last_processed_seq = d.last_processed_seq;
-    dev.committed_seq = d.last_processed_seq;
+    dev.acks.restore(d.last_processed_seq);
     dev.ledger_id = d.ledger_id;
     dev.decommissioned_ms = d.decommissioned_ms;
     if (!d.next_key_hex.empty()) {
       auto next = crypto::Key::from_hex(d.next_key_hex);
       if (!next.ok())
         return make_error("corrupt", "next key of device " + d.id + ": " + next.error().message);
-      dev.next_key = std::move(next).value();
+      dev.keys.issue_next(std::move(next).value());
     }
     dev.retired_ledgers.insert(d.retired_ledgers.begin(), d.retired_ledgers.end());
   }
@@ -314,7 +313,7 @@ Status AgentCore::State::publish_command(const detail::DeviceRec& device,
                                " not published: the broker connection is down");
     return make_error("not_connected", "the broker connection is down");
   }
-  std::string mac = crypto::sign(device.key, proto::encode_canonical(command));
+  std::string mac = crypto::sign(device.keys.current(), proto::encode_canonical(command));
   effects.publishes.push_back(detail::Publish{
       Message{topics::device_cmd(device.id), proto::encode(command, mac), 1, false}, order_id});
   return {};
@@ -357,7 +356,7 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   for (const auto& [id, dev] : devices) {
     if (dev.online) ++m.devices_online;
-    if (dev.clock_skew_ms) m.device_clock_skew_ms.emplace_back(id, *dev.clock_skew_ms);
+    if (auto skew = dev.clock_skew.skew_ms()) m.device_clock_skew_ms.emplace_back(id, *skew);
   }
   m.stock_total = stock.pool_total();
   m.storage_failed = storage_failed;

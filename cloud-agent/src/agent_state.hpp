@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/device_link.hpp"
 #include "vend/agent/ops_feed.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
@@ -41,38 +42,26 @@ inline constexpr const char* kLog = "agent";
 inline constexpr size_t kStateCount = 9;
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
 
-struct PendingAck {
-  uint64_t seq = 0;
-  Ticket ticket;  // the event's writes, device_seq included
-};
-
 struct DeviceRec {
   std::string id;
-  crypto::Key key;
+  DeviceKeys keys;  // its key, and a rotation's next one
   int64_t created_ms = 0;
   bool online = false;
   std::string boot_id;  // the session that last said "online"
   int64_t last_seen_ms = 0;
-  std::optional<crypto::Key> next_key;    // issued by rotate_key, accepted beside `key`
   int64_t decommissioned_ms = 0;          // wall time; 0 = in service
   std::string ledger_id;                  // the device ledger the seqs below count
   std::set<std::string> retired_ledgers;  // replaced ledgers: their events are refused
-  uint64_t last_processed_seq = 0;        // applied in memory (its write may still be queued)
-  uint64_t committed_seq = 0;             // durable; what an ack may cover
-  std::deque<PendingAck> unacked;         // processed, commit not yet observed
-  bool ack_wanted = false;                // a duplicate asks for a re-ack
-  int64_t ack_due_mono_ms = 0;            // batched acks go out at or after this
+  AckWindow acks;                         // the current ledger's seqs and batched acks
   int64_t check_requested_ms = 0;         // wall time of the last full snapshot request
   int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
   int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
-  // Clock skew samples (monotonic time seen, ts_ms - wall now), newest last.
-  std::deque<std::pair<int64_t, int64_t>> skew_samples;
-  std::optional<int64_t> clock_skew_ms;  // max of skew_samples
-  uint64_t reconcile_timer = 0;          // payload of the periodic snapshot request timer
-  uint64_t outbox_depth = 0;             // from its last snapshot
-  int64_t snapshot_at_ms = 0;            // wall time its last snapshot was processed
-  std::string last_verdict;              // of its last reconciliation
-  std::string last_report;               // JSON of that report ("" = none in memory)
+  ClockSkew clock_skew;                   // from its stamped messages
+  uint64_t reconcile_timer = 0;           // payload of the periodic snapshot request timer
+  uint64_t outbox_depth = 0;              // from its last snapshot
+  int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
+  std::string last_verdict;               // of its last reconciliation
+  std::string last_report;                // JSON of that report ("" = none in memory)
 };
 
 enum class TimerKind : uint8_t {
@@ -422,7 +411,7 @@ struct AgentCore::State {
 
   // Operator views: when each retained view is due (monotonic time).
   ViewSchedule ops_views;
-  // Devices with an ack due (DeviceRec::ack_due_mono_ms != 0).
+  // Devices with an ack scheduled (DeviceRec::acks).
   std::set<std::string> acks_due;
   // client -> its RESERVED orders (AgentOptions::max_open_reservations_per_client).
   std::unordered_map<std::string, size_t> open_reservations_by_client;

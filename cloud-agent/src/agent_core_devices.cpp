@@ -33,9 +33,7 @@ Status check_slot_spec(const SlotSpec& s) {
 using detail::DeviceRec;
 
 void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
-  auto [it, inserted] = device.slots.try_emplace(spec.slot);
-  it->second.spec = spec;
-  (void)inserted;  // a new slot starts with an empty pool
+  stock.define(device.id, spec);  // a new slot starts with an empty pool
 }
 
 Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
@@ -56,7 +54,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
   crypto::Key key = crypto::Key::generate();
   DeviceRec& dev = devices[id];
   dev.id = id;
-  dev.key = key;
+  dev.keys = DeviceKeys(key);
   dev.created_ms = clock.wall_ms();
   Changeset changes;
   changes.insert_device(id, key.to_hex(), dev.created_ms);
@@ -75,33 +73,23 @@ std::vector<DeviceView> AgentCore::State::device_views() {
   std::vector<DeviceView> out;
   out.reserve(devices.size());
   for (const auto& [id, d] : devices) {
-    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.last_processed_seq,
-                             d.ledger_id, d.next_key.has_value(), d.decommissioned_ms != 0,
-                             d.clock_skew_ms});
+    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.acks.last_processed(),
+                             d.ledger_id, d.keys.next().has_value(), d.decommissioned_ms != 0,
+                             d.clock_skew.skew_ms()});
   }
   return out;
 }
 
-// A sample is skew minus delivery delay, so the largest recent one is the
-// closest to the skew: old events re-sent from the outbox, a slow broker or
-// a busy agent only make samples smaller. The alert has hysteresis so a
-// skew near the threshold does not flap.
+// The estimate and its alert are ClockSkew's (device_link.hpp).
 void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
-  constexpr size_t kMaxSamples = 32;
-  int64_t now = clock.monotonic_ms();
-  auto& samples = device.skew_samples;
-  samples.emplace_back(now, device_ts_ms - clock.wall_ms());
-  while (samples.size() > kMaxSamples ||
-         (samples.size() > 1 && now - samples.front().first > options.clock_skew_window_ms)) {
-    samples.pop_front();
+  if (device.clock_skew.observe(clock.monotonic_ms(), device_ts_ms, clock.wall_ms(),
+                                options.clock_skew_window_ms)) {
+    mark_device_dirty(device.id);
   }
-  int64_t skew = samples.front().second;
-  for (const auto& [at, sample] : samples) skew = std::max(skew, sample);
-  if (device.clock_skew_ms != skew) mark_device_dirty(device.id);
-  device.clock_skew_ms = skew;
-  if (options.clock_skew_alert_ms <= 0) return;
+  int64_t skew = device.clock_skew.skew_ms().value_or(0);
   int64_t size = skew < 0 ? -skew : skew;
-  if (size > options.clock_skew_alert_ms) {
+  ClockSkew::Alert verdict = device.clock_skew.judge(options.clock_skew_alert_ms);
+  if (verdict == ClockSkew::Alert::kRaise) {
     if (alert_active(device.id, 0, "clock_skew")) return;  // said once, not per event
     raise_alert(device.id, 0, "clock_skew", "warning",
                 "device clock " + std::string(skew > 0 ? "ahead" : "behind") + " by about " +
@@ -109,7 +97,7 @@ void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
                     std::to_string(options.clock_skew_alert_ms) +
                     " ms; commands are checked with a " + std::to_string(options.expiry_skew_ms) +
                     " ms tolerance)");
-  } else if (size * 10 < options.clock_skew_alert_ms * 8) {
+  } else if (verdict == ClockSkew::Alert::kClear) {
     clear_alert(device.id, 0, "clock_skew");
   }
 }
@@ -118,7 +106,7 @@ Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& de
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   std::vector<SlotView> out;
-  for (const auto& [n, s] : dev->second.slots) {
+  for (const auto& [n, s] : stock.slots(device_id)) {
     out.push_back(SlotView{device_id, n, s.spec.product, s.spec.price_cents, s.spec.capacity,
                            static_cast<int64_t>(s.pool.size()), s.reserved, s.dispatched, s.sold,
                            s.burned});
@@ -146,7 +134,7 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
   }
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
-  if (dev->second.slots.count(slot) == 0) {
+  if (stock.find(device_id, slot) == nullptr) {
     return make_error("unknown_slot", device_id + " has no slot " + std::to_string(slot));
   }
   if (dev->second.decommissioned_ms != 0) {

@@ -61,19 +61,19 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   dev.last_seen_ms = clock.wall_ms();
   observe_clock(dev, event.ts_ms);
   if (!accept_ledger(dev, event)) return;
-  if (event.seq <= dev.last_processed_seq) {
+  if (dev.acks.place(event.seq) == AckWindow::Place::kDuplicate) {
     ++counters.duplicate_events_total;
     want_ack(dev);  // its ack may have been lost
     return;
   }
-  if (event.seq != dev.last_processed_seq + 1) {
+  if (dev.acks.place(event.seq) == AckWindow::Place::kAhead) {
     if (!writable().ok()) return;
     if (!skip_seq_gap(dev, event)) {
       log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
-                                  std::to_string(dev.last_processed_seq + 1));
+                                  std::to_string(dev.acks.last_processed() + 1));
       return;  // unacknowledged: the device resends in order
     }
-    if (event.seq != dev.last_processed_seq + 1) return;  // its older held ones come first
+    if (dev.acks.place(event.seq) != AckWindow::Place::kNext) return;  // older held ones first
   }
   if (!writable().ok()) return;  // left unacknowledged: it comes again
   Changeset changes;
@@ -81,9 +81,8 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
     log.warn(detail::kLog, dev.id + " " + what + " not processed yet: " + s.error().to_string());
     return;
   }
-  changes.advance_device_seq(dev.id, dev.last_processed_seq, event.seq);
-  dev.last_processed_seq = event.seq;
-  dev.unacked.push_back(detail::PendingAck{event.seq, commit(std::move(changes))});
+  changes.advance_device_seq(dev.id, dev.acks.last_processed(), event.seq);
+  dev.acks.processed(event.seq, commit(std::move(changes)));
   schedule_ack(dev);
   ++counters.events_processed_total;
   mark_device_dirty(dev.id);
@@ -186,14 +185,14 @@ void AgentCore::State::probe_presence() {
 // ---- acks ------------------------------------------------------------------
 
 void AgentCore::State::want_ack(DeviceRec& device) {
-  device.ack_wanted = true;
+  device.acks.want_ack();
   schedule_ack(device);
 }
 
 void AgentCore::State::schedule_ack(DeviceRec& device) {
-  if (device.ack_due_mono_ms != 0) return;
-  device.ack_due_mono_ms = clock.monotonic_ms() + options.ack_interval_ms;
-  acks_due.insert(device.id);
+  if (device.acks.schedule(clock.monotonic_ms(), options.ack_interval_ms)) {
+    acks_due.insert(device.id);
+  }
 }
 
 std::vector<Ticket> AgentCore::State::due_ack_tickets() {
@@ -201,8 +200,8 @@ std::vector<Ticket> AgentCore::State::due_ack_tickets() {
   int64_t now = clock.monotonic_ms();
   for (const auto& id : acks_due) {
     const DeviceRec& dev = devices.at(id);
-    if (dev.ack_due_mono_ms == 0 || now < dev.ack_due_mono_ms) continue;
-    if (!dev.unacked.empty()) out.push_back(dev.unacked.back().ticket);
+    if (!dev.acks.due(now)) continue;
+    if (auto ticket = dev.acks.newest_ticket()) out.push_back(*ticket);
   }
   return out;
 }
@@ -220,25 +219,19 @@ void AgentCore::State::flush_acks() {
       continue;
     }
     DeviceRec& dev = found->second;
-    if (now < dev.ack_due_mono_ms) {
+    if (!dev.acks.due(now)) {
       ++it;
       continue;
     }
-    bool advanced = false;
-    while (!dev.unacked.empty() && detail::is_ready(dev.unacked.front().ticket)) {
-      Status s = dev.unacked.front().ticket.get();
-      if (!s.ok()) return fail_storage("event write of " + id + ": " + s.error().to_string());
-      dev.committed_seq = dev.unacked.front().seq;
-      dev.unacked.pop_front();
-      advanced = true;
+    AckWindow::Flushed flushed = dev.acks.flush(now, options.ack_interval_ms);
+    if (!flushed.status.ok()) {
+      return fail_storage("event write of " + id + ": " + flushed.status.error().to_string());
     }
-    if (advanced || dev.ack_wanted) {
-      (void)publish_command(dev, proto::Ack{id, dev.committed_seq, dev.ledger_id});
-      dev.ack_wanted = false;
+    if (flushed.ack_upto) {
+      (void)publish_command(dev, proto::Ack{id, *flushed.ack_upto, dev.ledger_id});
     }
     // Events still committing get their ack on a later tick.
-    dev.ack_due_mono_ms = dev.unacked.empty() ? 0 : now + options.ack_interval_ms;
-    it = dev.ack_due_mono_ms == 0 ? acks_due.erase(it) : std::next(it);
+    it = flushed.still_due ? std::next(it) : acks_due.erase(it);
   }
 }
 

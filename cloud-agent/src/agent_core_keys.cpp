@@ -9,16 +9,16 @@ using detail::DeviceRec;
 
 bool AgentCore::State::verify_signed(DeviceRec& dev, const std::string& canonical,
                                      const std::string& mac) {
-  if (crypto::verify(dev.key, canonical, mac)) return true;
-  if (!dev.next_key || !crypto::verify(*dev.next_key, canonical, mac)) return false;
+  DeviceKeys::Signed by = dev.keys.verify(canonical, mac);
+  if (by == DeviceKeys::Signed::kCurrent) return true;
+  if (by == DeviceKeys::Signed::kNo) return false;
   if (!writable().ok()) return false;  // unacknowledged: it comes again
   // The operator installed the new key on the device: the old one is revoked
   // from this message on, and commands are signed with the new one.
   Changeset changes;
-  changes.promote_next_key(dev.id, dev.next_key->to_hex());
+  changes.promote_next_key(dev.id, dev.keys.next()->to_hex());
   (void)commit(std::move(changes));
-  dev.key = *dev.next_key;
-  dev.next_key.reset();
+  dev.keys.promote();
   ++counters.key_rotations_total;
   log.info(detail::kLog, dev.id + " signs with its new key: the old key is revoked");
   mark_device_dirty(dev.id);
@@ -38,7 +38,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const st
   changes.set_next_key(id, key.to_hex());
   Ticket t = commit(std::move(changes));
   // A second rotation before the device took the first replaces it.
-  dev.next_key = key;
+  dev.keys.issue_next(key);
   log.info(detail::kLog, id + ": new key issued; the current key stays valid until the device "
                               "signs with the new one");
   return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
@@ -75,16 +75,12 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
     set_state(rec, OrderState::kCancelled, changes, "device decommissioned");
     ++out.orders_cancelled;
   }
-  for (auto& [number, slot] : dev.slots) {
-    for (const auto& token : slot.pool) {
-      changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
-    }
-    slot.burned += static_cast<int64_t>(slot.pool.size());
-    out.tokens_withdrawn += static_cast<int64_t>(slot.pool.size());
-    slot.pool.clear();
+  for (const auto& [slot, token] : stock.withdraw(id)) {
+    changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
+    ++out.tokens_withdrawn;
   }
   dev.decommissioned_ms = clock.wall_ms();
-  dev.next_key.reset();
+  dev.keys.drop_next();
   dev.online = false;
   changes.decommission_device(id, dev.decommissioned_ms);
   Ticket t = commit(std::move(changes));

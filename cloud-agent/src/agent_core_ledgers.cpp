@@ -26,22 +26,19 @@ bool AgentCore::State::accept_ledger(DeviceRec& dev, const proto::DeviceEvent& e
 
 void AgentCore::State::switch_ledger(DeviceRec& dev, const std::string& ledger_id) {
   // A device that never sent an event under its first id just names it.
-  const bool replaced = !dev.ledger_id.empty() || dev.last_processed_seq > 0;
+  const bool replaced = !dev.ledger_id.empty() || dev.acks.last_processed() > 0;
   Changeset changes;
-  changes.switch_ledger(dev.id, dev.ledger_id, dev.last_processed_seq, ledger_id, clock.wall_ms());
+  changes.switch_ledger(dev.id, dev.ledger_id, dev.acks.last_processed(), ledger_id,
+                        clock.wall_ms());
   // The old ledger's commits still run in order before the new one's; its
   // acks are moot (the device no longer holds those seqs), a failed write
   // still stops the core through the writer's failure count.
   Ticket switched = commit(std::move(changes));
   const std::string old_id = dev.ledger_id;
-  const uint64_t old_seq = dev.last_processed_seq;
+  const uint64_t old_seq = dev.acks.last_processed();
   dev.retired_ledgers.insert(old_id);  // "" too: a named ledger never goes back to none
   dev.ledger_id = ledger_id;
-  dev.last_processed_seq = 0;
-  dev.committed_seq = 0;
-  dev.unacked.clear();
-  dev.unacked.push_back(detail::PendingAck{0, std::move(switched)});
-  dev.ack_wanted = false;
+  dev.acks.restart(std::move(switched));
   dev.resend_requested_mono_ms = 0;
   mark_device_dirty(dev.id);
   if (!replaced) {

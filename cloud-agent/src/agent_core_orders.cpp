@@ -16,7 +16,6 @@ constexpr size_t kMaxReviewText = 256;
 }  // namespace
 
 using detail::OrderRec;
-using detail::SlotRec;
 using detail::TimerKind;
 
 Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std::string& key) {
@@ -79,11 +78,11 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   return o;
 }
 
-Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
+Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
   auto dev = devices.find(device);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device + "'");
-  auto it = dev->second.slots.find(slot);
-  if (it == dev->second.slots.end()) {
+  StockSlot* found = stock.find(device, slot);
+  if (found == nullptr) {
     return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));
   }
   if (dev->second.decommissioned_ms != 0) {
@@ -93,24 +92,24 @@ Result<SlotRec*> AgentCore::State::sellable_slot(const std::string& device, int 
     ++counters.reservations_rejected_total;
     return make_error("device_offline", device + " is offline");
   }
-  return &it->second;
+  return found;
 }
 
 // The pool is not empty: its front token goes to the new order.
-Order AgentCore::State::open_reservation(const std::string& device, int slot, SlotRec& slot_rec,
+Order AgentCore::State::open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
                                          const std::string& key) {
   Order o;
   o.id = "ord-" + random.id128();
   o.device = device;
   o.slot = slot;
-  o.token = slot_rec.pool.front();
+  auto token = stock.take(device, slot, o.id);
+  assert(token.has_value());
+  o.token = std::move(*token);
   o.price_cents = slot_rec.spec.price_cents;
   o.state = OrderState::kReserved;
   o.created_ms = o.updated_ms = clock.wall_ms();
   o.reserve_deadline_ms = o.created_ms + options.reservation_ttl_ms;
   o.idempotency_key = key;
-  slot_rec.pool.pop_front();
-  ++slot_rec.reserved;
 
   Changeset changes;
   changes.insert_order(o, "reserved");
@@ -118,7 +117,6 @@ Order AgentCore::State::open_reservation(const std::string& device, int slot, Sl
   OrderRec& rec = orders[o.id];
   rec.order = o;
   open_orders.insert(o.id);
-  token_owner[o.token] = o.id;
   if (!key.empty()) by_idempotency_key[key] = o.id;
   ++state_counts[static_cast<size_t>(OrderState::kReserved)];
   ++counters.reservations_total;
@@ -131,22 +129,23 @@ Order AgentCore::State::open_reservation(const std::string& device, int slot, Sl
 
 void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
   const Order& o = rec.order;
-  SlotRec* slot = find_slot(o.device, o.slot);
-  assert(slot != nullptr);
-  if (from == TokenState::kReserved) --slot->reserved;
-  if (from == TokenState::kDispatched) --slot->dispatched;
-  slot->pool.push_front(o.token);
-  token_owner[o.token] = "";
+  if (from == TokenState::kReserved) {
+    stock.put_back_reserved(o.device, o.slot, o.token);
+  } else {
+    assert(from == TokenState::kDispatched);
+    stock.put_back_dispatched(o.device, o.slot, o.token);
+  }
   changes.move_token(o.token, from, TokenState::kPool, "");
 }
 
 void AgentCore::State::token_spent(OrderRec& rec, TokenState to, Changeset& changes) {
   const Order& o = rec.order;
-  SlotRec* slot = find_slot(o.device, o.slot);
-  assert(slot != nullptr);
-  --slot->dispatched;
-  if (to == TokenState::kSold) ++slot->sold;
-  if (to == TokenState::kBurned) ++slot->burned;
+  if (to == TokenState::kSold) {
+    stock.spend_sold(o.device, o.slot);
+  } else {
+    assert(to == TokenState::kBurned);
+    stock.spend_burned(o.device, o.slot);
+  }
   changes.move_token(o.token, TokenState::kDispatched, to, o.id);
 }
 
@@ -189,10 +188,9 @@ Result<Order> AgentCore::State::resolve_review(const std::string& order_id, bool
   Changeset changes;
   std::string why = std::string(dispensed ? "dispensed" : "not dispensed") + " (by " + by +
                     (note.empty() ? "" : ": " + note) + ")";
-  if (SlotRec* slot = find_slot(rec.order.device, rec.order.slot); slot != nullptr && dispensed) {
+  if (dispensed && stock.find(rec.order.device, rec.order.slot) != nullptr) {
     // The burned token did drop an item: it counts as sold.
-    --slot->burned;
-    ++slot->sold;
+    stock.burned_to_sold(rec.order.device, rec.order.slot);
     changes.move_token(rec.order.token, TokenState::kBurned, TokenState::kSold, rec.order.id);
   }
   rec.order.reason = "review: " + why;

@@ -72,7 +72,7 @@ Result<std::string> AgentCore::State::reconcile_report(const std::string& device
 // answer lets the seq skip, and then a full snapshot repairs the token views.
 bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent& event) {
   const auto* gone = std::get_if<proto::EventsUnavailable>(&event.body);
-  const uint64_t next = device.last_processed_seq + 1;
+  const uint64_t next = device.acks.last_processed() + 1;
   if (gone == nullptr || gone->from_seq > next || gone->oldest_seq <= next ||
       gone->oldest_seq > event.seq) {
     request_resend(device);
@@ -80,9 +80,8 @@ bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent&
   }
   const uint64_t to = gone->oldest_seq - 1;
   Changeset changes;
-  changes.advance_device_seq(device.id, device.last_processed_seq, to);
-  device.last_processed_seq = to;
-  device.unacked.push_back(detail::PendingAck{to, commit(std::move(changes))});
+  changes.advance_device_seq(device.id, device.acks.last_processed(), to);
+  device.acks.processed(to, commit(std::move(changes)));
   schedule_ack(device);
   ++counters.seq_gaps_total;
   raise_alert(device.id, 0, "seq_gap", "critical",
@@ -101,7 +100,7 @@ void AgentCore::State::request_resend(DeviceRec& device) {
     return;
   }
   ++counters.resend_requests_total;
-  uint64_t from = device.last_processed_seq + 1;
+  uint64_t from = device.acks.last_processed() + 1;
   log.info(detail::kLog, device.id + ": seq gap, asking it to resend from " + std::to_string(from));
   (void)publish_command(device, proto::ResendRequest{device.id, from, device.ledger_id});
 }

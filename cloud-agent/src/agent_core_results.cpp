@@ -119,7 +119,7 @@ Result<std::vector<std::string>> AgentCore::State::fresh_tokens(
     const std::vector<std::string>& tokens) {
   std::vector<std::string> unknown;
   for (const auto& t : tokens) {
-    if (token_owner.count(t) == 0) unknown.push_back(t);
+    if (!stock.known(t)) unknown.push_back(t);
   }
   if (unknown.empty()) return unknown;
   // Tokens of orders evicted from memory are only in the database.
@@ -147,8 +147,7 @@ Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted&
     return {};
   }
   StoredRestock restock{minted.restock_id, device.id, minted.slot, 0, true};
-  detail::SlotRec* slot = find_slot(device.id, minted.slot);
-  if (slot == nullptr) {
+  if (stock.find(device.id, minted.slot) == nullptr) {
     // Unsellable until an operator defines the slot; the device keeps the
     // tokens and reconciliation reports the difference.
     std::string message = std::to_string(minted.tokens.size()) + " tokens of restock " +
@@ -164,10 +163,7 @@ Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted&
                                  std::to_string(minted.tokens.size() - fresh->size()) +
                                  " known tokens: skipped");
     }
-    for (const auto& t : *fresh) {
-      slot->pool.push_back(t);
-      token_owner[t] = "";
-    }
+    stock.add_to_pool(device.id, minted.slot, *fresh);
     restock.count = static_cast<int>(fresh->size());
     changes.insert_pool_tokens(device.id, minted.slot, minted.restock_id, *fresh);
     log.info(detail::kLog, device.id + " slot " + std::to_string(minted.slot) + ": +" +

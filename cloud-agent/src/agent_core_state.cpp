@@ -53,6 +53,7 @@ AgentCore::State::State(Repository& repo_, const Clock& clock_, Random& random_,
       log(log_),
       options(options_),
       wheel(clock_.wall_ms(), 10),
+      ops_views(options_.ops_interval_ms),
       reject_log(clock_, log_, RateLimitedLog::Options{options_.reject_log_interval_ms, 256}) {}
 
 // ---- start-up ----------------------------------------------------------------
@@ -94,34 +95,24 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
       return make_error("corrupt", "key of device " + d.id + ": " + key.error().message);
     detail::DeviceRec& dev = devices[d.id];
     dev.id = d.id;
-    dev.key = std::move(key).value();
+    dev.keys = DeviceKeys(std::move(key).value());
     dev.created_ms = d.created_ms;
-    dev.last_processed_seq = d.last_processed_seq;
-    dev.committed_seq = d.last_processed_seq;
+    dev.acks.restore(d.last_processed_seq);
     dev.ledger_id = d.ledger_id;
     dev.decommissioned_ms = d.decommissioned_ms;
     if (!d.next_key_hex.empty()) {
       auto next = crypto::Key::from_hex(d.next_key_hex);
       if (!next.ok())
         return make_error("corrupt", "next key of device " + d.id + ": " + next.error().message);
-      dev.next_key = std::move(next).value();
+      dev.keys.issue_next(std::move(next).value());
     }
     dev.retired_ledgers.insert(d.retired_ledgers.begin(), d.retired_ledgers.end());
   }
   for (const auto& s : loaded.slots) {
-    auto it = devices.find(s.device);
-    if (it == devices.end()) continue;
-    detail::SlotRec& slot = it->second.slots[s.spec.slot];
-    slot.spec = s.spec;
-    slot.sold = s.sold;
-    slot.burned = s.burned;
+    if (devices.count(s.device) == 0) continue;
+    stock.load_slot(s.device, s.spec, s.sold, s.burned);
   }
-  for (const auto& t : loaded.pool) {
-    detail::SlotRec* slot = find_slot(t.device, t.slot);
-    if (slot == nullptr) continue;
-    slot->pool.push_back(t.token);
-    token_owner[t.token] = "";
-  }
+  for (const auto& t : loaded.pool) stock.load_pool_token(t.device, t.slot, t.token);
   for (const auto& r : loaded.requested) restocks[{r.device, r.restock_id}] = r;
   return {};
 }
@@ -155,17 +146,15 @@ void AgentCore::State::restore_order(const Order& order) {
   rec.order = order;
   rec.last_write = rec.durable = detail::ready_ticket();
   open_orders.insert(order.id);
-  token_owner[order.token] = order.id;
   if (!order.idempotency_key.empty()) by_idempotency_key[order.idempotency_key] = order.id;
-  detail::SlotRec* slot = find_slot(order.device, order.slot);
+  stock.restore_held(order.device, order.slot, order.token, order.id,
+                     order.state == OrderState::kDispatched);
   if (order.state == OrderState::kDispatched) {
-    if (slot != nullptr) ++slot->dispatched;
     rec.paid_mono_ms = clock.monotonic_ms();
     schedule_deadline(rec, TimerKind::kDispatchDeadline,
                       order.dispatch_expires_at_ms + options.expiry_skew_ms);
     return;
   }
-  if (slot != nullptr) ++slot->reserved;
   if (order.state == OrderState::kReserved) {
     schedule_deadline(rec, TimerKind::kReservation, order.reserve_deadline_ms);
   } else {
@@ -267,13 +256,6 @@ Result<OrderRec*> AgentCore::State::find_or_load_order(const std::string& order_
   return &rec;
 }
 
-detail::SlotRec* AgentCore::State::find_slot(const std::string& device, int slot) {
-  auto d = devices.find(device);
-  if (d == devices.end()) return nullptr;
-  auto s = d->second.slots.find(slot);
-  return s == d->second.slots.end() ? nullptr : &s->second;
-}
-
 // ---- timers --------------------------------------------------------------------
 
 void AgentCore::State::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
@@ -331,7 +313,7 @@ Status AgentCore::State::publish_command(const detail::DeviceRec& device,
                                " not published: the broker connection is down");
     return make_error("not_connected", "the broker connection is down");
   }
-  std::string mac = crypto::sign(device.key, proto::encode_canonical(command));
+  std::string mac = crypto::sign(device.keys.current(), proto::encode_canonical(command));
   effects.publishes.push_back(detail::Publish{
       Message{topics::device_cmd(device.id), proto::encode(command, mac), 1, false}, order_id});
   return {};
@@ -358,8 +340,7 @@ void AgentCore::State::evict_finished() {
       if (!detail::is_ready(rec.last_write)) return;  // not durable yet: keep it
       for (const auto& p : rec.payment_ids) payments.erase(p);
       by_idempotency_key.erase(rec.order.idempotency_key);
-      auto owner = token_owner.find(rec.order.token);
-      if (owner != token_owner.end() && owner->second == rec.order.id) token_owner.erase(owner);
+      stock.forget(rec.order.token, rec.order.id);
       orders.erase(it);
       all_orders_in_memory = false;
     }
@@ -375,14 +356,12 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   for (const auto& [id, dev] : devices) {
     if (dev.online) ++m.devices_online;
-    if (dev.clock_skew_ms) m.device_clock_skew_ms.emplace_back(id, *dev.clock_skew_ms);
-    for (const auto& [n, slot] : dev.slots) m.stock_total += static_cast<int64_t>(slot.pool.size());
+    if (auto skew = dev.clock_skew.skew_ms()) m.device_clock_skew_ms.emplace_back(id, *skew);
   }
+  m.stock_total = stock.pool_total();
   m.storage_failed = storage_failed;
   m.refunds_pending = static_cast<int64_t>(refund_outbox.size());
-  std::map<std::string, int64_t> alerts;
-  for (const auto& [key, alert] : active_alerts) ++alerts[alert.code];
-  m.alerts_active.assign(alerts.begin(), alerts.end());
+  m.alerts_active = alerts.counts_by_code();
   return m;
 }
 

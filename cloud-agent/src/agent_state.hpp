@@ -22,8 +22,12 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/device_link.hpp"
+#include "vend/agent/ops_feed.hpp"
+#include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
+#include "vend/agent/stock.hpp"
 #include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log_limiter.hpp"
@@ -38,52 +42,26 @@ inline constexpr const char* kLog = "agent";
 inline constexpr size_t kStateCount = 9;
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
 
-struct SlotRec {
-  SlotSpec spec;
-  std::deque<std::string> pool;  // tokens for sale; front = next to sell
-  int64_t reserved = 0;          // held by RESERVED (or PAID) orders
-  int64_t dispatched = 0;        // held by DISPATCHED orders
-  int64_t sold = 0;
-  int64_t burned = 0;
-  // The device's view in its last snapshot (-1 until one arrives).
-  int physical_count = -1;
-  int device_tokens = -1;
-};
-
-struct PendingAck {
-  uint64_t seq = 0;
-  Ticket ticket;  // the event's writes, device_seq included
-};
-
 struct DeviceRec {
   std::string id;
-  crypto::Key key;
+  DeviceKeys keys;  // its key, and a rotation's next one
   int64_t created_ms = 0;
   bool online = false;
   std::string boot_id;  // the session that last said "online"
   int64_t last_seen_ms = 0;
-  std::optional<crypto::Key> next_key;    // issued by rotate_key, accepted beside `key`
   int64_t decommissioned_ms = 0;          // wall time; 0 = in service
   std::string ledger_id;                  // the device ledger the seqs below count
   std::set<std::string> retired_ledgers;  // replaced ledgers: their events are refused
-  uint64_t last_processed_seq = 0;        // applied in memory (its write may still be queued)
-  uint64_t committed_seq = 0;             // durable; what an ack may cover
-  std::deque<PendingAck> unacked;         // processed, commit not yet observed
-  bool ack_wanted = false;                // a duplicate asks for a re-ack
-  int64_t ack_due_mono_ms = 0;            // batched acks go out at or after this
+  AckWindow acks;                         // the current ledger's seqs and batched acks
   int64_t check_requested_ms = 0;         // wall time of the last full snapshot request
   int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
   int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
-  // Clock skew samples (monotonic time seen, ts_ms - wall now), newest last.
-  std::deque<std::pair<int64_t, int64_t>> skew_samples;
-  std::optional<int64_t> clock_skew_ms;  // max of skew_samples
-  uint64_t reconcile_timer = 0;          // payload of the periodic snapshot request timer
-  uint64_t outbox_depth = 0;             // from its last snapshot
-  int64_t snapshot_at_ms = 0;            // wall time its last snapshot was processed
-  std::string last_verdict;              // of its last reconciliation
-  std::string last_report;               // JSON of that report ("" = none in memory)
-  int64_t ops_published_mono_ms = 0;
-  std::map<int, SlotRec> slots;
+  ClockSkew clock_skew;                   // from its stamped messages
+  uint64_t reconcile_timer = 0;           // payload of the periodic snapshot request timer
+  uint64_t outbox_depth = 0;              // from its last snapshot
+  int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
+  std::string last_verdict;               // of its last reconciliation
+  std::string last_report;                // JSON of that report ("" = none in memory)
 };
 
 enum class TimerKind : uint8_t {
@@ -145,12 +123,6 @@ struct Durable {
   Ticket wait;
 };
 
-// The tokens of one slot held by open orders (memory), for reconciliation.
-struct HeldTokens {
-  std::vector<std::string> reserved;    // RESERVED / PAID orders' tokens
-  std::vector<std::string> dispatched;  // DISPATCHED orders' tokens
-};
-
 // A message a step wants published. `order_id`: set for a dispense
 // command, whose failure to go out is handed back (publish_failed).
 struct Publish {
@@ -163,9 +135,6 @@ struct Effects {
   std::vector<Publish> publishes;
   std::vector<std::string> subscribes;  // topic filters, QoS 1
 };
-
-// Key of an active alert: (device, slot, code).
-using AlertKey = std::tuple<std::string, int, std::string>;
 
 bool is_open(OrderState state);
 // Rate limit of a request to a device: true (and `last_ms` = now) when
@@ -204,7 +173,6 @@ struct AgentCore::State {
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
   Result<detail::OrderRec*> find_or_load_order(const std::string& order_id);
-  detail::SlotRec* find_slot(const std::string& device, int slot);
   // One deadline timer per order (a new one replaces it), one resend timer
   // (kept if already pending).
   void schedule_deadline(detail::OrderRec& rec, detail::TimerKind kind, int64_t at_ms);
@@ -227,8 +195,8 @@ struct AgentCore::State {
                              const std::string& key);
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
   // The slot, if the device is known, has it, and is online.
-  Result<detail::SlotRec*> sellable_slot(const std::string& device, int slot);
-  Order open_reservation(const std::string& device, int slot, detail::SlotRec& slot_rec,
+  Result<StockSlot*> sellable_slot(const std::string& device, int slot);
+  Order open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
                          const std::string& key);
   Result<Order> cancel(const std::string& order_id);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
@@ -335,27 +303,18 @@ struct AgentCore::State {
   void snapshot_part_dropped(detail::DeviceRec& device, const proto::DeviceEvent& event,
                              const SnapshotAssembler::Added& added);
 
-  // ---- agent_core_reconcile.cpp: three views per slot ----
+  // ---- agent_core_reconcile.cpp: applies reconcile::reconcile ----
   void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
                  const proto::Snapshot& snapshot, Changeset& changes);
-  ops::SlotReconcile reconcile_slot(detail::DeviceRec& device, detail::SlotRec& slot,
-                                    const proto::SlotSnapshot& seen, const detail::HeldTokens& held,
-                                    Changeset& changes);
-  // Token-list differences of a full snapshot; fills `out`, returns how
-  // many dispatched tokens the device has already consumed (in flight).
-  int64_t reconcile_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                           const std::vector<std::string>& device_tokens,
-                           const detail::HeldTokens& held, Changeset& changes,
-                           ops::SlotReconcile& out);
-  void remove_lost_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                          const std::vector<std::string>& lost, Changeset& changes,
-                          ops::SlotReconcile& out);
-  void add_missing_tokens(detail::DeviceRec& device, detail::SlotRec& slot,
-                          const std::vector<std::string>& extra, Changeset& changes,
-                          ops::SlotReconcile& out);
-  void check_physical(const detail::DeviceRec& device, const proto::SlotSnapshot& seen,
-                      int64_t in_flight, ops::SlotReconcile& out);
-  std::map<int, detail::HeldTokens> held_tokens(const std::string& device);
+  std::map<int, reconcile::CloudSlot> cloud_view(const detail::DeviceRec& device,
+                                                 const proto::Snapshot& snapshot);
+  void apply_reconcile(detail::DeviceRec& device, const reconcile::SlotChanges& c,
+                       Changeset& changes);
+  void burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
+                        Changeset& changes);
+  void apply_alert(const std::string& device, const reconcile::AlertChange& alert);
+  // ---- agent_core_reconcile_requests.cpp, _ledgers.cpp, _keys.cpp: when
+  // reconciliation runs, seq gaps, ledgers, keys ----
   void schedule_reconcile(detail::DeviceRec& device, int64_t at_ms);
   // The first periodic request: staggered over one interval by device id,
   // so a fleet's requests do not all go out at once.
@@ -444,25 +403,21 @@ struct AgentCore::State {
   bool all_orders_in_memory = true;
   std::unordered_map<std::string, std::string> by_idempotency_key;  // key -> order id
   std::unordered_map<std::string, detail::PaymentRec> payments;     // payment id -> record
-  // Tokens in a pool ("" owner) or held by an order in memory.
-  std::unordered_map<std::string, std::string> token_owner;
+  // The slots, their token pools and counters, and who holds which token.
+  Stock stock;
   // (device, restock id) -> restock seen this run or pending. Per device:
   // ids confirmed locally at a machine are only unique on that machine.
   std::map<std::pair<std::string, std::string>, StoredRestock> restocks;
 
-  // Operator views: devices whose status changed since it was last published.
-  std::set<std::string> dirty_devices;
-  // No dirty device may be published before this (0: scan at the next tick).
-  int64_t ops_scan_due_mono_ms = 0;
-  // Devices with an ack due (DeviceRec::ack_due_mono_ms != 0).
+  // Operator views: when each retained view is due (monotonic time).
+  ViewSchedule ops_views;
+  // Devices with an ack scheduled (DeviceRec::acks).
   std::set<std::string> acks_due;
   // client -> its RESERVED orders (AgentOptions::max_open_reservations_per_client).
   std::unordered_map<std::string, size_t> open_reservations_by_client;
-  bool fleet_dirty = true;
-  int64_t fleet_published_mono_ms = 0;
   int64_t orders_created = 0;
-  std::map<detail::AlertKey, ops::Alert> active_alerts;
-  ops::OrderEvents pending_order_events;  // since the last tick
+  AlertBook alerts;
+  OrderEventBatch pending_order_events;  // since the last tick
 
   std::vector<std::string> touched;            // orders set_state() changed since the last commit()
   std::vector<StoredRefund> refunds_to_queue;  // add_refund() since the last commit()

@@ -1,0 +1,103 @@
+// DeviceKeys, AckWindow and ClockSkew (device_link.hpp).
+#include "vend/agent/device_link.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+
+namespace vend::agent {
+
+namespace {
+
+bool is_ready(const AckWindow::Ticket& ticket) {
+  return ticket.valid() && ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+}  // namespace
+
+DeviceKeys::Signed DeviceKeys::verify(std::string_view canonical, std::string_view mac) const {
+  if (crypto::verify(current_, canonical, mac)) return Signed::kCurrent;
+  if (next_ && crypto::verify(*next_, canonical, mac)) return Signed::kNext;
+  return Signed::kNo;
+}
+
+void DeviceKeys::promote() {
+  assert(next_.has_value());
+  current_ = std::move(*next_);
+  next_.reset();
+}
+
+AckWindow::Place AckWindow::place(uint64_t seq) const {
+  if (seq <= last_processed_) return Place::kDuplicate;
+  return seq == last_processed_ + 1 ? Place::kNext : Place::kAhead;
+}
+
+void AckWindow::restore(uint64_t seq) { last_processed_ = committed_ = seq; }
+
+void AckWindow::processed(uint64_t seq, Ticket ticket) {
+  last_processed_ = seq;
+  pending_.push_back(Pending{seq, std::move(ticket)});
+}
+
+void AckWindow::restart(Ticket ticket) {
+  last_processed_ = committed_ = 0;
+  pending_.clear();
+  pending_.push_back(Pending{0, std::move(ticket)});
+  ack_wanted_ = false;
+}
+
+bool AckWindow::schedule(int64_t now_ms, int64_t interval_ms) {
+  if (due_ms_ != 0) return false;
+  due_ms_ = now_ms + interval_ms;
+  return true;
+}
+
+std::optional<AckWindow::Ticket> AckWindow::newest_ticket() const {
+  if (pending_.empty()) return std::nullopt;
+  return pending_.back().ticket;
+}
+
+AckWindow::Flushed AckWindow::flush(int64_t now_ms, int64_t interval_ms) {
+  Flushed out;
+  bool advanced = false;
+  while (!pending_.empty() && is_ready(pending_.front().ticket)) {
+    Status s = pending_.front().ticket.get();
+    if (!s.ok()) {
+      out.status = s;
+      return out;
+    }
+    committed_ = pending_.front().seq;
+    pending_.pop_front();
+    advanced = true;
+  }
+  if (advanced || ack_wanted_) {
+    out.ack_upto = committed_;
+    ack_wanted_ = false;
+  }
+  due_ms_ = pending_.empty() ? 0 : now_ms + interval_ms;
+  out.still_due = due_ms_ != 0;
+  return out;
+}
+
+bool ClockSkew::observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms) {
+  samples_.emplace_back(now_ms, device_ts_ms - wall_ms);
+  while (samples_.size() > kMaxSamples ||
+         (samples_.size() > 1 && now_ms - samples_.front().first > window_ms)) {
+    samples_.pop_front();
+  }
+  int64_t skew = samples_.front().second;
+  for (const auto& [at, sample] : samples_) skew = std::max(skew, sample);
+  bool changed = skew_ != skew;
+  skew_ = skew;
+  return changed;
+}
+
+ClockSkew::Alert ClockSkew::judge(int64_t alert_ms) const {
+  if (alert_ms <= 0 || !skew_) return Alert::kKeep;
+  int64_t size = *skew_ < 0 ? -*skew_ : *skew_;
+  if (size > alert_ms) return Alert::kRaise;
+  if (size * 10 < alert_ms * 8) return Alert::kClear;
+  return Alert::kKeep;
+}
+
+}  // namespace vend::agent

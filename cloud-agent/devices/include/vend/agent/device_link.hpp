@@ -1,0 +1,133 @@
+// Per-device pieces of the agent's link with a machine: its keys (with a
+// rotation in progress), the seqs of its event stream and the cumulative
+// acks they earn, and its clock skew. Each device record holds one of each;
+// the core routes messages to them and carries out what they decide
+// (writes, commands, alerts). Memory only, no clock reads: times are passed
+// in. Single-threaded (the core's thread).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "vend/crypto.hpp"
+#include "vend/result.hpp"
+
+namespace vend::agent {
+
+// A device's keys: the one it signs with, and the one issued by a rotation,
+// accepted beside it until the device first signs with it.
+class DeviceKeys {
+ public:
+  DeviceKeys() = default;  // no key yet: give it one before verifying
+  explicit DeviceKeys(crypto::Key current) : current_(std::move(current)) {}
+
+  enum class Signed { kNo, kCurrent, kNext };
+  // Which key `mac` is the signature of `canonical` under.
+  Signed verify(std::string_view canonical, std::string_view mac) const;
+  const crypto::Key& current() const { return current_; }
+  const std::optional<crypto::Key>& next() const { return next_; }
+  // A rotation: `key` is accepted beside the current one.
+  void issue_next(crypto::Key key) { next_ = std::move(key); }
+  // The device signs with the next key: it replaces the current one.
+  // REQUIRES: next() is set.
+  void promote();
+  // The rotation is called off (decommissioning).
+  void drop_next() { next_.reset(); }
+
+ private:
+  crypto::Key current_;
+  std::optional<crypto::Key> next_;
+};
+
+// The seqs of a device's current ledger and the acks they earn. An event is
+// processed in memory first (last_processed), its write committed later
+// (committed: all an ack may cover, so the device never deletes an event
+// the log does not hold). Acks are batched: one per ack interval at most.
+class AckWindow {
+ public:
+  using Ticket = std::shared_future<Status>;  // a write's commit (Repository's Ticket)
+
+  enum class Place { kDuplicate, kNext, kAhead };
+  // Where an event of `seq` falls: already processed, next, or beyond a gap.
+  Place place(uint64_t seq) const;
+  uint64_t last_processed() const { return last_processed_; }
+  uint64_t committed() const { return committed_; }
+  // Processed events whose commit is not observed yet.
+  uint64_t unacked() const { return last_processed_ - committed_; }
+
+  // Start-up: everything up to `seq` is durable.
+  void restore(uint64_t seq);
+  // Events up to `seq` are processed (one event, or a skip over a gap the
+  // device confirmed), their write committing under `ticket`.
+  void processed(uint64_t seq, Ticket ticket);
+  // A new ledger: seqs start again from 1; the switch commits under `ticket`
+  // (an ack waits for it). A pending re-ack is moot.
+  void restart(Ticket ticket);
+
+  // A duplicate arrived: its ack may have been lost, so re-ack even without
+  // progress.
+  void want_ack() { ack_wanted_ = true; }
+  // The ack goes out `interval_ms` after now unless one is already due;
+  // true when this scheduled it (the caller lists the device as due).
+  bool schedule(int64_t now_ms, int64_t interval_ms);
+  // An ack is scheduled at or before now.
+  bool due(int64_t now_ms) const { return due_ms_ != 0 && now_ms >= due_ms_; }
+  // The newest write an ack would wait for (none when all are observed).
+  std::optional<Ticket> newest_ticket() const;
+
+  struct Flushed {
+    Status status;                     // a failed event write (nothing is acked)
+    std::optional<uint64_t> ack_upto;  // the ack to send, if any
+    bool still_due = false;            // writes still committing: flush again later
+  };
+  // Takes the committed writes in order; an ack covers them when there is
+  // progress or a re-ack is wanted. Writes still committing keep the ack
+  // due `interval_ms` from now. REQUIRES: due(now_ms) or the caller's tick
+  // says the device is due.
+  Flushed flush(int64_t now_ms, int64_t interval_ms);
+
+ private:
+  struct Pending {
+    uint64_t seq = 0;
+    Ticket ticket;
+  };
+  uint64_t last_processed_ = 0;
+  uint64_t committed_ = 0;
+  std::deque<Pending> pending_;
+  bool ack_wanted_ = false;
+  int64_t due_ms_ = 0;  // monotonic; 0 = no ack scheduled
+};
+
+// A device's clock skew from its messages: each verified message stamped by
+// the device gives a sample (its ts minus the agent's wall time). A sample
+// is skew minus delivery delay, so the largest recent one is the closest to
+// the skew: old events re-sent from the outbox, a slow broker or a busy
+// agent only make samples smaller.
+class ClockSkew {
+ public:
+  static constexpr size_t kMaxSamples = 32;
+
+  // A sample taken at monotonic `now_ms`; samples older than `window_ms`
+  // (but the newest) and beyond kMaxSamples are dropped. True when the
+  // estimate changed.
+  bool observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms);
+  // Device clock minus agent clock (ms); nullopt before the first sample.
+  std::optional<int64_t> skew_ms() const { return skew_; }
+
+  enum class Alert { kRaise, kClear, kKeep };
+  // Raise above `alert_ms`; clear only below 80 % of it (hysteresis, so a
+  // skew near the threshold does not flap); kKeep in between, before any
+  // sample, or with the alert off (alert_ms <= 0).
+  Alert judge(int64_t alert_ms) const;
+
+ private:
+  std::deque<std::pair<int64_t, int64_t>> samples_;  // (monotonic ms, sample), newest last
+  std::optional<int64_t> skew_;
+};
+
+}  // namespace vend::agent

@@ -1,0 +1,93 @@
+// AlertBook, OrderEventBatch and ViewSchedule (ops_feed.hpp).
+#include "vend/agent/ops_feed.hpp"
+
+#include <algorithm>
+
+namespace vend::agent {
+
+AlertBook::Raised AlertBook::raise(const std::string& device, int slot, const std::string& code,
+                                   const std::string& severity, const std::string& message,
+                                   int64_t now_ms) {
+  Key key{device, slot, code};
+  auto it = active_.find(key);
+  if (it != active_.end() && it->second.message == message) return {};  // already said
+  ops::Alert alert{code, severity, "raised", device, slot, message, now_ms};
+  bool fresh = it == active_.end();
+  active_[key] = alert;
+  return {alert, fresh};
+}
+
+std::optional<ops::Alert> AlertBook::clear(const std::string& device, int slot,
+                                           std::string_view code, int64_t now_ms) {
+  if (active_.empty()) return std::nullopt;  // the usual case, without building a key
+  auto it = active_.find(Key{device, slot, std::string(code)});
+  if (it == active_.end()) return std::nullopt;
+  ops::Alert alert = std::move(it->second);
+  active_.erase(it);
+  alert.state = "cleared";
+  alert.ts_ms = now_ms;
+  return alert;
+}
+
+bool AlertBook::active(const std::string& device, int slot, std::string_view code) const {
+  if (active_.empty()) return false;
+  return active_.count(Key{device, slot, std::string(code)}) != 0;
+}
+
+std::vector<std::pair<std::string, int64_t>> AlertBook::counts_by_code() const {
+  std::map<std::string, int64_t> counts;
+  for (const auto& [key, alert] : active_) ++counts[alert.code];
+  return {counts.begin(), counts.end()};
+}
+
+bool OrderEventBatch::add(ops::OrderEvent event) {
+  pending_.events.push_back(std::move(event));
+  return pending_.events.size() >= kMaxPerMessage;
+}
+
+std::optional<ops::OrderEvents> OrderEventBatch::take() {
+  if (pending_.events.empty()) return std::nullopt;
+  ops::OrderEvents out = std::move(pending_);
+  pending_ = {};
+  return out;
+}
+
+void ViewSchedule::device_changed(const std::string& device, int64_t now_ms) {
+  dirty_.insert(device);
+  fleet_dirty_ = true;
+  // A device not published for an interval is due now: scan next time.
+  auto it = published_ms_.find(device);
+  if (it == published_ms_.end() || it->second == 0 || now_ms - it->second >= interval_ms_) {
+    scan_due_ms_ = 0;
+  }
+}
+
+std::vector<std::string> ViewSchedule::take_due_devices(int64_t now_ms) {
+  std::vector<std::string> due;
+  if (now_ms < scan_due_ms_) return due;
+  int64_t next_due = 0;
+  for (auto it = dirty_.begin(); it != dirty_.end();) {
+    int64_t& published = published_ms_[*it];
+    if (published != 0 && now_ms - published < interval_ms_) {
+      int64_t at = published + interval_ms_;
+      next_due = next_due == 0 ? at : std::min(next_due, at);
+      ++it;
+      continue;
+    }
+    published = now_ms;
+    due.push_back(*it);
+    it = dirty_.erase(it);
+  }
+  scan_due_ms_ = next_due;
+  return due;
+}
+
+bool ViewSchedule::take_fleet_due(int64_t now_ms) {
+  if (!fleet_dirty_) return false;
+  if (fleet_published_ms_ != 0 && now_ms - fleet_published_ms_ < interval_ms_) return false;
+  fleet_dirty_ = false;
+  fleet_published_ms_ = now_ms;
+  return true;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,163 @@
+// DeviceKeys, AckWindow and ClockSkew alone: which key signed, a rotation
+// promoted; acks never beyond what is committed; skew from the largest
+// recent sample, with hysteresis.
+#include "vend/agent/device_link.hpp"
+
+#include <doctest/doctest.h>
+
+#include <future>
+
+#include "vend/crypto.hpp"
+
+using vend::Status;
+using vend::agent::AckWindow;
+using vend::agent::ClockSkew;
+using vend::agent::DeviceKeys;
+using vend::crypto::Key;
+
+namespace {
+
+Key key_of(char c) { return Key::from_hex(std::string(64, c)).value(); }
+
+// A write whose commit the test completes by hand.
+struct Write {
+  std::promise<Status> promise;
+  AckWindow::Ticket ticket = promise.get_future().share();
+  void commit(Status s = {}) { promise.set_value(s); }
+};
+
+}  // namespace
+
+TEST_CASE("keys: the current one, the issued next one, promotion and revocation") {
+  DeviceKeys keys(key_of('a'));
+  const std::string msg = "{\"v\":1}";
+  std::string by_a = vend::crypto::sign(key_of('a'), msg);
+  std::string by_b = vend::crypto::sign(key_of('b'), msg);
+  CHECK(keys.verify(msg, by_a) == DeviceKeys::Signed::kCurrent);
+  CHECK(keys.verify(msg, by_b) == DeviceKeys::Signed::kNo);
+  CHECK(keys.verify("{\"v\":2}", by_a) == DeviceKeys::Signed::kNo);
+
+  keys.issue_next(key_of('b'));
+  CHECK(keys.verify(msg, by_a) == DeviceKeys::Signed::kCurrent);
+  CHECK(keys.verify(msg, by_b) == DeviceKeys::Signed::kNext);
+  keys.promote();
+  CHECK_FALSE(keys.next().has_value());
+  CHECK(keys.verify(msg, by_b) == DeviceKeys::Signed::kCurrent);
+  CHECK(keys.verify(msg, by_a) == DeviceKeys::Signed::kNo);  // the old key is revoked
+
+  keys.issue_next(key_of('c'));
+  keys.drop_next();
+  CHECK(keys.verify(msg, vend::crypto::sign(key_of('c'), msg)) == DeviceKeys::Signed::kNo);
+}
+
+TEST_CASE("seqs: duplicate, next, ahead") {
+  AckWindow acks;
+  acks.restore(5);
+  CHECK(acks.place(4) == AckWindow::Place::kDuplicate);
+  CHECK(acks.place(5) == AckWindow::Place::kDuplicate);
+  CHECK(acks.place(6) == AckWindow::Place::kNext);
+  CHECK(acks.place(8) == AckWindow::Place::kAhead);
+  CHECK(acks.committed() == 5);
+  CHECK(acks.unacked() == 0);
+}
+
+TEST_CASE("an ack covers only committed writes, in order, batched per interval") {
+  AckWindow acks;
+  Write w1, w2;
+  acks.processed(1, w1.ticket);
+  CHECK(acks.schedule(0, 50));
+  acks.processed(2, w2.ticket);
+  CHECK_FALSE(acks.schedule(10, 50));  // already due at 50
+  CHECK_FALSE(acks.due(49));
+  CHECK(acks.due(50));
+  CHECK(acks.unacked() == 2);
+
+  w2.commit();  // the later write alone: nothing may be acked yet
+  auto f = acks.flush(50, 50);
+  CHECK(f.status.ok());
+  CHECK_FALSE(f.ack_upto.has_value());
+  CHECK(f.still_due);
+  CHECK_FALSE(acks.due(99));
+
+  w1.commit();
+  f = acks.flush(100, 50);
+  CHECK(f.ack_upto == 2u);
+  CHECK_FALSE(f.still_due);
+  CHECK(acks.committed() == 2);
+  CHECK(acks.unacked() == 0);
+  CHECK_FALSE(acks.newest_ticket().has_value());
+  CHECK_FALSE(acks.due(1'000));
+}
+
+TEST_CASE("a duplicate asks for a re-ack without progress") {
+  AckWindow acks;
+  acks.restore(3);
+  acks.want_ack();
+  CHECK(acks.schedule(0, 50));
+  auto f = acks.flush(50, 50);
+  CHECK(f.ack_upto == 3u);
+  f = acks.flush(60, 50);
+  CHECK_FALSE(f.ack_upto.has_value());  // said once
+}
+
+TEST_CASE("a failed write stops the acks there") {
+  AckWindow acks;
+  Write w1, w2;
+  acks.processed(1, w1.ticket);
+  acks.processed(2, w2.ticket);
+  acks.schedule(0, 50);
+  w1.commit(vend::make_error("io", "disk full"));
+  w2.commit();
+  auto f = acks.flush(50, 50);
+  CHECK_FALSE(f.status.ok());
+  CHECK_FALSE(f.ack_upto.has_value());
+  CHECK(acks.committed() == 0);
+}
+
+TEST_CASE("a new ledger starts from seq 1 once its switch commits") {
+  AckWindow acks;
+  acks.restore(40);
+  acks.want_ack();
+  Write sw;
+  acks.restart(sw.ticket);
+  CHECK(acks.last_processed() == 0);
+  CHECK(acks.committed() == 0);
+  CHECK(acks.place(1) == AckWindow::Place::kNext);
+  Write e1;
+  acks.processed(1, e1.ticket);
+  acks.schedule(0, 50);
+  REQUIRE(acks.newest_ticket().has_value());
+  e1.commit();
+  auto f = acks.flush(50, 50);
+  CHECK_FALSE(f.ack_upto.has_value());  // the switch first; the old re-ack is moot
+  sw.commit();
+  f = acks.flush(100, 50);
+  CHECK(f.ack_upto == 1u);
+}
+
+TEST_CASE("clock skew: the largest recent sample, a bounded window") {
+  ClockSkew skew;
+  CHECK_FALSE(skew.skew_ms().has_value());
+  CHECK(skew.judge(1'000) == ClockSkew::Alert::kKeep);
+  CHECK(skew.observe(0, 10'500, 10'000, 60'000));  // +500
+  CHECK(skew.skew_ms() == 500);
+  CHECK_FALSE(skew.observe(10, 10'200, 10'000, 60'000));  // a delayed one: smaller
+  CHECK(skew.skew_ms() == 500);
+  CHECK(skew.observe(70'000, 10'100, 10'000, 60'000));  // the +500 left the window
+  CHECK(skew.skew_ms() == 100);
+  for (int i = 0; i < 40; ++i) skew.observe(70'001 + i, 9'000, 10'000, 60'000);
+  CHECK(skew.skew_ms() == -1'000);  // at most 32 samples: the old ones are gone
+}
+
+TEST_CASE("clock skew alert: raise above, clear below 80 %, keep between") {
+  ClockSkew skew;
+  skew.observe(0, 12'001, 10'000, 60'000);  // +2001
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kRaise);
+  CHECK(skew.judge(0) == ClockSkew::Alert::kKeep);  // alert off
+  ClockSkew behind;
+  behind.observe(0, 8'299, 10'000, 60'000);  // -1701
+  CHECK(behind.judge(2'000) == ClockSkew::Alert::kKeep);
+  ClockSkew near;
+  near.observe(0, 11'599, 10'000, 60'000);  // +1599
+  CHECK(near.judge(2'000) == ClockSkew::Alert::kClear);
+}

@@ -94,6 +94,36 @@ class RedisServer {
   std::unique_ptr<Child> child_;
 };
 
+// PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:<free port>: initdb
+// into a temp dir (user "vend", password "pg-secret-4711" over TCP, scram),
+// fsync on, sockets in the temp dir. PostgreSQL refuses to run as root: as
+// root, the temp dir is handed to the `postgres` system user and every
+// server program runs as it (setpriv). Throws (failing the test) when it
+// cannot be started. Stopped (fast shutdown) on destruction.
+class PostgresServer {
+ public:
+  PostgresServer();
+  ~PostgresServer();
+  PostgresServer(const PostgresServer&) = delete;
+  PostgresServer& operator=(const PostgresServer&) = delete;
+  int port() const { return port_; }
+  // A new empty database `name` (letters, digits, '_').
+  void create_database(const std::string& name);
+  // Runs `statement` in `database` with psql; throws when it fails.
+  void sql(const std::string& database, const std::string& statement);
+  // postgresql://vend:pg-secret-4711@127.0.0.1:<port>/<database>
+  std::string url(const std::string& database) const;
+  void stop();
+  void start();
+
+ private:
+  std::vector<std::string> as_server_user(std::vector<std::string> argv) const;
+  int run(std::vector<std::string> argv, const std::string& log) const;
+  TempDir dir_;
+  int port_;
+  std::unique_ptr<Child> child_;
+};
+
 // Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

@@ -451,3 +451,30 @@ TEST_CASE("postgresql: a schema from a newer agent is refused at open") {
   CHECK(r.error().code == "schema_version");
   CHECK(r.error().message.find("version 99") != std::string::npos);
 }
+
+// A COMMIT that fails (here: a deferred constraint trigger, checked only at
+// COMMIT) loses the whole group's transaction: every write is retried alone,
+// and only the one that cannot commit fails.
+TEST_CASE("postgresql: a failing COMMIT retries each write alone") {
+  Fixture<OnPostgres> f;
+  postgres().sql(f.backend.db,
+                 "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "IF NEW.code = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; "
+                 "RETURN NULL; END $$; "
+                 "CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON faults DEFERRABLE INITIALLY "
+                 "DEFERRED FOR EACH ROW EXECUTE FUNCTION boom()");
+  Gate gate;
+  REQUIRE(f.repo->submit(gate.write()).ok());
+  gate.wait_started();
+  Ticket a = f.fault("a");
+  Ticket boom = f.fault("boom");
+  Ticket c = f.fault("c");
+  gate.open();
+  CHECK_MESSAGE(a.get().ok(), a.get().error().to_string());
+  REQUIRE_FALSE(boom.get().ok());
+  CHECK(boom.get().error().message.find("boom at commit") != std::string::npos);
+  CHECK_MESSAGE(c.get().ok(), c.get().error().to_string());
+  CHECK(f.fault_count() == 2);
+  CHECK(f.repo->stats().failed_writes == 1);
+  CHECK(f.log.contains("retrying each write alone"));
+}

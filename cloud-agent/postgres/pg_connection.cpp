@@ -62,11 +62,14 @@ std::vector<const char*> param_values(const Params& params) {
 Result<PgConnection> PgConnection::connect(const std::string& url, const std::string& application) {
   // The URL comes last: its own settings override these defaults.
   // Keepalives and a TCP user timeout: a server gone silent (partition)
-  // fails the connection within seconds instead of hanging the writer.
-  const char* keys[] = {
-      "connect_timeout",  "application_name", "keepalives_idle", "keepalives_interval",
-      "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
-  const char* values[] = {"10", application.c_str(), "5", "2", "3", "10000", url.c_str(), nullptr};
+  // fails the connection within seconds instead of hanging the writer. No
+  // GSSAPI encryption attempt unless the URL asks for it (a Kerberos
+  // credential look-up on every connect otherwise).
+  const char* keys[] = {"connect_timeout",     "application_name", "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+                        "gssencmode",          "dbname",           nullptr};
+  const char* values[] = {"10",    application.c_str(), "5",         "2",    "3",
+                          "10000", "disable",           url.c_str(), nullptr};
   PgConnection conn(PQconnectdbParams(keys, values, 1));
   if (!conn.get()) return make_error("unavailable", "PostgreSQL: out of memory connecting");
   if (!conn.ok()) {

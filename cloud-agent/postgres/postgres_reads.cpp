@@ -1,4 +1,5 @@
 // PostgreSQL reads on the read connection (start-up load, look-ups, audit).
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -54,9 +55,11 @@ std::string orders_where(const char* where) {
   return std::string("SELECT ") + kOrderColumns + " FROM orders WHERE " + where;
 }
 
-// The load's queries; `q` runs one and returns its rows.
-template <typename Query>
-Status load_all(Query&& q, size_t recent_max, LoadedState& out) {
+// The load's queries, in one read transaction; `q` runs one and returns its
+// rows.
+using LoadQuery = std::function<Result<PgResult>(const std::string&, const Params&)>;
+
+Status load_devices(const LoadQuery& q, LoadedState& out) {
   auto devices =
       q("SELECT d.id, d.key_hex, d.created_ms, COALESCE(s.last_processed_seq, 0), d.next_key_hex, "
         "d.decommissioned_ms, COALESCE(s.ledger_id, '') FROM devices d "
@@ -67,14 +70,19 @@ Status load_all(Query&& q, size_t recent_max, LoadedState& out) {
       q("SELECT device, ledger_id FROM retired_ledgers ORDER BY device, retired_ms", Params{});
   if (!retired.ok()) return retired.error();
   std::map<std::string, std::vector<std::string>> by_device;
-  for (int i = 0; i < retired->rows(); ++i)
+  for (int i = 0; i < retired->rows(); ++i) {
     by_device[retired->text(i, 0)].push_back(retired->text(i, 1));
+  }
   for (int i = 0; i < devices->rows(); ++i) {
     std::string id = devices->text(i, 0);
     out.devices.push_back({id, devices->text(i, 1), devices->int64(i, 2),
                            static_cast<uint64_t>(devices->int64(i, 3)), devices->text(i, 4),
                            devices->int64(i, 5), devices->text(i, 6), std::move(by_device[id])});
   }
+  return {};
+}
+
+Status load_stock(const LoadQuery& q, LoadedState& out) {
   auto slots =
       q("SELECT s.device, s.slot, s.product, s.price_cents, s.capacity, "
         "(SELECT count(*) FROM pool_tokens t WHERE t.device = s.device AND t.slot = s.slot "
@@ -107,6 +115,10 @@ Status load_all(Query&& q, size_t recent_max, LoadedState& out) {
     out.requested.push_back({restocks->text(i, 0), restocks->text(i, 1), restocks->int32(i, 2),
                              restocks->int32(i, 3), false});
   }
+  return {};
+}
+
+Status load_orders(const LoadQuery& q, size_t recent_max, LoadedState& out) {
   std::string open_where = std::string("state IN ") + kOpenStates + " ORDER BY created_ms, id";
   auto open = q(orders_where(open_where.c_str()), Params{});
   if (!open.ok()) return open.error();
@@ -124,11 +136,17 @@ Status load_all(Query&& q, size_t recent_max, LoadedState& out) {
       out.order_counts[*state] = counts->int64(i, 1);
     }
   }
+  return {};
+}
+
+Status load_money(const LoadQuery& q, size_t recent_max, LoadedState& out) {
   auto payments = q(
       std::string("SELECT ") + kPaymentColumns +
           " FROM payments WHERE order_id IN (SELECT id FROM orders WHERE state IN " + kOpenStates +
           " UNION ALL SELECT id FROM (SELECT id FROM orders WHERE state NOT IN " + kOpenStates +
           " ORDER BY updated_ms DESC, id LIMIT $1) recent)"
+          // Payments for orders the agent never had: their repeats must get
+          // the same answer (and never a second row).
           " OR outcome = 'unknown_order_refunded' ORDER BY at_ms, payment_id",
       Params{num(static_cast<int64_t>(recent_max))});
   if (!payments.ok()) return payments.error();
@@ -137,7 +155,9 @@ Status load_all(Query&& q, size_t recent_max, LoadedState& out) {
                        " FROM refunds WHERE state = 'PENDING' ORDER BY at_ms, payment_id",
                    Params{});
   if (!refunds.ok()) return refunds.error();
-  for (int i = 0; i < refunds->rows(); ++i) out.pending_refunds.push_back(read_refund(*refunds, i));
+  for (int i = 0; i < refunds->rows(); ++i) {
+    out.pending_refunds.push_back(read_refund(*refunds, i));
+  }
   return {};
 }
 
@@ -160,9 +180,11 @@ Result<LoadedState> PostgresBackend::load(size_t recent_orders_max) {
     return b.error();
   }
   LoadedState out;
-  Status s =
-      load_all([this](const std::string& sql, const Params& p) { return read_.exec(sql, p); },
-               recent_orders_max, out);
+  LoadQuery q = [this](const std::string& sql, const Params& p) { return read_.exec(sql, p); };
+  Status s = load_devices(q, out);
+  if (s.ok()) s = load_stock(q, out);
+  if (s.ok()) s = load_orders(q, recent_orders_max, out);
+  if (s.ok()) s = load_money(q, recent_orders_max, out);
   (void)read_.exec(s.ok() ? "COMMIT" : "ROLLBACK");
   if (!s.ok()) return s.error();
   return out;

@@ -15,6 +15,12 @@
 //              runs out); core CPU per reservation+cancel.
 //   baseline   the blocking pair on one caller thread with InlineRunner
 //              (what the deterministic simulation does), same run.
+//   postgresql async again, the same core over the PostgreSQL repository
+//              (vend-agent --db postgresql://..., shipped defaults: group
+//              commit pipelined, synchronous_commit on) on a PostgreSQL 15
+//              this bench starts on loopback (fsync on), against the SQLite
+//              async figure of the same run: durable group-commit throughput
+//              of the two logs, and the mean group size of each.
 #include <time.h>
 
 #include <atomic>
@@ -26,6 +32,7 @@
 #include "null_transport.hpp"
 #include "test_support.hpp"
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/postgres_repository.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
@@ -58,9 +65,12 @@ struct Figures {
 
 class Agent {
  public:
-  // `threaded`: a CoreThread runner (vend-agent), else InlineRunner.
-  Agent(const std::string& dir, bool threaded) {
-    auto repo = Repository::open(dir + "/agent.db", RepositoryOptions{}, log_);
+  // `threaded`: a CoreThread runner (vend-agent), else InlineRunner. With
+  // `postgres_url`, the log is PostgreSQL's instead of SQLite's in `dir`.
+  Agent(const std::string& dir, bool threaded, const std::string& postgres_url = "") {
+    auto repo = postgres_url.empty()
+                    ? Repository::open(dir + "/agent.db", RepositoryOptions{}, log_)
+                    : open_postgres_repository(postgres_url, RepositoryOptions{}, log_);
     if (!repo.ok()) throw std::runtime_error(repo.error().to_string());
     repo_ = std::move(repo).value();
     seed();
@@ -120,6 +130,15 @@ class Agent {
     f.core_cpu_per_s = static_cast<double>(done.load()) / std::max(cpu, 1e-9);
     f.failed = failed.load();
     return f;
+  }
+
+  // Writes per group commit since the last call (the writer's stats).
+  double mean_group() {
+    WriterStats now = repo_->stats();
+    double writes = static_cast<double>(now.writes - last_.writes);
+    double batches = static_cast<double>(now.batches - last_.batches);
+    last_ = now;
+    return batches > 0 ? writes / batches : 0;
   }
 
   // `clients` threads reserve and cancel for `duration`.
@@ -220,6 +239,7 @@ class Agent {
   SecureRandom random_;
   bench::NullTransport transport_;
   std::unique_ptr<Repository> repo_;
+  WriterStats last_;
   std::unique_ptr<CoreThread> runner_;
   std::unique_ptr<AgentCore> core_;
   std::vector<Machine> machines_;
@@ -231,14 +251,28 @@ void run(const bench::Options& opt, bench::Report& report) {
   bench::progress("bench_core", "seeding " + std::to_string(kMachines * kSlots) + " slots");
   Agent threaded(dir_threaded.path(), true);
   Agent inline_agent(dir_inline.path(), false);
+  bench::progress("bench_core", "starting PostgreSQL and seeding it");
+  test::PostgresServer postgres;
+  postgres.create_database("bench_core");
+  Agent on_postgres(dir_threaded.path(), true, postgres.url("bench_core"));
   std::vector<double> core_cpu, wall, inline_wall, inline_cpu, async_cpu, async_wall;
+  std::vector<double> pg_wall, pg_cpu, pg_group, sqlite_group;
   for (int r = 0; r < opt.runs; ++r) {
     bench::progress("bench_core", "run " + std::to_string(r + 1));
+    (void)threaded.mean_group();
     Figures a = threaded.run_async(2000, d / 2);
     if (a.failed > 0)
       throw std::runtime_error(std::to_string(a.failed) + " async reservations failed");
     async_cpu.push_back(a.core_cpu_per_s);
     async_wall.push_back(a.wall_per_s);
+    sqlite_group.push_back(threaded.mean_group());
+    (void)on_postgres.mean_group();
+    Figures p = on_postgres.run_async(2000, d / 2);
+    if (p.failed > 0)
+      throw std::runtime_error(std::to_string(p.failed) + " PostgreSQL reservations failed");
+    pg_wall.push_back(p.wall_per_s);
+    pg_cpu.push_back(p.core_cpu_per_s);
+    pg_group.push_back(on_postgres.mean_group());
     Figures t = threaded.run(kClients, d);
     Figures i = inline_agent.run(0, d);
     core_cpu.push_back(t.core_cpu_per_s);
@@ -248,6 +282,10 @@ void run(const bench::Options& opt, bench::Report& report) {
   }
   report.add("async_core_thread_reservations_per_cpu_s", "reservations/s", async_cpu);
   report.add("async_durable_reservations_per_s", "reservations/s", async_wall);
+  report.add("postgresql_async_durable_reservations_per_s", "reservations/s", pg_wall);
+  report.add("postgresql_async_core_thread_reservations_per_cpu_s", "reservations/s", pg_cpu);
+  report.add("sqlite_async_writes_per_group_commit", "writes", sqlite_group);
+  report.add("postgresql_async_writes_per_group_commit", "writes", pg_group);
   report.add("core_thread_reservations_per_cpu_s", "reservations/s", core_cpu);
   report.add("durable_reservations_64_clients", "reservations/s", wall);
   report.add("inline_one_caller_durable_reservations", "reservations/s", inline_wall);
@@ -255,10 +293,15 @@ void run(const bench::Options& opt, bench::Report& report) {
   report.compare("durable_reservations_64_clients", "inline_one_caller_durable_reservations");
   report.compare("core_thread_reservations_per_cpu_s", "inline_one_caller_reservations_per_cpu_s");
   report.compare("async_durable_reservations_per_s", "durable_reservations_64_clients");
+  report.compare("postgresql_async_durable_reservations_per_s", "async_durable_reservations_per_s");
   report.target_value("async_core_thread_reservations_per_cpu_s", 200'000);
   report.note(
       "each reservation: create_order (answered once durable) then cancel; 1,000 machines x 4 "
       "slots; shipped repository defaults (WAL, synchronous=FULL, group commit)");
+  report.note(
+      "postgresql: the same async run over open_postgres_repository (pipelined group commit, "
+      "synchronous_commit on) on a PostgreSQL 15 started by the bench on loopback (fsync on, "
+      "same 2 cores)");
   report.note(
       "core CPU: CLOCK_THREAD_CPUTIME_ID of the core thread (read by steps on it); inline: of "
       "the one caller thread, which also waits for each commit");

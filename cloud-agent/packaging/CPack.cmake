@@ -22,7 +22,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Vend cloud agent (orders, payments, MQTT 
 set(CPACK_PACKAGE_DESCRIPTION
   "Takes orders and payment notifications over HTTP, reserves stock, and sends signed\n\
 dispense commands with one-use sale tokens to the machines of a Vend fleet over MQTT.\n\
-Every order, payment and device result is committed to SQLite before it is answered.")
+Every order, payment and device result is committed to SQLite (or PostgreSQL) before it is\n\
+answered.")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_DIRECTORY "${CMAKE_BINARY_DIR}/packages")
 set(CPACK_INSTALL_CMAKE_PROJECTS "${CMAKE_BINARY_DIR};vend;agent;/")

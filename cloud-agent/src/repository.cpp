@@ -1,63 +1,21 @@
-// Repository: opening, the writer thread and group commit.
+// Repository: the write queue, the writer thread and group commit (the
+// backend applies each group).
 #include "vend/agent/repository.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <utility>
-
-#include "repository_schema.hpp"
 
 namespace vend::agent {
 
 namespace {
 
 constexpr const char* kLog = "repository";
-constexpr int kBeginAttempts = 3;  // BEGIN IMMEDIATE retries (each waits busy_timeout_ms)
-
-Status fail_unavailable(const std::string& why) { return make_error("unavailable", why); }
 
 }  // namespace
 
-Result<sql::Statement*> WriteContext::statement(const std::string& sql) {
-  auto it = cache_.find(sql);
-  if (it == cache_.end()) {
-    auto stmt = db_.prepare(sql);
-    if (!stmt.ok()) return stmt.error();
-    it = cache_.emplace(sql, std::make_unique<sql::Statement>(std::move(stmt).value())).first;
-  }
-  it->second->reset();
-  return it->second.get();
-}
-
-Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
-                                                     const RepositoryOptions& options,
-                                                     Logger& log) {
-  sql::OpenOptions open_options;
-  open_options.synchronous = options.synchronous;
-  open_options.busy_timeout_ms = options.busy_timeout_ms;
-  auto write_db = sql::Database::open(path, open_options);
-  if (!write_db.ok()) return write_db.error();
-  if (auto s = write_db->migrate(detail::migrations()); !s.ok()) return s.error();
-  auto read_db = sql::Database::open(path, open_options);
-  if (!read_db.ok()) return read_db.error();
-  // Orders and tokens are keyed by random ids, so every write lands on a
-  // different page: with SQLite's default 2 MiB cache the writer re-reads
-  // pages it wrote moments ago (benchmark 3).
-  std::string cache = "PRAGMA cache_size=-" + std::to_string(options.cache_kib);
-  for (sql::Database* db : {&*write_db, &*read_db}) {
-    if (auto s = db->exec(cache); !s.ok()) return s.error();
-  }
-  return std::unique_ptr<Repository>(
-      new Repository(std::move(write_db).value(), std::move(read_db).value(), options, log));
-}
-
-Repository::Repository(sql::Database write_db, sql::Database read_db,
-                       const RepositoryOptions& options, Logger& log)
-    : options_(options),
-      log_(log),
-      write_db_(std::move(write_db)),
-      write_ctx_(write_db_, options_),
-      read_db_(std::move(read_db)) {
+Repository::Repository(std::unique_ptr<RepositoryBackend> backend, const RepositoryOptions& options,
+                       Logger& log)
+    : options_(options), log_(log), backend_(std::move(backend)) {
   if (!options_.manual_commit) writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -92,7 +50,7 @@ void Repository::after_durable(const Ticket& ticket, std::function<void(Status)>
   }
   // A marker behind every write queued so far: writes are fulfilled in queue
   // order, so when the marker's group is, `ticket` is too.
-  Pending marker{[](WriteContext&) { return Status{}; }, {}, true, nullptr};
+  Pending marker{Changeset{}, {}, true, nullptr};
   marker.after = [ticket, fn = std::move(fn)] { fn(ticket.get()); };
   std::function<void()> run_now;
   {
@@ -135,8 +93,8 @@ void Repository::apply_queued() {
 
 // ---- submission -----------------------------------------------------------
 
-Result<Ticket> Repository::enqueue(WriteFn write, bool bounded) {
-  Pending pending{std::move(write), {}, false, nullptr};
+Result<Ticket> Repository::enqueue(Changeset changes, bool bounded) {
+  Pending pending{std::move(changes), {}, false, nullptr};
   Ticket ticket = pending.done.get_future().share();
   {
     std::lock_guard lock(mu_);
@@ -155,23 +113,18 @@ Result<Ticket> Repository::enqueue(WriteFn write, bool bounded) {
   return ticket;
 }
 
-Result<Ticket> Repository::submit(WriteFn write) { return enqueue(std::move(write), true); }
-
-Result<Ticket> Repository::submit(Changeset changes) {
-  auto writes = std::make_shared<std::vector<WriteFn>>(std::move(changes.writes_));
-  return enqueue(
-      [writes](WriteContext& ctx) -> Status {
-        for (auto& w : *writes) {
-          if (auto s = w(ctx); !s.ok()) return s;
-        }
-        return {};
-      },
-      true);
+Result<Ticket> Repository::submit(WriteFn write) {
+  Changeset changes;
+  changes.add(std::move(write));
+  return enqueue(std::move(changes), true);
 }
 
+Result<Ticket> Repository::submit(Changeset changes) { return enqueue(std::move(changes), true); }
+
 void Repository::flush() {
-  // Unbounded: a flush must not fail because the queue is full.
-  auto ticket = enqueue([](WriteContext&) { return Status{}; }, false);
+  // Unbounded: a flush must not fail because the queue is full. An empty
+  // changeset commits nothing, but is fulfilled in queue order.
+  auto ticket = enqueue(Changeset{}, false);
   if (ticket.ok()) (void)wait(*ticket);
 }
 
@@ -227,18 +180,23 @@ void Repository::run_ready(std::vector<Pending>& ready) {
 }
 
 void Repository::apply_group(std::vector<Pending>& group) {
-  std::vector<Status> results;
-  if (!apply_together(group, results)) {
-    // The group's transaction could not begin or commit: nothing of it is
-    // in the database. Give every write its own chance.
-    results.clear();
-    for (auto& p : group) results.push_back(apply_alone(p));
+  std::vector<const Changeset*> writes;
+  writes.reserve(group.size());
+  for (auto& p : group) {
+    if (!p.marker) writes.push_back(&p.changes);
   }
+  std::vector<Status> applied;
+  if (!writes.empty()) applied = backend_->apply_group(writes);
+  applied.resize(writes.size(), make_error("unavailable", "the backend gave no outcome"));
+  std::vector<Status> results;
+  results.reserve(group.size());
+  size_t next = 0;
   uint64_t failed = 0;
-  for (size_t i = 0; i < group.size(); ++i) {
-    if (!results[i].ok()) {
+  for (auto& p : group) {
+    results.push_back(p.marker ? Status{} : std::move(applied[next++]));
+    if (!results.back().ok()) {
       ++failed;
-      log_.error(kLog, "write failed: " + results[i].error().to_string());
+      log_.error(kLog, "write failed: " + results.back().error().to_string());
     }
   }
   {
@@ -254,60 +212,6 @@ void Repository::apply_group(std::vector<Pending>& group) {
   for (auto& p : group) {
     if (p.after) p.after();
   }
-}
-
-// One transaction for the whole group, a savepoint per write. Returns false
-// when the transaction itself failed (begin or commit); `results` then
-// means nothing.
-bool Repository::apply_together(std::vector<Pending>& group, std::vector<Status>& results) {
-  std::optional<sql::Transaction> tx;
-  for (int attempt = 0; attempt < kBeginAttempts && !tx; ++attempt) {
-    auto begun = sql::Transaction::begin(write_db_);
-    if (begun.ok()) {
-      tx.emplace(std::move(begun).value());
-    } else {
-      log_.warn(kLog, "BEGIN failed: " + begun.error().to_string());
-    }
-  }
-  if (!tx) return false;
-  for (auto& p : group) {
-    results.push_back(run_in_savepoint(p));
-    // SQLite rolled the whole transaction back on its own (disk full, I/O
-    // error): nothing of the group is in the database, and running on would
-    // commit each later statement by itself. Every write gets its own
-    // transaction instead.
-    if (!write_db_.in_transaction()) {
-      log_.error(kLog, "the group's transaction was rolled back by SQLite (" +
-                           results.back().error().to_string() + "); retrying each write alone");
-      return false;
-    }
-  }
-  if (auto s = tx->commit(); !s.ok()) {
-    log_.error(kLog, "group commit of " + std::to_string(group.size()) +
-                         " writes failed: " + s.error().to_string());
-    return false;
-  }
-  return true;
-}
-
-Status Repository::run_in_savepoint(Pending& pending) {
-  if (pending.marker) return {};
-  if (auto s = write_db_.exec("SAVEPOINT w"); !s.ok()) return s;
-  Status result = pending.write(write_ctx_);
-  if (!write_db_.in_transaction())
-    return result.ok() ? fail_unavailable("transaction lost") : result;
-  if (!result.ok()) (void)write_db_.exec("ROLLBACK TO w");
-  if (auto s = write_db_.exec("RELEASE w"); !s.ok() && result.ok()) return s;
-  return result;
-}
-
-Status Repository::apply_alone(Pending& pending) {
-  if (pending.marker) return {};
-  auto tx = sql::Transaction::begin(write_db_);
-  if (!tx.ok()) return fail_unavailable("cannot begin: " + tx.error().to_string());
-  Status result = pending.write(write_ctx_);
-  if (!result.ok()) return result;  // the transaction rolls back
-  return tx->commit();
 }
 
 }  // namespace vend::agent

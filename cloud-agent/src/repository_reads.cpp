@@ -1,9 +1,9 @@
-// Repository: reads on the read connection (start-up load, look-ups, audit).
+// Repository: SQLite reads on the read connection (start-up load, look-ups, audit).
 #include <map>
 #include <utility>
 
 #include "repository_schema.hpp"
-#include "vend/agent/repository.hpp"
+#include "repository_sqlite.hpp"
 
 namespace vend::agent {
 
@@ -155,7 +155,7 @@ Status load_pool_and_restocks(sql::Database& db, LoadedState& out) {
 
 }  // namespace
 
-Result<LoadedState> Repository::load(size_t recent_orders_max) {
+Result<LoadedState> detail::SqliteBackend::load(size_t recent_orders_max) {
   std::lock_guard lock(read_mu_);
   // One read transaction: a consistent snapshot even while the writer runs.
   if (auto s = read_db_.exec("BEGIN"); !s.ok()) return s.error();
@@ -171,7 +171,7 @@ Result<LoadedState> Repository::load(size_t recent_orders_max) {
   return out;
 }
 
-Result<std::optional<Order>> Repository::find_order(const std::string& order_id) {
+Result<std::optional<Order>> detail::SqliteBackend::find_order(const std::string& order_id) {
   std::lock_guard lock(read_mu_);
   std::optional<Order> out;
   auto s = query(
@@ -182,7 +182,8 @@ Result<std::optional<Order>> Repository::find_order(const std::string& order_id)
   return out;
 }
 
-Result<std::optional<Order>> Repository::find_order_by_idempotency_key(const std::string& key) {
+Result<std::optional<Order>> detail::SqliteBackend::find_order_by_idempotency_key(
+    const std::string& key) {
   std::lock_guard lock(read_mu_);
   std::optional<Order> out;
   auto s = query(
@@ -194,7 +195,8 @@ Result<std::optional<Order>> Repository::find_order_by_idempotency_key(const std
   return out;
 }
 
-Result<std::optional<StoredPayment>> Repository::find_payment(const std::string& payment_id) {
+Result<std::optional<StoredPayment>> detail::SqliteBackend::find_payment(
+    const std::string& payment_id) {
   std::lock_guard lock(read_mu_);
   std::optional<StoredPayment> out;
   auto s = query(
@@ -205,7 +207,7 @@ Result<std::optional<StoredPayment>> Repository::find_payment(const std::string&
   return out;
 }
 
-Result<std::vector<StoredPayment>> Repository::payments_of(const std::string& order_id) {
+Result<std::vector<StoredPayment>> detail::SqliteBackend::payments_of(const std::string& order_id) {
   std::lock_guard lock(read_mu_);
   std::vector<StoredPayment> out;
   auto s = query(
@@ -218,8 +220,8 @@ Result<std::vector<StoredPayment>> Repository::payments_of(const std::string& or
   return out;
 }
 
-Result<std::optional<StoredRestock>> Repository::find_restock(const std::string& device,
-                                                              const std::string& restock_id) {
+Result<std::optional<StoredRestock>> detail::SqliteBackend::find_restock(
+    const std::string& device, const std::string& restock_id) {
   std::lock_guard lock(read_mu_);
   std::optional<StoredRestock> out;
   auto s = query(
@@ -235,7 +237,8 @@ Result<std::optional<StoredRestock>> Repository::find_restock(const std::string&
   return out;
 }
 
-Result<std::vector<std::string>> Repository::known_tokens(const std::vector<std::string>& tokens) {
+Result<std::vector<std::string>> detail::SqliteBackend::known_tokens(
+    const std::vector<std::string>& tokens) {
   std::lock_guard lock(read_mu_);
   std::vector<std::string> out;
   for (const auto& token : tokens) {
@@ -248,8 +251,8 @@ Result<std::vector<std::string>> Repository::known_tokens(const std::vector<std:
   return out;
 }
 
-Result<std::map<TokenState, int64_t>> Repository::token_counts(const std::string& device,
-                                                               int slot) {
+Result<std::map<TokenState, int64_t>> detail::SqliteBackend::token_counts(const std::string& device,
+                                                                          int slot) {
   std::lock_guard lock(read_mu_);
   std::map<TokenState, int64_t> out;
   auto s = query(
@@ -263,7 +266,7 @@ Result<std::map<TokenState, int64_t>> Repository::token_counts(const std::string
   return out;
 }
 
-Result<std::optional<TokenState>> Repository::token_state(const std::string& token) {
+Result<std::optional<TokenState>> detail::SqliteBackend::token_state(const std::string& token) {
   std::lock_guard lock(read_mu_);
   std::optional<TokenState> out;
   auto s = query(
@@ -274,7 +277,7 @@ Result<std::optional<TokenState>> Repository::token_state(const std::string& tok
   return out;
 }
 
-Result<std::vector<OrderEvent>> Repository::order_events(const std::string& order_id) {
+Result<std::vector<OrderEvent>> detail::SqliteBackend::order_events(const std::string& order_id) {
   std::lock_guard lock(read_mu_);
   std::vector<OrderEvent> out;
   auto s = query(
@@ -290,7 +293,7 @@ Result<std::vector<OrderEvent>> Repository::order_events(const std::string& orde
   return out;
 }
 
-Result<std::vector<StoredRefund>> Repository::refunds_of(const std::string& order_id) {
+Result<std::vector<StoredRefund>> detail::SqliteBackend::refunds_of(const std::string& order_id) {
   std::lock_guard lock(read_mu_);
   std::vector<StoredRefund> out;
   auto s = query(
@@ -304,8 +307,8 @@ Result<std::vector<StoredRefund>> Repository::refunds_of(const std::string& orde
   return out;
 }
 
-Result<std::vector<StoredRefund>> Repository::refunds(std::optional<RefundState> state,
-                                                      size_t limit) {
+Result<std::vector<StoredRefund>> detail::SqliteBackend::refunds(std::optional<RefundState> state,
+                                                                 size_t limit) {
   std::lock_guard lock(read_mu_);
   std::vector<StoredRefund> out;
   auto s = query(
@@ -325,7 +328,7 @@ Result<std::vector<StoredRefund>> Repository::refunds(std::optional<RefundState>
   return out;
 }
 
-Result<std::optional<StoredSnapshot>> Repository::snapshot(const std::string& device) {
+Result<std::optional<StoredSnapshot>> detail::SqliteBackend::snapshot(const std::string& device) {
   std::lock_guard lock(read_mu_);
   std::optional<StoredSnapshot> out;
   auto s = query(
@@ -338,7 +341,8 @@ Result<std::optional<StoredSnapshot>> Repository::snapshot(const std::string& de
   return out;
 }
 
-Result<std::optional<std::string>> Repository::reconcile_report(const std::string& device) {
+Result<std::optional<std::string>> detail::SqliteBackend::reconcile_report(
+    const std::string& device) {
   std::lock_guard lock(read_mu_);
   std::optional<std::string> out;
   auto s = query(
@@ -349,7 +353,8 @@ Result<std::optional<std::string>> Repository::reconcile_report(const std::strin
   return out;
 }
 
-Result<std::vector<StoredFault>> Repository::faults(const std::string& device, size_t limit) {
+Result<std::vector<StoredFault>> detail::SqliteBackend::faults(const std::string& device,
+                                                               size_t limit) {
   std::lock_guard lock(read_mu_);
   std::vector<StoredFault> out;
   auto s = query(

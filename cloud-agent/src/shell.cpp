@@ -18,6 +18,7 @@
 #include "shell_options.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/embedded_rate_limiter.hpp"
+#include "vend/agent/postgres_repository.hpp"
 #include "vend/agent/redis_rate_limiter.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/connect_retry.hpp"
@@ -102,7 +103,9 @@ Status AgentProcess::open_storage() {
   RepositoryOptions ro;
   ro.synchronous = options_.sync_full ? sql::Sync::kFull : sql::Sync::kNormal;
   if (options_.repo_batch_max > 0) ro.batch_max = static_cast<size_t>(options_.repo_batch_max);
-  auto repo = Repository::open(options_.db_path, ro, log_);
+  auto repo = is_postgres_url(options_.db_path)
+                  ? open_postgres_repository(options_.db_path, ro, log_)
+                  : Repository::open(options_.db_path, ro, log_);
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
   return {};

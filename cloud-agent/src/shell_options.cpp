@@ -347,7 +347,9 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --mqtt-ca-file FILE           CA of the broker's certificate (PEM); required with ssl://
   --mqtt-cert-file FILE         client certificate (PEM) for mutual TLS, with
   --mqtt-key-file FILE          its private key (PEM); both only with ssl://
-  --db PATH                     SQLite database (./vend-agent.db)
+  --db PATH|URL                 the agent's log: a SQLite database file (./vend-agent.db),
+                                or PostgreSQL: postgresql://user@host:port/database
+                                (password from ~/.pgpass or PGPASSFILE, not the URL)
   --operator-token-file FILE    bearer token of the operator endpoints (or env
                                 VEND_OPERATOR_TOKEN); a missing FILE is created with a new token
   --gateway-secret-file FILE    HMAC secret of payment notifications (or env

@@ -30,6 +30,7 @@ struct ShellOptions {
   std::string mqtt_ca_file;
   std::string mqtt_cert_file;
   std::string mqtt_key_file;
+  // A SQLite file, or a postgresql:// (postgres://) URL: the PostgreSQL log.
   std::string db_path = "./vend-agent.db";
   std::string operator_token_file;
   std::string gateway_secret_file;

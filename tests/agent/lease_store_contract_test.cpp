@@ -40,10 +40,10 @@ struct MemoryRig {
 
 struct PgRig {
   static constexpr const char* kName = "postgresql";
-  PostgresServer server;  // a fresh database per case
+  PostgresServer server;  // a fresh server per case
   std::unique_ptr<PgLeaseStore> pg = open();
   std::unique_ptr<PgLeaseStore> open() {
-    auto opened = PgLeaseStore::open(server.url());
+    auto opened = PgLeaseStore::open(server.url("postgres"));
     REQUIRE_MESSAGE(opened.ok(), vend::test::error_text(opened));
     return std::move(*opened);
   }
@@ -255,7 +255,7 @@ TEST_CASE("keepers on PostgreSQL: kill -9 of an owner is taken over within 5 s")
   PostgresServer server;
   std::vector<std::unique_ptr<KeeperThread>> live;
   for (const char* id : {"agent-a", "agent-b", "agent-c"}) {
-    live.push_back(std::make_unique<KeeperThread>(server.url(), id, kShards));
+    live.push_back(std::make_unique<KeeperThread>(server.url("postgres"), id, kShards));
   }
   REQUIRE(ms_until_settled(live, 10'000) < 10'000);
   for (int kill = 0; kill < 2; ++kill) {
@@ -267,7 +267,7 @@ TEST_CASE("keepers on PostgreSQL: kill -9 of an owner is taken over within 5 s")
     MESSAGE("failover " << kill + 1 << ": " << failover_ms << " ms");
     CHECK(failover_ms < 5000);
     // The same id comes back as a new process.
-    live.push_back(std::make_unique<KeeperThread>(server.url(), victim->id(), kShards));
+    live.push_back(std::make_unique<KeeperThread>(server.url("postgres"), victim->id(), kShards));
     REQUIRE(ms_until_settled(live, 10'000) < 10'000);
   }
 }
@@ -276,14 +276,14 @@ TEST_CASE("keepers on PostgreSQL: an owner paused past its lease is fenced and s
   PostgresServer server;
   std::vector<std::unique_ptr<KeeperThread>> live;
   for (const char* id : {"agent-a", "agent-b"}) {
-    live.push_back(std::make_unique<KeeperThread>(server.url(), id, kShards));
+    live.push_back(std::make_unique<KeeperThread>(server.url("postgres"), id, kShards));
   }
   REQUIRE(ms_until_settled(live, 10'000) < 10'000);
   std::vector<Grant> before = live[0]->held();
   REQUIRE_FALSE(before.empty());
   live[0]->pause_for(2 * LeaseOptions{}.lease_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(2 * LeaseOptions{}.lease_ms + 300));
-  auto check = PgLeaseStore::open(server.url());
+  auto check = PgLeaseStore::open(server.url("postgres"));
   REQUIRE(check.ok());
   for (const Grant& g : before) {
     auto ok = (*check)->fence_ok(g.shard, "agent-a", g.epoch);

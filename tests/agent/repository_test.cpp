@@ -1,15 +1,21 @@
-// The agent repository: group commit, per-write isolation inside a group,
-// back-pressure, draining on destruction, and the start-up load.
+// The repository contract, run on both backends: SQLite and a real
+// PostgreSQL 15 the test starts (tests/support PostgresServer; a server that
+// cannot start fails the test). Group commit, per-write isolation inside a
+// group, back-pressure, draining on destruction, and the start-up load.
+// Then what only one backend has: SQLite's disk full mid-group; PostgreSQL's
+// lost connection, bad URLs and a schema from a newer agent.
 #include "vend/agent/repository.hpp"
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "test_support.hpp"
+#include "vend/agent/postgres_repository.hpp"
 #include "vend/log.hpp"
 
 using namespace vend;
@@ -38,12 +44,38 @@ class Gate {
   std::shared_future<void> released_ = release_.get_future().share();
 };
 
+// The backends the contract runs on: where a fresh, empty log lives.
+struct OnSqlite {
+  static constexpr const char* kName = "sqlite";
+  vend::test::TempDir dir;
+  Result<std::unique_ptr<Repository>> open(const RepositoryOptions& o, Logger& log) {
+    return Repository::open(dir.file("agent.db"), o, log);
+  }
+};
+
+// One PostgreSQL server for the whole test binary; one database per fixture.
+vend::test::PostgresServer& postgres() {
+  static vend::test::PostgresServer server;
+  return server;
+}
+
+struct OnPostgres {
+  static constexpr const char* kName = "postgresql";
+  OnPostgres() : db("contract_" + std::to_string(next_db++)) { postgres().create_database(db); }
+  Result<std::unique_ptr<Repository>> open(const RepositoryOptions& o, Logger& log) {
+    return open_postgres_repository(postgres().url(db), o, log);
+  }
+  static inline std::atomic<int> next_db{0};
+  std::string db;
+};
+
+template <typename Backend = OnSqlite>
 struct Fixture {
   explicit Fixture(RepositoryOptions options = {}) : options(options) { reopen(); }
   void reopen() {
     repo.reset();
-    auto r = Repository::open(dir.file("agent.db"), options, log);
-    REQUIRE(r.ok());
+    auto r = backend.open(options, log);
+    REQUIRE_MESSAGE(r.ok(), Backend::kName, ": ", r.error().to_string());
     repo = std::move(r).value();
   }
   Ticket submit(Changeset c) {
@@ -62,7 +94,7 @@ struct Fixture {
     return f->size();
   }
 
-  vend::test::TempDir dir;
+  Backend backend;
   MemoryLogger log;
   RepositoryOptions options;
   std::unique_ptr<Repository> repo;
@@ -82,8 +114,9 @@ Order reserved_order(const std::string& id, const std::string& token) {
 
 }  // namespace
 
-TEST_CASE("writes queued while the writer is busy commit as one group") {
-  Fixture f;
+TEST_CASE_TEMPLATE("writes queued while the writer is busy commit as one group", B, OnSqlite,
+                   OnPostgres) {
+  Fixture<B> f;
   Gate gate;
   REQUIRE(f.repo->submit(gate.write()).ok());
   gate.wait_started();
@@ -98,8 +131,9 @@ TEST_CASE("writes queued while the writer is busy commit as one group") {
   CHECK(f.fault_count() == 100);
 }
 
-TEST_CASE("a failing write is rolled back alone; the rest of its group commits") {
-  Fixture f;
+TEST_CASE_TEMPLATE("a failing write is rolled back alone; the rest of its group commits", B,
+                   OnSqlite, OnPostgres) {
+  Fixture<B> f;
   Gate gate;
   REQUIRE(f.repo->submit(gate.write()).ok());
   gate.wait_started();
@@ -125,16 +159,17 @@ TEST_CASE("a failing write is rolled back alone; the rest of its group commits")
 // the statements after it would then run in autocommit mode, and the retry
 // of the group would apply them a second time. Pins that down with a cap on
 // the database's pages (a disk that fills up mid-group).
-TEST_CASE("a disk full mid-group: nothing committed twice, no durable write answered failed") {
-  Fixture f;
+TEST_CASE(
+    "sqlite: a disk full mid-group: nothing committed twice, no durable write answered failed") {
+  Fixture<> f;
   Gate gate;
   REQUIRE(f.repo
               ->submit([](WriteContext& ctx) {
-                auto pages = ctx.db().prepare("PRAGMA page_count");
+                auto pages = ctx.sqlite()->prepare("PRAGMA page_count");
                 if (!pages.ok()) return Status(pages.error());
                 (void)pages->step();
                 int64_t n = pages->column_int64(0);
-                return ctx.db().exec("PRAGMA max_page_count = " + std::to_string(n + 3));
+                return ctx.sqlite()->exec("PRAGMA max_page_count = " + std::to_string(n + 3));
               })
               .ok());
   REQUIRE(f.repo->submit(gate.write()).ok());
@@ -163,10 +198,10 @@ TEST_CASE("a disk full mid-group: nothing committed twice, no durable write answ
   CHECK(f.repo->stats().failed_writes == 1);
 }
 
-TEST_CASE("a full queue fails fast with unavailable") {
+TEST_CASE_TEMPLATE("a full queue fails fast with unavailable", B, OnSqlite, OnPostgres) {
   RepositoryOptions o;
   o.queue_max = 2;
-  Fixture f(o);
+  Fixture<B> f(o);
   Gate gate;
   REQUIRE(f.repo->submit(gate.write()).ok());
   gate.wait_started();
@@ -186,8 +221,8 @@ TEST_CASE("a full queue fails fast with unavailable") {
   CHECK(f.repo->stats().rejected_full == 1);
 }
 
-TEST_CASE("destruction commits everything already queued") {
-  Fixture f;
+TEST_CASE_TEMPLATE("destruction commits everything already queued", B, OnSqlite, OnPostgres) {
+  Fixture<B> f;
   {
     Gate gate;
     REQUIRE(f.repo->submit(gate.write()).ok());
@@ -200,10 +235,10 @@ TEST_CASE("destruction commits everything already queued") {
   CHECK(f.fault_count() == 10);
 }
 
-TEST_CASE("faults are bounded") {
+TEST_CASE_TEMPLATE("faults are bounded", B, OnSqlite, OnPostgres) {
   RepositoryOptions o;
   o.faults_max = 5;
-  Fixture f(o);
+  Fixture<B> f(o);
   for (int i = 0; i < 12; ++i) (void)f.fault("f" + std::to_string(i));
   f.repo->flush();
   auto faults = f.repo->faults("vm-1", 100);
@@ -211,10 +246,11 @@ TEST_CASE("faults are bounded") {
   CHECK((*faults)[0].code == "f11");
 }
 
-TEST_CASE("many threads submitting: every write commits, in fewer groups") {
+TEST_CASE_TEMPLATE("many threads submitting: every write commits, in fewer groups", B, OnSqlite,
+                   OnPostgres) {
   RepositoryOptions o;
-  o.synchronous = sql::Sync::kFull;
-  Fixture f(o);
+  o.synchronous = sql::Sync::kFull;  // SQLite; PostgreSQL's writer sets synchronous_commit on
+  Fixture<B> f(o);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&f, t] {
@@ -236,8 +272,9 @@ TEST_CASE("many threads submitting: every write commits, in fewer groups") {
   CHECK(s.batches <= s.writes);
 }
 
-TEST_CASE("load() returns the state the changes wrote; transitions are conditional") {
-  Fixture f;
+TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are conditional", B,
+                   OnSqlite, OnPostgres) {
+  Fixture<B> f;
   Changeset c;
   c.insert_device("vm-1", std::string(64, 'a'), 1);
   c.upsert_slot("vm-1", SlotSpec{1, "cola", 150, 10});
@@ -295,4 +332,149 @@ TEST_CASE("load() returns the state the changes wrote; transitions are condition
   REQUIRE(events->size() == 2);
   CHECK((*events)[1].from_state == "RESERVED");
   CHECK((*events)[1].to_state == "EXPIRED");
+}
+
+// The PostgreSQL group is pipelined: a failure makes the server skip the rest
+// of the round trip, and the writer rolls back and resends. Failures first,
+// in the middle, twice in a row and last.
+TEST_CASE_TEMPLATE("several failing writes in one group: each fails alone, the others commit", B,
+                   OnSqlite, OnPostgres) {
+  Fixture<B> f;
+  Gate gate;
+  REQUIRE(f.repo->submit(gate.write()).ok());
+  gate.wait_started();
+  std::vector<Ticket> tickets;
+  std::vector<bool> bad;
+  for (int i = 0; i < 40; ++i) {
+    bool fails = i == 0 || i == 17 || i == 18 || i == 39;
+    Changeset c;
+    c.insert_fault(StoredFault{"vm-1", "f" + std::to_string(i), "m", 0, i});
+    if (fails) c.move_token("no-such-token", TokenState::kPool, TokenState::kReserved, "o");
+    tickets.push_back(f.submit(std::move(c)));
+    bad.push_back(fails);
+  }
+  gate.open();
+  for (size_t i = 0; i < tickets.size(); ++i) {
+    Status s = tickets[i].get();
+    CHECK_MESSAGE(s.ok() == !bad[i], i);
+    if (bad[i]) {
+      CHECK(s.error().code == "conflict");
+      CHECK(s.error().message ==
+            "token no-such-token POOL -> RESERVED: 0 rows changed, 1 expected");
+    }
+  }
+  CHECK(f.fault_count() == 36);
+  CHECK(f.repo->stats().failed_writes == 4);
+  CHECK(f.repo->stats().batches == 2);
+}
+
+TEST_CASE_TEMPLATE("hostile text round-trips unchanged", B, OnSqlite, OnPostgres) {
+  Fixture<B> f;
+  std::string nasty = "'; DROP TABLE orders; -- \"{},\\\\ \xc3\xa9\t\n";
+  Changeset c;
+  c.insert_pool_tokens("vm-1", 1, "r1", {nasty, "t\"2", "t\\3", "plain"});
+  c.insert_fault(StoredFault{"vm-1", nasty, nasty, 0, 1});
+  REQUIRE(f.submit(std::move(c)).get().ok());
+  CHECK(f.repo->known_tokens({"plain", nasty, "t\\3", "zz", "t\"2"}).value() ==
+        std::vector<std::string>{"plain", nasty, "t\\3", "t\"2"});
+  CHECK(f.repo->faults("vm-1", 1).value().at(0).message == nasty);
+  auto loaded = f.repo->load(10);
+  REQUIRE(loaded.ok());
+  REQUIRE(loaded->pool.size() == 4);
+  CHECK(loaded->pool[0].token == nasty);  // mint order kept
+  CHECK(loaded->pool[3].token == "plain");
+}
+
+// ---- PostgreSQL only ----------------------------------------------------------
+
+TEST_CASE("postgresql: a lost connection fails the writes, and every later one (fail-stop)") {
+  vend::test::PostgresServer own;  // this test stops it
+  own.create_database("lost");
+  MemoryLogger log;
+  auto repo = open_postgres_repository(own.url("lost"), RepositoryOptions{}, log);
+  REQUIRE(repo.ok());
+  Changeset first;
+  first.insert_fault(StoredFault{"vm-1", "before", "m", 0, 1});
+  REQUIRE((*repo)->wait((*repo)->submit(std::move(first)).value()).ok());
+  own.stop();
+  for (const char* code : {"during", "after"}) {
+    Changeset c;
+    c.insert_fault(StoredFault{"vm-1", code, "m", 0, 2});
+    Status s = (*repo)->wait((*repo)->submit(std::move(c)).value());
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().code == "unavailable");
+    CHECK_MESSAGE(s.error().message.find("PostgreSQL") != std::string::npos, s.error().message);
+  }
+  CHECK((*repo)->stats().failed_writes == 2);
+  // Reads fail too, with a reason, instead of answering from nothing.
+  auto faults = (*repo)->faults("vm-1", 10);
+  REQUIRE_FALSE(faults.ok());
+  CHECK(faults.error().code == "unavailable");
+}
+
+TEST_CASE("postgresql: bad URLs fail at open with the cause, and never show the password") {
+  MemoryLogger log;
+  auto& server = postgres();
+  auto wrong_password = open_postgres_repository(
+      "postgresql://vend:not-the-password@127.0.0.1:" + std::to_string(server.port()) + "/postgres",
+      RepositoryOptions{}, log);
+  REQUIRE_FALSE(wrong_password.ok());
+  CHECK(wrong_password.error().code == "unavailable");
+  CHECK_MESSAGE(
+      wrong_password.error().message.find("password authentication failed") != std::string::npos,
+      wrong_password.error().message);
+  CHECK(wrong_password.error().message.find("not-the-password") == std::string::npos);
+
+  int closed = vend::test::free_port();
+  auto refused = open_postgres_repository(
+      "postgresql://vend:secret@127.0.0.1:" + std::to_string(closed) + "/vend", RepositoryOptions{},
+      log);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_MESSAGE(refused.error().message.find("refused") != std::string::npos,
+                refused.error().message);
+  CHECK(refused.error().message.find("secret") == std::string::npos);
+
+  auto no_db = open_postgres_repository(server.url("no_such_database"), RepositoryOptions{}, log);
+  REQUIRE_FALSE(no_db.ok());
+  CHECK_MESSAGE(no_db.error().message.find("does not exist") != std::string::npos,
+                no_db.error().message);
+}
+
+TEST_CASE("postgresql: a schema from a newer agent is refused at open") {
+  auto& server = postgres();
+  server.create_database("newer");
+  MemoryLogger log;
+  REQUIRE(open_postgres_repository(server.url("newer"), RepositoryOptions{}, log).ok());
+  server.sql("newer", "UPDATE vend_schema_version SET version = 99");
+  auto r = open_postgres_repository(server.url("newer"), RepositoryOptions{}, log);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == "schema_version");
+  CHECK(r.error().message.find("version 99") != std::string::npos);
+}
+
+// A COMMIT that fails (here: a deferred constraint trigger, checked only at
+// COMMIT) loses the whole group's transaction: every write is retried alone,
+// and only the one that cannot commit fails.
+TEST_CASE("postgresql: a failing COMMIT retries each write alone") {
+  Fixture<OnPostgres> f;
+  postgres().sql(f.backend.db,
+                 "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "IF NEW.code = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; "
+                 "RETURN NULL; END $$; "
+                 "CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON faults DEFERRABLE INITIALLY "
+                 "DEFERRED FOR EACH ROW EXECUTE FUNCTION boom()");
+  Gate gate;
+  REQUIRE(f.repo->submit(gate.write()).ok());
+  gate.wait_started();
+  Ticket a = f.fault("a");
+  Ticket boom = f.fault("boom");
+  Ticket c = f.fault("c");
+  gate.open();
+  CHECK_MESSAGE(a.get().ok(), a.get().error().to_string());
+  REQUIRE_FALSE(boom.get().ok());
+  CHECK(boom.get().error().message.find("boom at commit") != std::string::npos);
+  CHECK_MESSAGE(c.get().ok(), c.get().error().to_string());
+  CHECK(f.fault_count() == 2);
+  CHECK(f.repo->stats().failed_writes == 1);
+  CHECK(f.log.contains("retrying each write alone"));
 }

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -193,79 +194,115 @@ void RedisServer::stop() { child_.reset(); }
 
 namespace {
 
-std::string postgres_bin_dir() {
-  for (const char* version : {"15", "16", "17"}) {
-    std::string bin = std::string("/usr/lib/postgresql/") + version + "/bin";
-    if (access((bin + "/initdb").c_str(), X_OK) == 0) return bin;
+constexpr const char* kPgBin = "/usr/lib/postgresql/15/bin/";
+
+std::string pg_program(const std::string& name) {
+  std::string path = kPgBin + name;
+  if (access(path.c_str(), X_OK) != 0) {
+    throw std::runtime_error("`" + path + "` not found: install Debian package postgresql-15 " +
+                             "(scripts/setup-deps)");
   }
-  throw std::runtime_error(
-      "PostgreSQL's initdb not found under /usr/lib/postgresql/*/bin: install Debian package "
-      "postgresql-15 (scripts/setup-deps)");
+  return path;
 }
 
 }  // namespace
 
-PostgresServer::PostgresServer() : port_(free_port()), bin_(postgres_bin_dir()) {
+std::vector<std::string> PostgresServer::as_server_user(std::vector<std::string> argv) const {
+  if (geteuid() != 0) return argv;
+  std::vector<std::string> out = {require_program("setpriv", "util-linux"), "--reuid=postgres",
+                                  "--regid=postgres", "--init-groups", "--"};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+int PostgresServer::run(std::vector<std::string> argv, const std::string& log) const {
+  Child child(as_server_user(std::move(argv)), log);
+  return child.wait(std::chrono::seconds(120));
+}
+
+PostgresServer::PostgresServer() : port_(free_port()) {
   if (geteuid() == 0) {
-    struct passwd* pw = getpwnam("postgres");
+    passwd* pw = getpwnam("postgres");
     if (pw == nullptr) {
       throw std::runtime_error(
-          "running as root, and there is no `postgres` user to run PostgreSQL as: install "
-          "Debian package postgresql-15 (scripts/setup-deps)");
+          "no `postgres` system user to run PostgreSQL as (root may not): "
+          "install Debian package postgresql-15 (scripts/setup-deps)");
+    }
+    for (const auto& entry : fs::recursive_directory_iterator(dir_.path())) {
+      (void)chown(entry.path().c_str(), pw->pw_uid, pw->pw_gid);
     }
     if (chown(dir_.path().c_str(), pw->pw_uid, pw->pw_gid) != 0) {
       throw std::runtime_error("cannot hand " + dir_.path() + " to the postgres user");
     }
   }
-  Child init(as_postgres({bin_ + "/initdb", "-D", dir_.file("data"), "-U", "vend", "-A", "trust",
-                          "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"}),
-             dir_.file("initdb.log"));
-  if (init.wait(std::chrono::seconds(60)) != 0) {
-    throw std::runtime_error("initdb failed: " + read_file(dir_.file("initdb.log")));
+  write_file(dir_.file("pwfile"), "pg-secret-4711\n");
+  if (geteuid() == 0) {
+    passwd* pw = getpwnam("postgres");
+    (void)chown(dir_.file("pwfile").c_str(), pw->pw_uid, pw->pw_gid);
+  }
+  int rc = run({pg_program("initdb"), "-D", dir_.file("data"), "-U", "vend",
+                "--pwfile=" + dir_.file("pwfile"), "--auth-local=trust",
+                "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8"},
+               dir_.file("initdb.log"));
+  if (rc != 0) {
+    throw std::runtime_error("initdb failed (exit " + std::to_string(rc) +
+                             "): " + read_file(dir_.file("initdb.log")));
   }
   start();
 }
 
 PostgresServer::~PostgresServer() { stop(); }
 
-std::vector<std::string> PostgresServer::as_postgres(std::vector<std::string> argv) const {
-  if (geteuid() != 0) return argv;
-  std::vector<std::string> out{require_program("setpriv", "util-linux"), "--reuid=postgres",
-                               "--regid=postgres", "--init-groups", "--"};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
-}
-
 void PostgresServer::start() {
-  std::string log = dir_.file("postgres.log");
-  write_file(log, "");  // the child opens it before setpriv: root may write it
-  // setpriv execs (no fork): the child is the postmaster itself.
   child_ = std::make_unique<Child>(
-      as_postgres({bin_ + "/postgres", "-D", dir_.file("data"), "-p", std::to_string(port_), "-k",
-                   dir_.path(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c",
-                   "synchronous_commit=on", "-c", "max_connections=60", "-c",
-                   "shared_buffers=32MB"}),
-      log);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (read_file(log).find("ready to accept connections") == std::string::npos) {
-    if (!child_->running() || std::chrono::steady_clock::now() >= deadline) {
-      throw std::runtime_error("postgres did not start on port " + std::to_string(port_) + ": " +
-                               read_file(log));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      as_server_user({pg_program("postgres"), "-D", dir_.file("data"), "-p", std::to_string(port_),
+                      "-k", dir_.path(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on", "-c",
+                      "synchronous_commit=on", "-c", "max_connections=40", "-c",
+                      "shared_buffers=32MB"}),
+      dir_.file("postgres.log"));
+  if (!wait_for_port(port_, std::chrono::seconds(30))) {
+    throw std::runtime_error("postgres did not listen on 127.0.0.1:" + std::to_string(port_) +
+                             ": " + read_file(dir_.file("postgres.log")));
   }
+  // Listening comes before accepting sessions: wait for a real one.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (run({pg_program("pg_isready"), "-q", "-h", dir_.path(), "-p", std::to_string(port_)}, "") ==
+        0) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  throw std::runtime_error("postgres on port " + std::to_string(port_) +
+                           " never became ready: " + read_file(dir_.file("postgres.log")));
 }
 
 void PostgresServer::stop() {
   if (!child_) return;
-  child_->signal(SIGINT);
+  child_->signal(SIGINT);  // fast shutdown: a checkpoint, then exit
   if (child_->wait(std::chrono::seconds(20)) < 0) child_->kill_now();
   child_.reset();
 }
 
-void PostgresServer::kill() {
-  if (child_) child_->kill_now();
-  child_.reset();
+void PostgresServer::create_database(const std::string& name) {
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') {
+      throw std::runtime_error("bad database name " + name);
+    }
+  }
+  sql("postgres", "CREATE DATABASE " + name);
+}
+
+void PostgresServer::sql(const std::string& database, const std::string& statement) {
+  int rc = run({pg_program("psql"), "-q", "-v", "ON_ERROR_STOP=1", "-h", dir_.path(), "-p",
+                std::to_string(port_), "-U", "vend", "-d", database, "-c", statement},
+               dir_.file("psql.log"));
+  if (rc != 0) {
+    throw std::runtime_error("psql " + statement + " failed: " + read_file(dir_.file("psql.log")));
+  }
+}
+
+std::string PostgresServer::url(const std::string& database) const {
+  return "postgresql://vend:pg-secret-4711@127.0.0.1:" + std::to_string(port_) + "/" + database;
 }
 
 std::string read_file(const std::string& path) {

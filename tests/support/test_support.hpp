@@ -95,11 +95,11 @@ class RedisServer {
 };
 
 // PostgreSQL 15 (Debian's postgresql-15) on 127.0.0.1:<free port>: initdb
-// into a temporary directory and the server with fsync on. PostgreSQL
-// refuses to run as root, so as root both run as the `postgres` system user
-// (setpriv; the directory is handed to it). Trust authentication for the
-// superuser `vend`, database `postgres`. Stopped (fast shutdown) on
-// destruction. Throws, naming the cause, when it cannot start.
+// into a temp dir (user "vend", password "pg-secret-4711" over TCP, scram),
+// fsync on, sockets in the temp dir. PostgreSQL refuses to run as root: as
+// root, the temp dir is handed to the `postgres` system user and every
+// server program runs as it (setpriv). Throws (failing the test) when it
+// cannot be started. Stopped (fast shutdown) on destruction.
 class PostgresServer {
  public:
   PostgresServer();
@@ -107,20 +107,20 @@ class PostgresServer {
   PostgresServer(const PostgresServer&) = delete;
   PostgresServer& operator=(const PostgresServer&) = delete;
   int port() const { return port_; }
-  std::string url() const {
-    return "postgresql://vend@127.0.0.1:" + std::to_string(port_) + "/postgres";
-  }
-  void start();
-  // Fast shutdown (SIGINT), as an operator's `pg_ctl stop` would.
+  // A new empty database `name` (letters, digits, '_').
+  void create_database(const std::string& name);
+  // Runs `statement` in `database` with psql; throws when it fails.
+  void sql(const std::string& database, const std::string& statement);
+  // postgresql://vend:pg-secret-4711@127.0.0.1:<port>/<database>
+  std::string url(const std::string& database) const;
   void stop();
-  // SIGKILL of the postmaster: the database server dies at once.
-  void kill();
+  void start();
 
  private:
-  std::vector<std::string> as_postgres(std::vector<std::string> argv) const;
+  std::vector<std::string> as_server_user(std::vector<std::string> argv) const;
+  int run(std::vector<std::string> argv, const std::string& log) const;
   TempDir dir_;
   int port_;
-  std::string bin_;  // /usr/lib/postgresql/<version>/bin
   std::unique_ptr<Child> child_;
 };
 

@@ -1,25 +1,29 @@
-// Repository: the agent's durable log in SQLite (WAL). The agent core keeps
-// its working state in memory; everything needed to rebuild that state is
-// written here, and AgentCore::start() reads it back.
+// Repository: the agent's durable log. The agent core keeps its working
+// state in memory; everything needed to rebuild that state is written here,
+// and AgentCore::start() reads it back. The storage engine is a
+// RepositoryBackend: SQLite (WAL, embedded, the default: Repository::open)
+// or PostgreSQL (vend/agent/postgres_repository.hpp, its own target).
 //
 // Writes are GROUP-COMMITTED: submit() queues a write and returns at once
-// with a Ticket; one writer thread owns the write connection, takes
-// everything queued (up to batch_max writes) and runs it in ONE transaction,
-// then fulfils every ticket of the group. A caller that needs durability
-// waits on its ticket (outside its own locks); the others never wait for an
-// fsync. Each write runs inside its own SAVEPOINT, so a failing write is
-// rolled back alone and reported through its own ticket while the rest of
-// the group commits. If the COMMIT itself fails, every write of the group is
-// retried in a transaction of its own, and each ticket gets its own outcome.
+// with a Ticket; one writer thread owns the backend's write connection,
+// takes everything queued (up to batch_max writes) and hands it to the
+// backend as ONE group, applied in one transaction; then it fulfils every
+// ticket of the group. A caller that needs durability waits on its ticket
+// (outside its own locks); the others never wait for an fsync. Each write
+// (a Changeset) is applied atomically and alone: a failing write is rolled
+// back by itself and reported through its own ticket while the rest of the
+// group commits. If the COMMIT itself fails, the backend retries every write
+// of the group in a transaction of its own, and each ticket gets its own
+// outcome (backends: RepositoryBackend::apply_group).
 //
 // Tables (docs/design-decisions.md, "Cloud agent"): devices, slots,
 // pool_tokens, restocks, orders, payments, refunds, device_seq, snapshots,
-// faults (bounded), order_events (the order event log), reconcile_reports.
+// faults (bounded), order_events (the order event log), reconcile_reports,
+// retired_ledgers.
 //
 // Reads (start-up load, look-ups of data evicted from memory, audit) use a
-// second connection of their own, guarded by a mutex. They see committed
-// data only: a write still queued is invisible to them (flush() first when
-// that matters).
+// second connection of the backend's own. They see committed data only: a
+// write still queued is invisible to them (flush() first when that matters).
 //
 // Thread-safety: every method is safe to call from any thread.
 // Non-copyable, non-movable (owns a thread). The destructor stops accepting
@@ -37,138 +41,26 @@
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
-#include "vend/agent/order.hpp"
+#include "vend/agent/repository_types.hpp"
 #include "vend/log.hpp"
-#include "vend/protocol.hpp"
-#include "vend/result.hpp"
-#include "vend/sqlite.hpp"
 
 namespace vend::agent {
 
-// A sale token as the agent sees it: in a slot's pool, held by an order, or
-// gone (sold, or burned = spent without a sale).
-enum class TokenState { kPool, kReserved, kDispatched, kSold, kBurned };
-const char* to_string(TokenState state);
-std::optional<TokenState> parse_token_state(std::string_view text);
-
-struct RepositoryOptions {
-  sql::Sync synchronous = sql::Sync::kFull;
-  int busy_timeout_ms = 5000;
-  size_t queue_max = 100'000;     // queued writes; beyond it submit() fails "unavailable"
-  size_t batch_max = 1024;        // writes per group commit
-  int64_t faults_max = 10'000;    // rows kept in `faults` (oldest deleted first)
-  int64_t cache_kib = 64 * 1024;  // SQLite page cache per connection (two connections)
-  // No writer thread: queued writes are applied on the caller's thread, by
-  // wait() and flush() only, so what is committed at any instant depends on
-  // the caller alone (the deterministic simulation). Group commit as usual.
-  bool manual_commit = false;
-};
-
-// The writer's connection, as a write sees it. Statements prepared through
-// statement() are cached for the connection's lifetime. Writer thread only.
-class WriteContext {
- public:
-  WriteContext(sql::Database& db, const RepositoryOptions& options) : db_(db), options_(options) {}
-  WriteContext(const WriteContext&) = delete;
-  WriteContext& operator=(const WriteContext&) = delete;
-
-  sql::Database& db() { return db_; }
-  const RepositoryOptions& options() const { return options_; }
-  // A reset, unbound statement for `sql`, prepared once per connection.
-  // The pointer stays valid for the connection's lifetime.
-  Result<sql::Statement*> statement(const std::string& sql);
-
- private:
-  sql::Database& db_;
-  const RepositoryOptions& options_;
-  std::unordered_map<std::string, std::unique_ptr<sql::Statement>> cache_;
-};
-
-// One write: runs on the writer thread inside the group's transaction. A
-// non-ok Status rolls back everything this write did (its savepoint).
-using WriteFn = std::function<Status(WriteContext&)>;
-
-// The outcome of one write, ready once its group committed (or failed).
-using Ticket = std::shared_future<Status>;
-
-struct StoredPayment {
-  std::string payment_id;
-  std::string order_id;
-  int64_t amount_cents = 0;
-  std::string outcome;  // "applied", "duplicate_payment_refunded", "late_payment_refunded"
-  int64_t at_ms = 0;
-};
-
-// A refund's delivery to the payment gateway (the refund outbox):
-// PENDING until the gateway confirms it (DELIVERED) or it is given up
-// (GAVE_UP: refused by the gateway, or too many failed attempts; alerted).
-enum class RefundState { kPending, kDelivered, kGaveUp };
-const char* to_string(RefundState state);
-std::optional<RefundState> parse_refund_state(std::string_view text);
-
-// One refund per payment; its id, sent to the gateway, is refund_id_of().
-struct StoredRefund {
-  std::string payment_id;
-  std::string order_id;
-  int64_t amount_cents = 0;
-  std::string reason;
-  int64_t at_ms = 0;
-  RefundState state = RefundState::kPending;
-  int attempts = 0;        // deliveries tried
-  std::string last_error;  // of the latest failed attempt
-  int64_t updated_ms = 0;
-};
-
-// A new PENDING refund of `payment_id`, recorded at `at_ms`.
-StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
-                        std::string reason, int64_t at_ms);
-
-// "rfd-<payment id>": the idempotency key of a refund at the gateway.
-std::string refund_id_of(const std::string& payment_id);
-
-struct StoredRestock {
-  std::string restock_id;
-  std::string device;
-  int slot = 0;
-  int count = 0;
-  bool minted = false;  // REQUESTED until the device reports its tokens
-};
-
-struct OrderEvent {
-  std::string order_id;
-  std::string from_state;  // "" for the creation
-  std::string to_state;
-  int64_t at_ms = 0;
-  std::string detail;
-};
-
-struct StoredFault {
-  std::string device;
-  std::string code;
-  std::string message;
-  int slot = 0;
-  int64_t at_ms = 0;
-};
-
-struct StoredSnapshot {
-  std::string payload;  // the event's canonical JSON
-  int64_t at_ms = 0;
-};
-
 // A set of changes applied atomically: all of them or none (one savepoint).
-// Building one does no I/O; the SQL runs on the writer thread at commit.
+// Building one does no I/O: it records typed changes (repository_types.hpp)
+// that the backend turns into its own SQL on the writer thread at commit.
 // Every order transition and token move is conditional on its from-state
 // and must change exactly one row, else the whole changeset fails with
 // "conflict" (a bug or a race: the caller's memory disagrees with the log).
 class Changeset {
  public:
-  bool empty() const { return writes_.empty(); }
-  size_t size() const { return writes_.size(); }
-  // Any write; runs in order with the others.
-  void add(WriteFn write) { writes_.push_back(std::move(write)); }
+  bool empty() const { return changes_.empty(); }
+  size_t size() const { return changes_.size(); }
+  const std::vector<Change>& changes() const { return changes_; }
+  // A raw write, run in order with the others (tests: see WriteContext).
+  void add(WriteFn write) { changes_.push_back(change::Raw{std::move(write)}); }
 
   void insert_device(const std::string& id, const std::string& key_hex, int64_t created_ms);
   void upsert_slot(const std::string& device, const SlotSpec& slot);
@@ -211,58 +103,58 @@ class Changeset {
   void insert_fault(const StoredFault& fault);
 
  private:
-  friend class Repository;
-  std::vector<WriteFn> writes_;
+  std::vector<Change> changes_;
 };
 
-// Everything AgentCore::start() needs, read in one transaction.
-struct LoadedState {
-  struct Device {
-    std::string id;
-    std::string key_hex;
-    int64_t created_ms = 0;
-    uint64_t last_processed_seq = 0;
-    std::string next_key_hex;                  // pending rotation, "" = none
-    int64_t decommissioned_ms = 0;             // 0 = in service
-    std::string ledger_id;                     // whose seqs last_processed_seq counts
-    std::vector<std::string> retired_ledgers;  // replaced ones: their events are refused
-  };
-  struct Slot {
-    std::string device;
-    SlotSpec spec;
-    int64_t sold = 0;    // SOLD tokens
-    int64_t burned = 0;  // BURNED tokens
-  };
-  struct PoolToken {
-    std::string token;
-    std::string device;
-    int slot = 0;
-  };
-  std::vector<Device> devices;
-  std::vector<Slot> slots;
-  std::vector<PoolToken> pool;                // POOL tokens, in mint order
-  std::vector<Order> open_orders;             // RESERVED, PAID, DISPATCHED
-  std::vector<Order> recent_orders;           // finished, most recently updated first
-  std::vector<StoredPayment> payments;        // of every loaded order
-  std::vector<StoredRestock> requested;       // restocks not minted yet
-  std::vector<StoredRefund> pending_refunds;  // PENDING, oldest first
-  std::map<OrderState, int64_t> order_counts;
-};
+// A storage engine under the Repository: applies groups of writes (on the
+// writer thread only) and answers reads (any thread; the backend serialises
+// its read connection). Non-copyable.
+class RepositoryBackend {
+ public:
+  virtual ~RepositoryBackend() = default;
+  RepositoryBackend() = default;
+  RepositoryBackend(const RepositoryBackend&) = delete;
+  RepositoryBackend& operator=(const RepositoryBackend&) = delete;
 
-struct WriterStats {
-  uint64_t writes = 0;         // writes finished (ok or not)
-  uint64_t failed_writes = 0;  // writes whose ticket holds an error
-  uint64_t batches = 0;        // group commits
-  uint64_t largest_batch = 0;
-  uint64_t rejected_full = 0;  // submit() refused: queue full or stopped
+  // Applies every changeset of `group`, in order, in one transaction when it
+  // can; each one atomically (all its changes or none), so one failing
+  // changeset is rolled back alone. Returns one Status per changeset, each
+  // final: ok means durably committed (with the backend's durability
+  // setting). When the group's transaction cannot commit, each changeset is
+  // retried in a transaction of its own. Writer thread only.
+  virtual std::vector<Status> apply_group(const std::vector<const Changeset*>& group) = 0;
+
+  // The reads of Repository (same contracts).
+  virtual Result<LoadedState> load(size_t recent_orders_max) = 0;
+  virtual Result<std::optional<Order>> find_order(const std::string& order_id) = 0;
+  virtual Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) = 0;
+  virtual Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) = 0;
+  virtual Result<std::optional<StoredRestock>> find_restock(const std::string& device,
+                                                            const std::string& restock_id) = 0;
+  virtual Result<std::vector<std::string>> known_tokens(const std::vector<std::string>& tokens) = 0;
+  virtual Result<std::map<TokenState, int64_t>> token_counts(const std::string& device,
+                                                             int slot) = 0;
+  virtual Result<std::optional<TokenState>> token_state(const std::string& token) = 0;
+  virtual Result<std::vector<OrderEvent>> order_events(const std::string& order_id) = 0;
+  virtual Result<std::vector<StoredPayment>> payments_of(const std::string& order_id) = 0;
+  virtual Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id) = 0;
+  virtual Result<std::vector<StoredRefund>> refunds(std::optional<RefundState> state,
+                                                    size_t limit) = 0;
+  virtual Result<std::optional<StoredSnapshot>> snapshot(const std::string& device) = 0;
+  virtual Result<std::optional<std::string>> reconcile_report(const std::string& device) = 0;
+  virtual Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) = 0;
 };
 
 class Repository {
  public:
-  // Opens (creating if needed) and migrates the database at `path`, and
-  // starts the writer thread. `log` must outlive the repository.
+  // Opens (creating if needed) and migrates the SQLite database at `path`,
+  // and starts the writer thread. `log` must outlive the repository.
   static Result<std::unique_ptr<Repository>> open(const std::string& path,
                                                   const RepositoryOptions& options, Logger& log);
+  // A repository over any backend (open() is this with SQLite's); starts
+  // the writer thread unless options.manual_commit.
+  Repository(std::unique_ptr<RepositoryBackend> backend, const RepositoryOptions& options,
+             Logger& log);
   ~Repository();
   Repository(const Repository&) = delete;
   Repository& operator=(const Repository&) = delete;
@@ -300,59 +192,78 @@ class Repository {
   bool accepting() const;
   WriterStats stats() const;
 
-  // ---- reads (committed data) ----
+  // ---- reads (committed data; the backend's RepositoryBackend reads) ----
   // REQUIRES: recent_orders_max >= 0.
-  Result<LoadedState> load(size_t recent_orders_max);
-  Result<std::optional<Order>> find_order(const std::string& order_id);
-  Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key);
-  Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id);
+  Result<LoadedState> load(size_t recent_orders_max) { return backend_->load(recent_orders_max); }
+  Result<std::optional<Order>> find_order(const std::string& order_id) {
+    return backend_->find_order(order_id);
+  }
+  Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) {
+    return backend_->find_order_by_idempotency_key(key);
+  }
+  Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) {
+    return backend_->find_payment(payment_id);
+  }
   // Restock ids are per device (a machine may confirm restocks of its own).
   Result<std::optional<StoredRestock>> find_restock(const std::string& device,
-                                                    const std::string& restock_id);
+                                                    const std::string& restock_id) {
+    return backend_->find_restock(device, restock_id);
+  }
   // The subset of `tokens` the database already holds (any state).
-  Result<std::vector<std::string>> known_tokens(const std::vector<std::string>& tokens);
-  Result<std::map<TokenState, int64_t>> token_counts(const std::string& device, int slot);
-  Result<std::optional<TokenState>> token_state(const std::string& token);
-  Result<std::vector<OrderEvent>> order_events(const std::string& order_id);
-  Result<std::vector<StoredPayment>> payments_of(const std::string& order_id);
-  Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id);
+  Result<std::vector<std::string>> known_tokens(const std::vector<std::string>& tokens) {
+    return backend_->known_tokens(tokens);
+  }
+  Result<std::map<TokenState, int64_t>> token_counts(const std::string& device, int slot) {
+    return backend_->token_counts(device, slot);
+  }
+  Result<std::optional<TokenState>> token_state(const std::string& token) {
+    return backend_->token_state(token);
+  }
+  Result<std::vector<OrderEvent>> order_events(const std::string& order_id) {
+    return backend_->order_events(order_id);
+  }
+  Result<std::vector<StoredPayment>> payments_of(const std::string& order_id) {
+    return backend_->payments_of(order_id);
+  }
+  Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id) {
+    return backend_->refunds_of(order_id);
+  }
   // Refunds in `state` (any state if none), most recently updated first.
-  Result<std::vector<StoredRefund>> refunds(std::optional<RefundState> state, size_t limit);
-  Result<std::optional<StoredSnapshot>> snapshot(const std::string& device);
+  Result<std::vector<StoredRefund>> refunds(std::optional<RefundState> state, size_t limit) {
+    return backend_->refunds(state, limit);
+  }
+  Result<std::optional<StoredSnapshot>> snapshot(const std::string& device) {
+    return backend_->snapshot(device);
+  }
   // The JSON of the device's latest reconciliation report, if any.
-  Result<std::optional<std::string>> reconcile_report(const std::string& device);
+  Result<std::optional<std::string>> reconcile_report(const std::string& device) {
+    return backend_->reconcile_report(device);
+  }
   // Most recent first.
-  Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit);
+  Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) {
+    return backend_->faults(device, limit);
+  }
 
  private:
   struct Pending {
-    WriteFn write;
+    Changeset changes;
     std::promise<Status> done;
     // after_durable(): no SQL; `after` runs once the group is fulfilled.
     bool marker = false;
     std::function<void()> after;
   };
 
-  Repository(sql::Database write_db, sql::Database read_db, const RepositoryOptions& options,
-             Logger& log);
-  Result<Ticket> enqueue(WriteFn write, bool bounded);
+  Result<Ticket> enqueue(Changeset changes, bool bounded);
   void writer_loop();
   // REQUIRES: mu_ held, by the one thread that applies groups. Moves the
   // markers at the queue's front to `ready` and the next group to `group`.
   void take_group(std::vector<Pending>& ready, std::vector<Pending>& group);
   static void run_ready(std::vector<Pending>& ready);
   void apply_group(std::vector<Pending>& group);
-  bool apply_together(std::vector<Pending>& group, std::vector<Status>& results);
-  Status apply_alone(Pending& pending);
-  Status run_in_savepoint(Pending& pending);
 
   RepositoryOptions options_;
   Logger& log_;
-  sql::Database write_db_;  // writer thread only
-  WriteContext write_ctx_;  // writer thread only
-
-  std::mutex read_mu_;  // guards read_db_
-  sql::Database read_db_;
+  std::unique_ptr<RepositoryBackend> backend_;
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable wake_;

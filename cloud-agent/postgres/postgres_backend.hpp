@@ -1,0 +1,60 @@
+// Private to vend_agent_postgres: the PostgreSQL RepositoryBackend. One
+// write connection (the writer thread's; statements prepared once) and one
+// read connection behind a mutex. Non-copyable.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "pg_connection.hpp"
+#include "vend/agent/repository.hpp"
+#include "vend/log.hpp"
+
+namespace vend::agent::pg {
+
+class PostgresBackend final : public RepositoryBackend {
+ public:
+  PostgresBackend(PgConnection write, PgConnection read, const RepositoryOptions& options,
+                  Logger& log);
+
+  // One transaction per group, its writes pipelined (pg_pipeline.hpp), a
+  // SAVEPOINT per changeset; see postgres_group.cpp.
+  std::vector<Status> apply_group(const std::vector<const Changeset*>& group) override;
+
+  Result<LoadedState> load(size_t recent_orders_max) override;
+  Result<std::optional<Order>> find_order(const std::string& order_id) override;
+  Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) override;
+  Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) override;
+  Result<std::optional<StoredRestock>> find_restock(const std::string& device,
+                                                    const std::string& restock_id) override;
+  Result<std::vector<std::string>> known_tokens(const std::vector<std::string>& tokens) override;
+  Result<std::map<TokenState, int64_t>> token_counts(const std::string& device, int slot) override;
+  Result<std::optional<TokenState>> token_state(const std::string& token) override;
+  Result<std::vector<OrderEvent>> order_events(const std::string& order_id) override;
+  Result<std::vector<StoredPayment>> payments_of(const std::string& order_id) override;
+  Result<std::vector<StoredRefund>> refunds_of(const std::string& order_id) override;
+  Result<std::vector<StoredRefund>> refunds(std::optional<RefundState> state,
+                                            size_t limit) override;
+  Result<std::optional<StoredSnapshot>> snapshot(const std::string& device) override;
+  Result<std::optional<std::string>> reconcile_report(const std::string& device) override;
+  Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) override;
+
+ private:
+  enum class Together { kDone, kRetryAlone };
+  Together apply_together(const std::vector<const Changeset*>& group, std::vector<Status>& results);
+  Status apply_alone(const Changeset& changes);
+  Status lost_status() const;
+  Result<PgResult> read(const std::string& sql, const Params& params);
+
+  RepositoryOptions options_;
+  Logger& log_;
+  PgConnection write_;       // writer thread only
+  bool write_lost_ = false;  // fail-stop: never reconnected (outcomes were unknown)
+  WriteContext raw_ctx_{nullptr};
+
+  std::mutex read_mu_;  // guards read_
+  PgConnection read_;
+};
+
+}  // namespace vend::agent::pg

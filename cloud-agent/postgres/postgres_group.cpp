@@ -1,0 +1,142 @@
+// PostgreSQL group commit. A group is ONE round trip when nothing fails:
+//   BEGIN; (SAVEPOINT w; <its statements>; RELEASE SAVEPOINT w) per
+//   changeset; COMMIT; Sync
+// all pipelined. Conditional statements fail inside the server
+// (vend_expect_one), so nothing waits for a row count. When changeset k
+// fails, the server skips the rest up to the Sync and the transaction waits,
+// aborted, inside k's savepoint: the next round trip rolls k back and sends
+// k+1.. and the COMMIT again. A failing BEGIN or COMMIT retries each
+// changeset in a transaction of its own, as the SQLite backend does. A lost
+// connection fails every undecided ticket "unavailable" and every later
+// write too: the outcome of an unanswered COMMIT is unknown, so the writer
+// never reconnects and retries (the core fail-stops; a restart reads what
+// committed).
+#include <utility>
+
+#include "pg_pipeline.hpp"
+#include "postgres_backend.hpp"
+#include "postgres_changes.hpp"
+
+namespace vend::agent::pg {
+
+namespace {
+
+constexpr const char* kLog = "repository";
+// Owners of the commands that belong to no changeset.
+constexpr int kBegin = -1;
+constexpr int kCommit = -2;
+constexpr int kControl = -3;
+
+// Queues the commands of `changes`; a raw change (tests) runs now, before
+// the queued commands reach the server. Returns the raw change's error.
+Status queue_changes(Pipeline& p, std::vector<int>& owner, int index, const Changeset& changes,
+                     int64_t faults_max, WriteContext& ctx) {
+  std::vector<Command> commands;
+  for (const Change& change : changes.changes()) {
+    if (const auto* raw = std::get_if<change::Raw>(&change)) {
+      if (auto s = raw->write(ctx); !s.ok()) return s;
+      continue;
+    }
+    commands.clear();
+    commands_of(change, faults_max, commands);
+    for (const auto& c : commands) {
+      p.send_prepared(c.statement, c.params);
+      owner.push_back(index);
+    }
+  }
+  return {};
+}
+
+void queue_sql(Pipeline& p, std::vector<int>& owner, const char* sql, int who) {
+  p.send_sql(sql);
+  owner.push_back(who);
+}
+
+}  // namespace
+
+Status PostgresBackend::lost_status() const {
+  return make_error("unavailable",
+                    "the connection to PostgreSQL was lost; restart the agent to recover");
+}
+
+std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changeset*>& group) {
+  if (!write_lost_ && !write_.ok()) write_lost_ = true;
+  if (write_lost_) return std::vector<Status>(group.size(), lost_status());
+  std::vector<Status> results;
+  if (apply_together(group, results) == Together::kRetryAlone) {
+    (void)write_.exec("ROLLBACK");  // whatever is left of the group's transaction
+    results.clear();
+    for (const Changeset* c : group) {
+      results.push_back(write_lost_ ? lost_status() : apply_alone(*c));
+    }
+  }
+  return results;
+}
+
+PostgresBackend::Together PostgresBackend::apply_together(
+    const std::vector<const Changeset*>& group, std::vector<Status>& results) {
+  const int n = static_cast<int>(group.size());
+  results.assign(group.size(), Status{});
+  Pipeline p(write_.get());
+  std::vector<int> owner;
+  queue_sql(p, owner, "BEGIN", kBegin);
+  int next = 0;
+  while (true) {
+    for (int i = next; i < n; ++i) {
+      queue_sql(p, owner, "SAVEPOINT w", i);
+      results[i] = queue_changes(p, owner, i, *group[i], options_.faults_max, raw_ctx_);
+      if (!results[i].ok()) queue_sql(p, owner, "ROLLBACK TO SAVEPOINT w", i);
+      queue_sql(p, owner, "RELEASE SAVEPOINT w", i);
+    }
+    queue_sql(p, owner, "COMMIT", kCommit);
+    PipelineOutcome out = p.run();
+    if (out.lost) {
+      write_lost_ = true;
+      log_.error(kLog, "group of " + std::to_string(n) + " writes: " + out.error.to_string());
+      for (auto& r : results) {
+        if (r.ok()) r = out.error;
+      }
+      return Together::kDone;
+    }
+    if (!out.failed) return Together::kDone;  // committed
+    int who = owner[*out.failed];
+    owner.clear();
+    if (who < 0) {
+      log_.error(kLog, std::string(who == kBegin    ? "BEGIN"
+                                   : who == kCommit ? "COMMIT"
+                                                    : "ROLLBACK TO") +
+                           " of a group of " + std::to_string(n) + " writes failed: " +
+                           out.error.to_string() + "; retrying each write alone");
+      return Together::kRetryAlone;
+    }
+    // Changeset `who` failed: roll it back alone and send the rest again.
+    results[who] = out.error;
+    queue_sql(p, owner, "ROLLBACK TO SAVEPOINT w", kControl);
+    queue_sql(p, owner, "RELEASE SAVEPOINT w", kControl);
+    next = who + 1;
+  }
+}
+
+Status PostgresBackend::apply_alone(const Changeset& changes) {
+  PipelineOutcome out;
+  Status raw;
+  {
+    Pipeline p(write_.get());
+    std::vector<int> owner;
+    queue_sql(p, owner, "BEGIN", kBegin);
+    raw = queue_changes(p, owner, 0, changes, options_.faults_max, raw_ctx_);
+    queue_sql(p, owner, raw.ok() ? "COMMIT" : "ROLLBACK", kCommit);
+    out = p.run();
+  }
+  if (out.lost) {
+    write_lost_ = true;
+    return out.error;
+  }
+  if (out.failed) {
+    (void)write_.exec("ROLLBACK");
+    return out.error;
+  }
+  return raw;
+}
+
+}  // namespace vend::agent::pg

@@ -1,0 +1,58 @@
+// Opening the PostgreSQL repository: connections, migration, statements.
+#include "vend/agent/postgres_repository.hpp"
+
+#include <utility>
+
+#include "postgres_backend.hpp"
+#include "postgres_schema.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr const char* kLog = "repository";
+
+// Session settings of the writer: durable commits whatever the server's
+// default, and no statement left hanging for ever.
+Status configure_writer(pg::PgConnection& conn, Logger& log) {
+  auto s = conn.exec("SET synchronous_commit = on");
+  if (!s.ok()) return s.error();
+  auto fsync = conn.exec("SHOW fsync");
+  if (fsync.ok() && fsync->rows() == 1 && fsync->text(0, 0) != "on") {
+    log.warn(kLog, "the PostgreSQL server runs with fsync = " + fsync->text(0, 0) +
+                       ": commits are not durable through a power loss");
+  }
+  return {};
+}
+
+}  // namespace
+
+bool is_postgres_url(std::string_view db) {
+  return db.rfind("postgresql://", 0) == 0 || db.rfind("postgres://", 0) == 0;
+}
+
+Result<std::unique_ptr<Repository>> open_postgres_repository(const std::string& url,
+                                                             const RepositoryOptions& options,
+                                                             Logger& log) {
+  auto write = pg::PgConnection::connect(url, "vend-agent writer");
+  if (!write.ok()) return write.error();
+  if (auto s = pg::migrate(*write); !s.ok()) return s.error();
+  if (auto s = configure_writer(*write, log); !s.ok()) return s.error();
+  if (auto s = pg::prepare_statements(*write); !s.ok()) return s.error();
+  auto read = pg::PgConnection::connect(url, "vend-agent reader");
+  if (!read.ok()) return read.error();
+  log.info(kLog, "PostgreSQL log at " + pg::redact_url(url));
+  auto backend = std::make_unique<pg::PostgresBackend>(std::move(write).value(),
+                                                       std::move(read).value(), options, log);
+  return std::make_unique<Repository>(std::move(backend), options, log);
+}
+
+namespace pg {
+
+PostgresBackend::PostgresBackend(PgConnection write, PgConnection read,
+                                 const RepositoryOptions& options, Logger& log)
+    : options_(options), log_(log), write_(std::move(write)), read_(std::move(read)) {}
+
+}  // namespace pg
+
+}  // namespace vend::agent

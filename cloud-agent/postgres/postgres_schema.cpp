@@ -1,0 +1,258 @@
+// The PostgreSQL schema: the same tables and meaning as SQLite's
+// (cloud-agent/src/repository_schema.cpp), in PostgreSQL's types.
+#include "postgres_schema.hpp"
+
+namespace vend::agent::pg {
+
+namespace {
+
+// Version 1 is the shape of SQLite's version 4: PostgreSQL counts its own
+// versions from here. Integers are BIGINT (milliseconds, cents, and seqs as
+// their 64-bit pattern, as in SQLite). pool_tokens.seq keeps mint order
+// (SQLite's rowid). vend_expect_one() makes a conditional write that did
+// not change exactly one row fail inside the server (SQLSTATE VD001,
+// "conflict"), so the writes of a group can be pipelined without waiting
+// for each row count.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE devices(
+  id TEXT PRIMARY KEY,
+  key_hex TEXT NOT NULL,
+  created_ms BIGINT NOT NULL,
+  next_key_hex TEXT NOT NULL DEFAULT '',
+  decommissioned_ms BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE slots(
+  device TEXT NOT NULL REFERENCES devices(id),
+  slot INTEGER NOT NULL CHECK(slot BETWEEN 1 AND 255),
+  product TEXT NOT NULL,
+  price_cents BIGINT NOT NULL CHECK(price_cents >= 0),
+  capacity INTEGER NOT NULL,
+  PRIMARY KEY(device, slot));
+CREATE TABLE pool_tokens(
+  seq BIGINT GENERATED ALWAYS AS IDENTITY,
+  token TEXT PRIMARY KEY,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  restock_id TEXT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('POOL','RESERVED','DISPATCHED','SOLD','BURNED')),
+  order_id TEXT);
+CREATE INDEX pool_tokens_by_slot ON pool_tokens(device, slot, state);
+CREATE TABLE restocks(
+  restock_id TEXT NOT NULL,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('REQUESTED','MINTED')),
+  updated_ms BIGINT NOT NULL,
+  PRIMARY KEY(device, restock_id));
+CREATE TABLE orders(
+  id TEXT PRIMARY KEY,
+  device TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  token TEXT NOT NULL,
+  price_cents BIGINT NOT NULL,
+  state TEXT NOT NULL CHECK(state IN ('RESERVED','PAID','DISPATCHED','COMPLETED','EXPIRED',
+                                      'CANCELLED','FAILED','REFUNDED','NEEDS_REVIEW')),
+  created_ms BIGINT NOT NULL,
+  updated_ms BIGINT NOT NULL,
+  reserve_deadline_ms BIGINT NOT NULL,
+  dispatch_expires_at_ms BIGINT NOT NULL,
+  payment_id TEXT UNIQUE,
+  reason TEXT NOT NULL DEFAULT '',
+  idempotency_key TEXT UNIQUE);
+CREATE INDEX orders_by_state ON orders(state);
+CREATE INDEX orders_by_updated ON orders(updated_ms);
+CREATE TABLE payments(
+  payment_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  amount_cents BIGINT NOT NULL,
+  outcome TEXT NOT NULL,
+  at_ms BIGINT NOT NULL);
+CREATE INDEX payments_by_order ON payments(order_id);
+CREATE TABLE refunds(
+  payment_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  amount_cents BIGINT NOT NULL,
+  reason TEXT NOT NULL,
+  at_ms BIGINT NOT NULL,
+  state TEXT NOT NULL DEFAULT 'PENDING' CHECK(state IN ('PENDING','DELIVERED','GAVE_UP')),
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  updated_ms BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX refunds_by_order ON refunds(order_id);
+CREATE INDEX refunds_by_state ON refunds(state, updated_ms);
+CREATE TABLE device_seq(
+  device TEXT PRIMARY KEY,
+  last_processed_seq BIGINT NOT NULL,
+  ledger_id TEXT NOT NULL DEFAULT '');
+CREATE TABLE retired_ledgers(
+  device TEXT NOT NULL,
+  ledger_id TEXT NOT NULL,
+  last_processed_seq BIGINT NOT NULL,
+  retired_ms BIGINT NOT NULL,
+  PRIMARY KEY(device, ledger_id));
+CREATE TABLE snapshots(
+  device TEXT PRIMARY KEY,
+  payload TEXT NOT NULL,
+  at_ms BIGINT NOT NULL);
+CREATE TABLE reconcile_reports(
+  device TEXT PRIMARY KEY,
+  report TEXT NOT NULL,
+  at_ms BIGINT NOT NULL);
+CREATE TABLE faults(
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  device TEXT NOT NULL,
+  code TEXT NOT NULL,
+  message TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  at_ms BIGINT NOT NULL);
+CREATE INDEX faults_by_device ON faults(device, id);
+CREATE TABLE order_events(
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  at_ms BIGINT NOT NULL,
+  detail TEXT NOT NULL DEFAULT '');
+CREATE INDEX order_events_by_order ON order_events(order_id);
+CREATE FUNCTION vend_expect_one(changed BIGINT, what TEXT) RETURNS VOID
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF changed <> 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'VD001',
+      MESSAGE = what || ': ' || changed || ' rows changed, 1 expected';
+  END IF;
+END $$;
+)sql";
+
+struct Migration {
+  int version;
+  const char* sql;
+};
+const Migration kMigrations[] = {{1, kSchemaV1}};
+constexpr int kLatest = 1;
+// pg_advisory_xact_lock key of the migration ("vend" in ASCII).
+constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
+
+}  // namespace
+
+Status migrate(PgConnection& conn) {
+  if (auto r = conn.exec("BEGIN"); !r.ok()) return r.error();
+  auto step = [&]() -> Status {
+    if (auto r = conn.exec(kMigrationLock); !r.ok()) return r.error();
+    auto r = conn.exec(
+        "CREATE TABLE IF NOT EXISTS vend_schema_version(version INTEGER NOT NULL);"
+        "SELECT COALESCE(max(version), 0) FROM vend_schema_version");
+    if (!r.ok()) return r.error();
+    int version = r->int32(0, 0);
+    if (version > kLatest) {
+      return make_error("schema_version", "the PostgreSQL database's schema is version " +
+                                              std::to_string(version) + ", newer than this " +
+                                              "agent's " + std::to_string(kLatest) +
+                                              ": run a newer vend-agent");
+    }
+    for (const auto& m : kMigrations) {
+      if (m.version <= version) continue;
+      if (auto a = conn.exec(m.sql); !a.ok()) return a.error();
+      auto bump = conn.exec(
+          "DELETE FROM vend_schema_version; INSERT INTO vend_schema_version "
+          "VALUES(" +
+          std::to_string(m.version) + ")");
+      if (!bump.ok()) return bump.error();
+    }
+    return {};
+  };
+  Status s = step();
+  auto end = conn.exec(s.ok() ? "COMMIT" : "ROLLBACK");
+  if (s.ok() && !end.ok()) return end.error();
+  return s;
+}
+
+// $-numbered parameters in text format; the comments say which change
+// (repository_types.hpp) uses each.
+const std::vector<NamedStatement>& write_statements() {
+  static const std::vector<NamedStatement> all = {
+      {"insert_device", "INSERT INTO devices(id, key_hex, created_ms) VALUES($1, $2, $3)"},
+      {"insert_device_seq", "INSERT INTO device_seq(device, last_processed_seq) VALUES($1, 0)"},
+      {"upsert_slot",
+       "INSERT INTO slots(device, slot, product, price_cents, capacity) "
+       "VALUES($1, $2, $3, $4, $5) ON CONFLICT(device, slot) DO UPDATE SET "
+       "product = excluded.product, price_cents = excluded.price_cents, "
+       "capacity = excluded.capacity"},
+      {"insert_order",
+       "INSERT INTO orders(id, device, slot, token, price_cents, state, created_ms, updated_ms, "
+       "reserve_deadline_ms, dispatch_expires_at_ms, payment_id, reason, idempotency_key) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
+      {"insert_order_event",
+       "INSERT INTO order_events(order_id, from_state, to_state, at_ms, detail) "
+       "VALUES($1, $2, $3, $4, $5)"},
+      {"transition_order",
+       "WITH u AS (UPDATE orders SET state = $1, updated_ms = $2, dispatch_expires_at_ms = $3, "
+       "payment_id = $4, reason = $5 WHERE id = $6 AND state = $7 RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $8)"},
+      {"move_token",
+       "WITH u AS (UPDATE pool_tokens SET state = $1, order_id = $2 WHERE token = $3 AND "
+       "state = $4 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
+      // One multi-row INSERT per changeset: $1 is a text[] of tokens, in mint order.
+      {"insert_pool_tokens",
+       "INSERT INTO pool_tokens(token, device, slot, restock_id, state, order_id) "
+       "SELECT t, $2::text, $3::integer, $4::text, 'POOL', NULL FROM unnest($1::text[]) WITH "
+       "ORDINALITY AS x(t, n) "
+       "ORDER BY n"},
+      {"put_restock",
+       "INSERT INTO restocks(restock_id, device, slot, count, state, updated_ms) "
+       "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(device, restock_id) DO UPDATE SET "
+       "count = excluded.count, state = excluded.state, updated_ms = excluded.updated_ms"},
+      {"insert_payment",
+       "INSERT INTO payments(payment_id, order_id, amount_cents, outcome, at_ms) "
+       "VALUES($1, $2, $3, $4, $5)"},
+      {"insert_refund",
+       "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, attempts, "
+       "last_error, updated_ms) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)"},
+      {"update_refund",
+       "WITH u AS (UPDATE refunds SET state = $1, attempts = $2, last_error = $3, updated_ms = $4 "
+       "WHERE payment_id = $5 AND state = 'PENDING' RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $6)"},
+      {"advance_device_seq",
+       "WITH u AS (UPDATE device_seq SET last_processed_seq = $1 WHERE device = $2 AND "
+       "last_processed_seq = $3 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $4)"},
+      {"retire_ledger",
+       "INSERT INTO retired_ledgers(device, ledger_id, last_processed_seq, retired_ms) "
+       "VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING"},
+      {"switch_ledger",
+       "WITH u AS (UPDATE device_seq SET ledger_id = $1, last_processed_seq = 0 WHERE device = $2 "
+       "AND ledger_id = $3 AND last_processed_seq = $4 RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
+      {"set_next_key",
+       "WITH u AS (UPDATE devices SET next_key_hex = $1 WHERE id = $2 RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+      {"promote_next_key",
+       "WITH u AS (UPDATE devices SET key_hex = next_key_hex, next_key_hex = '' WHERE id = $1 "
+       "AND next_key_hex = $2 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+      {"decommission_device",
+       "WITH u AS (UPDATE devices SET decommissioned_ms = $1, next_key_hex = '' WHERE id = $2 "
+       "AND decommissioned_ms = 0 RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+      {"put_snapshot",
+       "INSERT INTO snapshots(device, payload, at_ms) VALUES($1, $2, $3) ON CONFLICT(device) "
+       "DO UPDATE SET payload = excluded.payload, at_ms = excluded.at_ms"},
+      {"put_reconcile_report",
+       "INSERT INTO reconcile_reports(device, report, at_ms) VALUES($1, $2, $3) "
+       "ON CONFLICT(device) DO UPDATE SET report = excluded.report, at_ms = excluded.at_ms"},
+      // Appends a fault and trims the table to $6 rows (the CTE's DELETE does
+      // not see the new row, whose id is above the cut anyway).
+      {"insert_fault",
+       "WITH ins AS (INSERT INTO faults(device, code, message, slot, at_ms) "
+       "VALUES($1, $2, $3, $4, $5) RETURNING id) "
+       "DELETE FROM faults WHERE id <= (SELECT id FROM ins) - $6"},
+  };
+  return all;
+}
+
+Status prepare_statements(PgConnection& conn) {
+  for (const auto& s : write_statements()) {
+    if (auto p = conn.prepare(s.name, s.sql); !p.ok()) return p;
+  }
+  return {};
+}
+
+}  // namespace vend::agent::pg

@@ -74,6 +74,7 @@ void HttpApi::add_routes() {
   route("GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report, Access::kOperator);
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
+  route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
   route("GET", "/v1/ops/stream", &HttpApi::ops_stream, Access::kOperator);
   route("GET", "/v1/ops/series", &HttpApi::ops_series, Access::kOperator);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);

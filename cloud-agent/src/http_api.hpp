@@ -190,6 +190,7 @@ class HttpApi {
   Result<HttpReply> ops_stream(const httplib::Request& req);
   Result<HttpReply> ops_series(const httplib::Request& req);
   Result<HttpReply> fleet(const httplib::Request& req);
+  Result<HttpReply> fleet_counts(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);

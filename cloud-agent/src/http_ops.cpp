@@ -3,6 +3,7 @@
 //   GET /v1/ops/series   per-minute plots of the last hour (OpsSeries)
 //   GET /v1/fleet        fleet summary counts and one page of the fleet
 //                        table, filtered server-side, for 1,000+ machines
+//   GET /v1/fleet/summary  the counts alone
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -173,6 +174,11 @@ Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
                      {"offset", query->offset},       {"limit", query->limit},
                      {"filter", query->filter},       {"devices", std::move(rows)}};
   return HttpReply{200, body.dump()};
+}
+
+Result<HttpReply> HttpApi::fleet_counts(const httplib::Request& req) {
+  if (!req.params.empty()) return http::bad_request("GET /v1/fleet/summary takes no parameters");
+  return HttpReply{200, fleet_summary(core_.device_statuses()).dump()};
 }
 
 }  // namespace vend::agent

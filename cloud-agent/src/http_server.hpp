@@ -23,9 +23,11 @@
 // A reply may be a stream (HttpReply::stream, text/event-stream): its body
 // is read from an HttpStreamSource as the client takes it. While the source
 // has nothing, the connection is suspended (no thread, no busy loop) until
-// the source calls wake(). A streaming connection is never timed out by the
-// server; the source's tick() (from the reaper, every few ms) is where it
-// adds its own heartbeats. stop() ends every stream.
+// the source calls wake(). The limits' timeouts do not apply to a stream;
+// libmicrohttpd's own drops a connection silent for longer than the longest
+// of them plus 5 s, so the source sends heartbeats more often (its tick(),
+// from the reaper every 10-100 ms, is where it can). stop() ends every
+// stream.
 //
 // cpp-httplib is not used to serve: httplib::Request is only the plain value
 // type a handler reads (method, path, headers, params, body, remote_addr),

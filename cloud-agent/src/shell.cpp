@@ -147,7 +147,11 @@ Status AgentProcess::start(std::ostream& out) {
   core_thread_ =
       std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
   series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
-  hub_ = std::make_unique<OpsHub>(OpsHubOptions{}, clock_);
+  OpsHubOptions hub_options;
+  // Within the server's connection timeout (the idle timeout + 5 s at least).
+  hub_options.heartbeat_ms =
+      std::clamp<int64_t>(options_.http_idle_timeout_s * 1000 / 2, 1000, 15'000);
+  hub_ = std::make_unique<OpsHub>(hub_options, clock_);
   OpsSeries* series = series_.get();
   hub_->add_listener([series](const std::string& kind, const std::string& payload) {
     series->offer(kind, payload);

@@ -197,7 +197,7 @@ function onFrame(frame) {
   }
   if (!current) return;
   if (current.page.onEvent) current.page.onEvent(event, msg, current.arg);
-  else later('page', refresh, 1000);  // pages without in-place updates: one fetch per burst
+  else later('page', refresh, POLL_MS);  // no in-place updates: one fetch per burst
   $('status').textContent = 'live update ' + new Date().toLocaleTimeString();
   $('status').classList.remove('stale');
 }

@@ -91,12 +91,17 @@ pages.fleet = {
     $('fleet-next').disabled = last >= fleet.total;
     this.summary = fleet.summary;
     this.cards();
-    // Polled, or the stream (re)started: the series too, unless fresh.
-    if (!this.series || Date.now() - this.seriesAt > 10000) await this.tick();
+    // The series too, unless fetched while live (events kept it current)
+    // less than 10 s ago: while polling no event adds to it.
+    if (!this.series || !this.seriesLive || !live.up || Date.now() - this.seriesAt > 10000) {
+      await this.tick();
+    }
   },
   async tick() {
+    const wasLive = live.up;
     this.series = await api('/v1/ops/series');
     this.seriesAt = Date.now();
+    this.seriesLive = wasLive;
     this.chart();
   },
   cards() {

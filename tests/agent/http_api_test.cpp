@@ -750,6 +750,7 @@ TEST_CASE("GET /console/: the embedded console files, ETag and 304") {
   REQUIRE_MESSAGE(!source.empty(), "run through ctest (VEND_SOURCE_DIR unset)");
   for (auto [file, type] : {std::pair{"console.js", "text/javascript; charset=utf-8"},
                             std::pair{"pages.js", "text/javascript; charset=utf-8"},
+                            std::pair{"plots.js", "text/javascript; charset=utf-8"},
                             std::pair{"console.css", "text/css; charset=utf-8"}}) {
     auto r = agent.client().Get(std::string("/console/") + file);
     REQUIRE(r);

@@ -196,6 +196,17 @@ TEST_CASE("300 open streams hold no thread: the thread count stays fixed, all ge
   s.hub.publish(device_status("vm-7", 7));
   for (auto& c : clients) REQUIRE(c->wait_for("\"vm-7\""));
   CHECK(thread_count() == before);
+  // What the core thread pays per event with 301 subscribers.
+  constexpr int kEvents = 1000;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kEvents; ++i) s.hub.publish(device_status("vm-8", i));
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count();
+  MESSAGE("publish to 301 subscribers: " << us / kEvents << " us per event");
+  CHECK(us / kEvents < 5'000);
+  for (auto& c : clients) REQUIRE(c->wait_for("\"n\":" + std::to_string(kEvents - 1) + "}"));
+  CHECK(thread_count() == before);
 }
 
 TEST_CASE("stop() ends open streams at once") {

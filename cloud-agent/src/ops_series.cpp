@@ -19,7 +19,9 @@ size_t latency_bin(int64_t ms) {
   return std::min(bin, OpsSeries::kLatencyBins - 1);
 }
 
-// The upper bound of the bin holding the `q` quantile; -1 when empty.
+// The geometric middle of the bin holding the `q` quantile (bin i holds
+// (1.25^(i-1), 1.25^i]: its middle is within 12% of any value in it); -1
+// when empty.
 int64_t quantile_ms(const std::array<uint32_t, OpsSeries::kLatencyBins>& bins, uint64_t count,
                     double q) {
   if (count == 0) return -1;
@@ -28,7 +30,7 @@ int64_t quantile_ms(const std::array<uint32_t, OpsSeries::kLatencyBins>& bins, u
   for (size_t i = 0; i < bins.size(); ++i) {
     seen += bins[i];
     if (seen >= std::max<uint64_t>(rank, 1)) {
-      return static_cast<int64_t>(std::llround(std::pow(kBinGrowth, static_cast<double>(i))));
+      return std::max<int64_t>(1, std::llround(std::pow(kBinGrowth, static_cast<double>(i) - 0.5)));
     }
   }
   return -1;
@@ -174,10 +176,9 @@ std::string OpsSeries::render_locked(int64_t now_ms) const {
   }
   int64_t window_start = (now_minute - n + 1) * kMinuteMs;
   Json availability = Json::array();
-  for (const auto& [id, dev] : devices_) {
-    Device d = dev;  // credit the current stretch on a copy
-    if (d.online) credit_online(d, d.since_ms, now_ms);
-    int64_t online = 0;
+  for (const auto& [id, d] : devices_) {
+    // The buckets hold the closed online stretches; the open one is added.
+    int64_t online = d.online ? now_ms - std::max(d.since_ms, window_start) : 0;
     for (const auto& [minute, ms] : d.online_ms) {
       if (minute * kMinuteMs >= window_start) online += ms;
     }

@@ -6,7 +6,8 @@
 //   failed      orders FAILED
 //   latency     payment -> dispense result (PAID to COMPLETED or FAILED,
 //               the span vend_dispatch_latency_seconds measures): P50, P95,
-//               P99 from a log histogram (bins 1.25x wide, so within 12%)
+//               P99 from a log histogram (bins 1.25x wide; the bin's geometric middle is
+//               within 12% of any value in it)
 // and per device, the share of the window it was online (from its device
 // statuses; a device is known from its first status in this process).
 //

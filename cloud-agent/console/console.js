@@ -238,10 +238,18 @@ async function refreshReviewCount() {
   $('review-count').textContent = review.orders.length ? String(review.orders.length) : '';
 }
 
-let refreshing = false;  // one refresh at a time: a slow agent skips ticks
+// One refresh at a time; one asked for meanwhile runs once after it (a new
+// page's first fetch, or events while the last fetch was out), so a slow
+// agent skips poll ticks but no page is left without its data.
+let refreshing = false;
+let refreshAgain = false;
 
 async function refresh() {
-  if (!current || refreshing) return;
+  if (!current) return;
+  if (refreshing) {
+    refreshAgain = true;
+    return;
+  }
   const page = current;
   refreshing = true;
   try {
@@ -256,6 +264,10 @@ async function refresh() {
     $('status').classList.add('stale');
   } finally {
     refreshing = false;
+    if (refreshAgain) {
+      refreshAgain = false;
+      refresh();
+    }
   }
 }
 

@@ -1,7 +1,10 @@
 // The Vend operators' console: plain JS over the agent's JSON API
 // (docs/openapi.yaml). Every API call sends the operator token kept in
-// sessionStorage; the current page refreshes its data every 2 s (polling:
-// the agent has no event stream yet, docs/operations.md "Console").
+// sessionStorage. Live updates come from the agent's event stream (GET
+// /v1/ops/stream, Server-Sent Events read with fetch() so the token goes in
+// the Authorization header, never in the URL): the page updates in place
+// from its events. While the stream is down the page polls every 2 s, the
+// header says so, and the stream is retried with a backoff.
 'use strict';
 
 const POLL_MS = 2000;
@@ -80,6 +83,7 @@ async function api(path, options = {}) {
 
 function showLogin(error) {
   sessionStorage.removeItem(TOKEN_KEY);
+  closeStream();
   stopPolling();
   $('nav').hidden = true;
   $('page').hidden = true;
@@ -107,31 +111,150 @@ async function login(event) {
   $('page').hidden = false;
   if (!location.hash || location.hash === '#/') location.hash = '#/fleet';
   else route();
+  openStream();
+}
+
+// ---- live stream -----------------------------------------------------------
+
+const live = {up: false, controller: null, retryMs: 1000, retryTimer: null, events: 0};
+
+// The header's indicator; polling runs exactly while the stream is down.
+function setLive(up, why) {
+  live.up = up;
+  const ind = $('live');
+  ind.textContent = up ? 'live' : 'polling every ' + POLL_MS / 1000 + ' s' + (why ? ': ' + why : '');
+  ind.className = 'live ' + (up ? 'up' : 'down');
+  ind.dataset.state = up ? 'live' : 'polling';
+  if (up) stopPolling();
+  else startPolling();
+}
+
+function closeStream() {
+  if (live.retryTimer) clearTimeout(live.retryTimer);
+  live.retryTimer = null;
+  if (live.controller) live.controller.abort();
+  live.controller = null;
+  live.up = false;
+}
+
+async function openStream() {
+  closeStream();
+  const controller = new AbortController();
+  live.controller = controller;
+  try {
+    const res = await fetch('/v1/ops/stream', {
+      headers: {Authorization: 'Bearer ' + (sessionStorage.getItem(TOKEN_KEY) || ''),
+                Accept: 'text/event-stream'},
+      signal: controller.signal, cache: 'no-store'});
+    if (res.status === 401) return showLogin('The agent refused the token (401): log in again.');
+    if (!res.ok || !res.body) throw new Error('HTTP ' + res.status);
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = '';
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) throw new Error('the stream ended');
+      buffer += decoder.decode(value, {stream: true});
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+        onFrame(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  } catch (e) {
+    if (controller.signal.aborted) return;  // closed on purpose
+    setLive(false, 'event stream down (' + e.message + ')');
+    live.retryTimer = setTimeout(openStream, live.retryMs);
+    live.retryMs = Math.min(10000, live.retryMs * 2);
+  }
+}
+
+// One SSE frame: "event:" and "data:" lines; comment lines (":") are heartbeats.
+function onFrame(frame) {
+  let event = 'message';
+  const data = [];
+  for (const line of frame.split('\n')) {
+    if (!line || line.startsWith(':')) continue;
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'event') event = value;
+    else if (field === 'data') data.push(value);
+  }
+  if (!data.length) return;
+  let msg;
+  try { msg = JSON.parse(data.join('\n')); } catch (_) { return; }
+  if (event === 'hello' || event === 'resync') {
+    // Up (again), or events were lost: one fetch of the state, then events.
+    live.retryMs = 1000;
+    if (event === 'hello') setLive(true);
+    refresh();
+    return;
+  }
+  live.events += 1;
+  if (event === 'orders' && msg.events.some((e) => e.to_state === 'NEEDS_REVIEW' ||
+                                               e.from_state === 'NEEDS_REVIEW')) {
+    later('review-count', refreshReviewCount, 500);
+  }
+  if (!current) return;
+  if (current.page.onEvent) current.page.onEvent(event, msg, current.arg);
+  else later('page', refresh, POLL_MS);  // no in-place updates: one fetch per burst
+  $('status').textContent = 'live update ' + new Date().toLocaleTimeString();
+  $('status').classList.remove('stale');
+}
+
+// Runs fn once, `ms` after the first call for `key` (coalesces bursts).
+const laters = new Map();
+function later(key, fn, ms) {
+  if (laters.has(key)) return;
+  laters.set(key, setTimeout(() => {
+    laters.delete(key);
+    fn();
+  }, ms));
 }
 
 // ---- pages -----------------------------------------------------------------
 // A page: mount(root, arg) builds what stays (forms), update(arg) fetches and
-// fills what changes; update runs every POLL_MS.
+// fills what changes: at mount, on each stream (re)start or resync, and every
+// POLL_MS while the stream is down. onEvent(kind, msg, arg), if the page has
+// it, applies one stream event in place; else an event refetches the page.
+// tick(arg) every tickMs, stream or not (the per-minute plots).
 
 const pages = {};
 let current = null;
 let pollTimer = null;
+let tickTimer = null;
 
 function stopPolling() {
   if (pollTimer) clearInterval(pollTimer);
   pollTimer = null;
 }
 
-let refreshing = false;  // one refresh at a time: a slow agent skips ticks
+function startPolling() {
+  if (!pollTimer) pollTimer = setInterval(refresh, POLL_MS);
+}
+
+async function refreshReviewCount() {
+  const review = await api('/v1/orders?state=NEEDS_REVIEW&limit=1000');
+  $('review-count').textContent = review.orders.length ? String(review.orders.length) : '';
+}
+
+// One refresh at a time; one asked for meanwhile runs once after it (a new
+// page's first fetch, or events while the last fetch was out), so a slow
+// agent skips poll ticks but no page is left without its data.
+let refreshing = false;
+let refreshAgain = false;
 
 async function refresh() {
-  if (!current || refreshing) return;
+  if (!current) return;
+  if (refreshing) {
+    refreshAgain = true;
+    return;
+  }
   const page = current;
   refreshing = true;
   try {
     await page.page.update(page.arg);
-    const review = await api('/v1/orders?state=NEEDS_REVIEW&limit=1000');
-    $('review-count').textContent = review.orders.length ? String(review.orders.length) : '';
+    await refreshReviewCount();
     $('status').textContent = 'updated ' + new Date().toLocaleTimeString();
     $('status').classList.remove('stale');
   } catch (e) {
@@ -141,6 +264,10 @@ async function refresh() {
     $('status').classList.add('stale');
   } finally {
     refreshing = false;
+    if (refreshAgain) {
+      refreshAgain = false;
+      refresh();
+    }
   }
 }
 
@@ -155,9 +282,16 @@ function route() {
   root.replaceChildren();
   current = {page, arg: arg ? decodeURIComponent(arg) : undefined};
   page.mount(root, current.arg);
-  stopPolling();
   refresh();
-  pollTimer = setInterval(refresh, POLL_MS);
+  if (!live.up) startPolling();
+  if (tickTimer) clearInterval(tickTimer);
+  tickTimer = null;
+  if (page.tick) {
+    const mine = current;
+    tickTimer = setInterval(() => {
+      if (current === mine) page.tick(mine.arg).catch(() => {});
+    }, page.tickMs);
+  }
 }
 
 function message(id, text, isError) {
@@ -178,6 +312,7 @@ document.addEventListener('DOMContentLoaded', () => {
     $('page').hidden = false;
     $('login').hidden = true;
     route();
+    openStream();
   } else {
     showLogin('');
   }

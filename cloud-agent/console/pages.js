@@ -1,98 +1,168 @@
 // The console's pages (console.js routes to them): fleet, machine, orders,
-// order, needs review, refunds, alerts. Each is {mount(root, arg),
-// update(arg)}: mount builds what stays (forms), update fetches and fills
-// what changes, every POLL_MS.
+// order, needs review, refunds, alerts (plots.js: plots). Each is
+// {mount(root, arg), update(arg)} and maybe onEvent and tick (console.js
+// "pages"): mount builds what stays (forms), update fetches and fills what
+// changes, onEvent applies one stream event in place.
 'use strict';
 
 // ---- fleet -----------------------------------------------------------------
+// One page of the fleet table at a time, filtered by the agent (GET
+// /v1/fleet): usable with thousands of machines. Rows change in place from
+// the stream's device events; the cards from fleet events (and the counts
+// only the agent can compute, at most every 10 s while events come).
 
 function sum(slots, field) { return slots.reduce((n, s) => n + (s[field] || 0), 0); }
 
+const FLEET_FILTERS = [['all', 'all machines'], ['online', 'online'], ['offline', 'offline'],
+                       ['out_of_stock', 'out of stock'], ['mismatch', 'reconcile mismatch'],
+                       ['backlog', 'outbox backlog']];
+
+// A /v1/fleet row from a device event (vend/ops.hpp DeviceStatus).
+function fleetRowOf(st) {
+  const slots = st.slots || [];
+  return {id: st.device, online: st.online, last_seen_ms: st.last_seen_ms,
+          clock_skew_ms: st.clock_skew_ms ?? null, slots: slots.length,
+          empty_slots: slots.filter((x) => x.pool === 0).length, pool: sum(slots, 'pool'),
+          in_flight: sum(slots, 'reserved') + sum(slots, 'dispatched'), sold: sum(slots, 'sold'),
+          burned: sum(slots, 'burned'), outbox_depth: st.outbox_depth,
+          last_verdict: st.last_verdict};
+}
+
+function fleetRow(d) {
+  return el('tr', {'data-device': d.id},
+            el('td', {}, el('a', {href: '#/device/' + encodeURIComponent(d.id)}, d.id)),
+            el('td', {class: d.online ? 'online' : 'offline', 'data-field': 'online'},
+               d.online ? 'online' : 'offline'),
+            el('td', {'data-field': 'last_seen'}, ago(d.last_seen_ms)),
+            num(d.clock_skew_ms, 'clock_skew_ms'), num(d.slots, 'slots'),
+            num(d.empty_slots, 'empty_slots'), num(d.pool, 'pool'),
+            num(d.in_flight, 'in_flight'), num(d.sold, 'sold'), num(d.burned, 'burned'),
+            num(d.outbox_depth, 'outbox_depth'),
+            el('td', {'data-field': 'verdict', class: d.last_verdict === 'alert' ? 'error' : null},
+               d.last_verdict || 'no report yet'));
+}
+
+const FLEET_HEADERS = ['Machine', 'Status', 'Last seen', {label: 'Clock skew ms', num: 1},
+  {label: 'Slots', num: 1}, {label: 'Empty slots', num: 1}, {label: 'Pool', num: 1},
+  {label: 'Reserved + dispatched', num: 1}, {label: 'Sold', num: 1}, {label: 'Burned', num: 1},
+  {label: 'Outbox', num: 1}, 'Reconcile'];
+
 pages.fleet = {
+  tickMs: 30000,
   mount(root) {
+    this.query = {offset: 0, limit: 50, filter: 'all', q: ''};
+    this.summary = {};
+    this.series = null;
+    const filter = el('select', {id: 'fleet-filter', onchange: (e) => {
+      this.query.filter = e.target.value;
+      this.query.offset = 0;
+      refresh();
+    }}, FLEET_FILTERS.map(([v, label]) => el('option', {value: v}, label)));
+    const search = el('input', {id: 'fleet-search', placeholder: 'machine id contains',
+                                oninput: (e) => {
+                                  this.query.q = e.target.value.trim();
+                                  this.query.offset = 0;
+                                  refresh();
+                                }});
+    const move = (step) => () => {
+      this.query.offset = Math.max(0, this.query.offset + step * this.query.limit);
+      refresh();
+    };
     root.append(el('h2', {}, 'Fleet'), el('div', {class: 'cards', id: 'fleet-cards'}),
-                el('h3', {}, 'Orders per minute (last 30 minutes)'),
-                el('canvas', {id: 'orders-chart', width: 720, height: 180}),
-                el('h3', {}, 'Machines'), el('div', {id: 'fleet'}));
+                el('h3', {}, 'Orders and sales per minute (last 60 minutes)'),
+                el('div', {id: 'fleet-chart'}),
+                el('h3', {}, 'Machines'),
+                el('div', {class: 'pager'}, 'Show ', filter, ' ', search,
+                   el('button', {type: 'button', id: 'fleet-prev', onclick: move(-1)}, '‹ prev'),
+                   el('span', {id: 'fleet-page', class: 'hint'}),
+                   el('button', {type: 'button', id: 'fleet-next', onclick: move(1)}, 'next ›')),
+                el('div', {id: 'fleet'}));
   },
   async update() {
-    const [{devices}, {orders}] = await Promise.all([api('/v1/devices'),
-                                                     api('/v1/orders?limit=1000')]);
-    const details = await Promise.all(devices.map(async (d) => {
-      const slots = (await api('/v1/devices/' + encodeURIComponent(d.id) + '/slots')).slots;
-      const report = await api('/v1/reconcile/' + encodeURIComponent(d.id))
-                         .catch((e) => (e.status === 404 ? null : Promise.reject(e)));
-      return {slots, report};
-    }));
-    devices.sort((a, b) => a.id.localeCompare(b.id));
-    const rows = devices.map((d, i) => {
-      const {slots, report} = details[i];
-      return el('tr', {'data-device': d.id},
-                el('td', {}, el('a', {href: '#/device/' + encodeURIComponent(d.id)}, d.id)),
-                el('td', {class: d.online ? 'online' : 'offline', 'data-field': 'online'},
-                   d.online ? 'online' : 'offline'),
-                el('td', {}, ago(d.last_seen_ms)),
-                num(d.clock_skew_ms, 'clock_skew_ms'), num(slots.length, 'slots'),
-                num(sum(slots, 'pool'), 'pool'), num(sum(slots, 'reserved') +
-                                                     sum(slots, 'dispatched'), 'in_flight'),
-                num(sum(slots, 'sold'), 'sold'), num(sum(slots, 'burned'), 'burned'),
-                el('td', {'data-field': 'verdict'}, report ? report.verdict : 'no report yet'));
-    });
-    $('fleet').replaceChildren(table('fleet-table', ['Machine', 'Status', 'Last seen',
-      {label: 'Clock skew ms', num: 1}, {label: 'Slots', num: 1}, {label: 'Pool', num: 1},
-      {label: 'Reserved + dispatched', num: 1}, {label: 'Sold', num: 1},
-      {label: 'Burned', num: 1}, 'Reconcile'], rows));
-    const perMinute = ordersPerMinute(orders, 30);
-    const online = devices.filter((d) => d.online).length;
-    const review = orders.filter((o) => o.state === 'NEEDS_REVIEW').length;
+    const q = this.query;
+    const query = '?offset=' + q.offset + '&limit=' + q.limit + '&filter=' + q.filter +
+                  (q.q ? '&q=' + encodeURIComponent(q.q) : '');
+    const fleet = await api('/v1/fleet' + query);
+    $('fleet').replaceChildren(table('fleet-table', FLEET_HEADERS, fleet.devices.map(fleetRow)));
+    const last = Math.min(fleet.total, q.offset + fleet.devices.length);
+    $('fleet-page').textContent = fleet.total ? (q.offset + 1) + '–' + last + ' of ' + fleet.total
+                                              : 'no machine matches';
+    $('fleet-prev').disabled = q.offset === 0;
+    $('fleet-next').disabled = last >= fleet.total;
+    this.summary = fleet.summary;
+    this.cards();
+    // The series too, unless fetched while live (events kept it current)
+    // less than 10 s ago: while polling no event adds to it.
+    if (!this.series || !this.seriesLive || !live.up || Date.now() - this.seriesAt > 10000) {
+      await this.tick();
+    }
+  },
+  async tick() {
+    const wasLive = live.up;
+    this.series = await api('/v1/ops/series');
+    this.seriesAt = Date.now();
+    this.seriesLive = wasLive;
+    this.chart();
+  },
+  cards() {
+    const s = this.summary;
     $('fleet-cards').replaceChildren(
-        card('Machines', devices.length), card('Online', online, 'cards-online'),
-        card('Orders, last minute', perMinute[perMinute.length - 1]),
-        card('Needs review', review));
-    drawBars($('orders-chart'), perMinute);
+        card('Machines', s.devices, 'cards-devices'), card('Online', s.online, 'cards-online'),
+        card('Offline', s.offline, 'cards-offline'),
+        card('Out of stock', s.out_of_stock, 'cards-out-of-stock'),
+        card('Reconcile mismatches', s.mismatches, 'cards-mismatches'),
+        card('Outbox backlog', s.outbox_total, 'cards-outbox'));
+  },
+  chart() {
+    const minutes = this.series.minutes;
+    drawBarsSvg($('fleet-chart'), 'orders-chart', minutes.map((m) => m.start_ms),
+                [{name: 'orders', values: minutes.map((m) => m.orders)},
+                 {name: 'sales', values: minutes.map((m) => m.sales)}]);
+  },
+  onEvent(kind, msg) {
+    if (kind === 'device') {
+      const row = document.querySelector(`#fleet-table tr[data-device="${CSS.escape(msg.device)}"]`);
+      if (row) {
+        const fresh = fleetRow(fleetRowOf(msg));
+        fresh.classList.add('flash');
+        row.replaceWith(fresh);
+        setTimeout(() => fresh.classList.remove('flash'), 600);
+      }
+      later('fleet-summary', () => this.refreshSummary(), 10000);
+    } else if (kind === 'fleet') {
+      Object.assign(this.summary, {devices: msg.devices, online: msg.online,
+                                   offline: msg.devices - msg.online});
+      this.cards();
+    } else if (kind === 'orders' && this.series) {
+      for (const e of msg.events) addToSeries(this.series, e);
+      this.chart();
+    }
+  },
+  async refreshSummary() {
+    if (current?.page !== this || !live.up) return;
+    this.summary = await api('/v1/fleet/summary');
+    this.cards();
   },
 };
 
-function card(label, value, id) { return el('div', {class: 'card', id}, el('b', {}, value), label); }
-
-// Orders created in each of the last `minutes` whole minutes (the last one is
-// the current, partial minute).
-function ordersPerMinute(orders, minutes) {
-  const counts = new Array(minutes).fill(0);
-  const nowMin = Math.floor(Date.now() / 60000);
-  for (const o of orders) {
-    const back = nowMin - Math.floor(o.created_ms / 60000);
-    if (back >= 0 && back < minutes) counts[minutes - 1 - back] += 1;
+// An order event counted into the current minute of a /v1/ops/series answer.
+function addToSeries(series, e) {
+  const minutes = series.minutes;
+  const start = Math.floor(e.ts_ms / 60000) * 60000;
+  let m = minutes[minutes.length - 1];
+  if (start > m.start_ms) {  // a new minute began
+    minutes.push({start_ms: start, orders: 0, sales: 0, failed: 0, latency_ms: null});
+    minutes.shift();
+    m = minutes[minutes.length - 1];
   }
-  return counts;
+  if (m.start_ms !== start) return;
+  if (!e.from_state) m.orders += 1;
+  if (e.to_state === 'COMPLETED') m.sales += 1;
+  if (e.to_state === 'FAILED') m.failed += 1;
 }
 
-function drawBars(canvas, values) {
-  const ctx = canvas.getContext('2d');
-  const w = canvas.width;
-  const h = canvas.height;
-  const pad = 28;
-  ctx.clearRect(0, 0, w, h);
-  const max = Math.max(1, ...values);
-  const bw = (w - pad - 8) / values.length;
-  ctx.fillStyle = '#667085';
-  ctx.font = '11px system-ui, sans-serif';
-  ctx.fillText(String(max), 2, 12);
-  ctx.fillText('0', 2, h - pad + 4);
-  ctx.fillText('-' + values.length + ' min', pad, h - 8);
-  ctx.fillText('now', w - 30, h - 8);
-  ctx.strokeStyle = '#d0d5dd';
-  ctx.beginPath();
-  ctx.moveTo(pad, 8);
-  ctx.lineTo(pad, h - pad);
-  ctx.lineTo(w - 4, h - pad);
-  ctx.stroke();
-  ctx.fillStyle = '#1f4fd1';
-  values.forEach((v, i) => {
-    const bh = ((h - pad - 10) * v) / max;
-    ctx.fillRect(pad + 2 + i * bw, h - pad - bh, Math.max(1, bw - 2), bh);
-  });
-  canvas.dataset.values = values.join(',');
+function card(label, value, id) {
+  return el('div', {class: 'card', id}, el('b', {}, value ?? '—'), label);
 }
 
 // ---- device ----------------------------------------------------------------
@@ -132,12 +202,7 @@ pages.device = {
     const [{devices}, {slots}, {orders}, report] = await Promise.all([
       api('/v1/devices'), api('/v1/devices/' + enc + '/slots'), api('/v1/orders?limit=1000'),
       api('/v1/reconcile/' + enc).catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
-    const d = devices.find((x) => x.id === id) || {};
-    $('device-summary').replaceChildren(
-        el('span', {class: d.online ? 'online' : 'offline'}, d.online ? 'online' : 'offline'),
-        ', last seen ' + ago(d.last_seen_ms) + ', clock skew ' + (d.clock_skew_ms ?? '—') +
-            ' ms, boot ' + (d.boot_id || '—') + ', last processed seq ' +
-            (d.last_processed_seq ?? '—'));
+    deviceSummary(devices.find((x) => x.id === id) || {});
     $('slots').replaceChildren(table('slots-table', ['Slot', 'Product', {label: 'Price', num: 1},
       {label: 'Capacity', num: 1}, {label: 'Pool', num: 1}, {label: 'Reserved', num: 1},
       {label: 'Dispatched', num: 1}, {label: 'Sold', num: 1}, {label: 'Burned', num: 1}],
@@ -152,6 +217,47 @@ pages.device = {
     $('device-orders').replaceChildren(ordersTable(mine));
   },
 };
+
+// The device page in place: its status and slots from device events, its
+// orders from order events, its report from reconcile events.
+pages.device.onEvent = function(kind, msg, id) {
+  if (kind === 'device' && msg.device === id) {
+    deviceSummary({online: msg.online, last_seen_ms: msg.last_seen_ms,
+                   clock_skew_ms: msg.clock_skew_ms, boot_id: msg.boot_id,
+                   last_processed_seq: msg.last_seq});
+    for (const s of msg.slots || []) {
+      const row = document.querySelector(`#slots-table tr[data-slot="${s.slot}"]`);
+      if (!row) continue;
+      for (const f of ['pool', 'reserved', 'dispatched', 'sold', 'burned']) {
+        const cell = row.querySelector(`td[data-field=${f}]`);
+        if (cell) cell.textContent = s[f];
+      }
+    }
+  } else if (kind === 'orders') {
+    const tbody = document.querySelector('#device-orders tbody');
+    for (const e of msg.events.filter((x) => x.device === id)) {
+      const cell = document.querySelector(
+          `#device-orders tr[data-order="${CSS.escape(e.order_id)}"] td[data-field=state]`);
+      if (cell) cell.textContent = e.to_state;
+      else if (tbody) {
+        tbody.prepend(ordersTable([{id: e.order_id, device: e.device, slot: e.slot,
+                                    state: e.to_state, reason: e.reason, created_ms: e.ts_ms,
+                                    updated_ms: e.ts_ms}]).querySelector('tbody tr'));
+      }
+    }
+  } else if (kind === 'reconcile' && msg.device === id) {
+    $('report').replaceChildren(reportView(msg));
+  }
+};
+
+function deviceSummary(d) {
+  $('device-summary').replaceChildren(
+      el('span', {class: d.online ? 'online' : 'offline', 'data-field': 'online'},
+         d.online ? 'online' : 'offline'),
+      ', last seen ' + ago(d.last_seen_ms) + ', clock skew ' + (d.clock_skew_ms ?? '—') +
+          ' ms, boot ' + (d.boot_id || '—') + ', last processed seq ' +
+          (d.last_processed_seq ?? '—'));
+}
 
 function reportView(r) {
   const slots = r.slots || [];

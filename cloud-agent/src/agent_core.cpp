@@ -242,6 +242,15 @@ std::vector<DeviceView> AgentCore::devices() {
   return out;
 }
 
+std::vector<ops::DeviceStatus> AgentCore::device_statuses() {
+  std::vector<ops::DeviceStatus> out;
+  (void)step([&] {
+    out.reserve(state_->devices.size());
+    for (const auto& [id, d] : state_->devices) out.push_back(state_->device_status(d));
+  });
+  return out;
+}
+
 Result<std::vector<SlotView>> AgentCore::slots(const std::string& device_id) {
   Result<std::vector<SlotView>> out = refused();
   if (!step([&] { out = state_->slot_views(device_id); })) return refused();

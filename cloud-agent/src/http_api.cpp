@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "http_json.hpp"
+#include "ops_stream.hpp"
 #include "vend/crypto.hpp"
 
 namespace vend::agent {
@@ -72,6 +73,10 @@ void HttpApi::add_routes() {
   route("POST", device + "/decommission", &HttpApi::decommission, Access::kOperator);
   route("GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report, Access::kOperator);
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
+  route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
+  route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
+  route("GET", "/v1/ops/stream", &HttpApi::ops_stream, Access::kOperator);
+  route("GET", "/v1/ops/series", &HttpApi::ops_series, Access::kOperator);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);
   route("GET", "/healthz", &HttpApi::healthz, Access::kPublic);
   route("GET", "/console(/[A-Za-z0-9._-]*)?", &HttpApi::console, Access::kPublic);
@@ -211,6 +216,7 @@ AgentHealth HttpApi::health() const {
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
   std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics();
   if (options_.server_stats) text += render_http_metrics(options_.server_stats());
+  if (options_.ops_hub != nullptr) text += options_.ops_hub->render_metrics();
   return HttpReply{200, std::move(text), "text/plain; version=0.0.4; charset=utf-8"};
 }
 

@@ -6,8 +6,9 @@
 //               per peer address), GET /v1/orders/{id}, POST
 //               /v1/orders/{id}/cancel, GET /v1/machines/{id}/catalog
 //   gateway     POST /v1/orders/{id}/payment   (Vend-Signature, vend/webhook.hpp)
-//   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve
-//               (Authorization: Bearer <token>)
+//   operators   /v1/devices..., GET /v1/orders, POST /v1/orders/{id}/resolve,
+//               GET /v1/fleet, GET /v1/ops/stream (Server-Sent Events), GET
+//               /v1/ops/series (http_ops.cpp) (Authorization: Bearer <token>)
 //   anyone      GET /console/ (the operators' console, http_console.cpp),
 //               GET /metrics, GET /healthz (503 with the reasons when the
 //               repository fail-stopped, the broker is down past a grace or
@@ -58,6 +59,9 @@
 
 namespace vend::agent {
 
+class OpsHub;
+class OpsSeries;
+
 struct HttpApiOptions {
   // Bearer token of the operator endpoints. Empty: they are open to anyone
   // (vend-agent --insecure-no-auth, local demos only).
@@ -97,6 +101,10 @@ struct HttpApiOptions {
   // (max_queued_requests) is reported; either may be empty.
   std::function<HttpServerStats()> server_stats;
   std::function<void(const std::string& limit, const std::string& source)> on_rejected;
+  // The console's event stream (GET /v1/ops/stream) and plots (GET
+  // /v1/ops/series); null: 404. Must outlive the HttpApi.
+  OpsHub* ops_hub = nullptr;
+  OpsSeries* ops_series = nullptr;
 };
 
 // Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
@@ -177,6 +185,12 @@ class HttpApi {
 
   // The operators' console: the embedded static files (http_console.cpp).
   Result<HttpReply> console(const httplib::Request& req);
+
+  // The console's stream, plots and fleet page (http_ops.cpp).
+  Result<HttpReply> ops_stream(const httplib::Request& req);
+  Result<HttpReply> ops_series(const httplib::Request& req);
+  Result<HttpReply> fleet(const httplib::Request& req);
+  Result<HttpReply> fleet_counts(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);

@@ -180,7 +180,7 @@ MHD_Result dispatch(HttpServer::State& s, MHD_Connection* connection, ConnState&
     s.log.error(kLog, "handler: unknown exception");
   }
   std::unique_lock lock(ex->mu);
-  if (ex->reply) return queue_reply(connection, *ex->reply);
+  if (ex->reply) return queue_reply(s, connection, *ex->reply);
   if (!ex->completed) {  // a handler that threw kept no responder: 500 below
     ex->suspended = true;
     MHD_suspend_connection(connection);
@@ -209,7 +209,7 @@ MHD_Result on_access(void* cls, MHD_Connection* connection, const char* url, con
   if (cs->exchange) {  // resumed: the reply is there
     std::lock_guard lock(cs->exchange->mu);
     if (!cs->exchange->reply) return MHD_NO;
-    return queue_reply(connection, *cs->exchange->reply);
+    return queue_reply(s, connection, *cs->exchange->reply);
   }
   if (cs->body_too_large) {
     return refuse(s, *cs, 413, "payload_too_large",
@@ -307,6 +307,7 @@ void HttpServer::stop() {
                                        [this] { return state_->outstanding->count == 0; });
   }
   state_->abandon_outstanding();
+  state_->end_streams();
   {
     std::lock_guard lock(state_->reaper_mu);
     state_->reaper_stop = true;
@@ -331,6 +332,10 @@ HttpServerStats HttpServer::stats() const {
   out.rejected_body_timeout = s.body_timeout.load();
   out.rejected_max_queued_requests = s.max_queued_requests.load();
   out.idle_closed = s.idle_closed.load();
+  {
+    std::lock_guard lock(state_->streams_mu);
+    out.open_streams = state_->streams.size();
+  }
   return out;
 }
 

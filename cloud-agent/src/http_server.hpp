@@ -20,6 +20,15 @@
 // A request without Content-Length and not chunked has an empty body (RFC
 // 9112 6.3): bodiless POSTs are answered at once.
 //
+// A reply may be a stream (HttpReply::stream, text/event-stream): its body
+// is read from an HttpStreamSource as the client takes it. While the source
+// has nothing, the connection is suspended (no thread, no busy loop) until
+// the source calls wake(). The limits' timeouts do not apply to a stream;
+// libmicrohttpd's own drops a connection silent for longer than the longest
+// of them plus 5 s, so the source sends heartbeats more often (its tick(),
+// from the reaper every 10-100 ms, is where it can). stop() ends every
+// stream.
+//
 // cpp-httplib is not used to serve: httplib::Request is only the plain value
 // type a handler reads (method, path, headers, params, body, remote_addr),
 // so the route handlers of HttpApi read what they always read.
@@ -32,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +54,46 @@ struct MHD_Daemon;
 struct MHD_Connection;
 
 namespace vend::agent {
+
+namespace detail {
+struct Exchange;
+struct StreamLink;
+}  // namespace detail
+
+// The body of a streaming reply, produced over time. Subclasses implement
+// read() (called on an event thread when the client can take more) and may
+// override tick() and on_close(). Thread-safe: wake() from any thread.
+// Non-copyable.
+class HttpStreamSource {
+ public:
+  enum class Read { kData, kEmpty, kEnd };
+
+  HttpStreamSource() = default;
+  HttpStreamSource(const HttpStreamSource&) = delete;
+  HttpStreamSource& operator=(const HttpStreamSource&) = delete;
+  virtual ~HttpStreamSource() = default;
+
+  // Appends at most `max` bytes to `out` (empty on entry). kData: `out` has
+  // bytes; kEmpty: nothing now (the connection sleeps until wake());
+  // kEnd: the body is complete.
+  virtual Read read(std::string& out, size_t max) = 0;
+  // Every reaper pass (10-100 ms) while the stream is open, on the reaper
+  // thread. MUST NOT block.
+  virtual void tick(int64_t /*now_mono_ms*/) {}
+  // Once, when the client left or the server stopped; read() is not called
+  // again. On an event thread.
+  virtual void on_close() {}
+
+  // There is something to read: resumes the sleeping connection. Never
+  // blocks beyond a short lock; before the reply is queued or after the
+  // client left it does nothing (a queued reply reads at once anyway).
+  void wake();
+
+ private:
+  friend struct detail::StreamLink;
+  std::mutex link_mu_;
+  std::weak_ptr<detail::StreamLink> link_;
+};
 
 // A handler's answer.
 struct HttpReply {
@@ -58,6 +108,9 @@ struct HttpReply {
   // without a body or Content-Type.
   std::vector<std::pair<std::string, std::string>> headers;
   bool close_connection = false;  // adds Connection: close
+  // Set: the body is this stream (status, content_type and headers still
+  // apply; `body` is ignored), sent chunked until the source ends.
+  std::shared_ptr<HttpStreamSource> stream;
 };
 
 struct HttpServerLimits {
@@ -84,6 +137,7 @@ struct HttpServerStats {
   uint64_t rejected_body_timeout = 0;
   uint64_t rejected_max_queued_requests = 0;  // reported by the handler (note_rejected)
   uint64_t idle_closed = 0;
+  uint64_t open_streams = 0;  // streaming replies being sent now
 };
 
 // Prometheus text of `stats`: vend_http_open_connections,
@@ -94,10 +148,6 @@ std::string render_http_metrics(const HttpServerStats& stats);
 // The JSON error body of a refused request: {"error":{"code","message","limit"}}.
 std::string limit_error_body(const std::string& code, const std::string& message,
                              const std::string& limit);
-
-namespace detail {
-struct Exchange;
-}
 
 // The answer to one request. Move-only. complete() sends the reply; call it
 // exactly once, from any thread, at any time: during the handler call (the

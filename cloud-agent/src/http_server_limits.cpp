@@ -72,7 +72,9 @@ void HttpServer::State::reap_loop() {
   std::unique_lock lock(reaper_mu);
   while (!reaper_wake.wait_for(lock, period, [this] { return reaper_stop; })) {
     lock.unlock();
-    reap_once(clock.monotonic_ms());
+    int64_t now = clock.monotonic_ms();
+    reap_once(now);
+    tick_streams(now);
     lock.lock();
   }
 }
@@ -123,10 +125,13 @@ void HttpServer::State::abandon_outstanding() {
   }
 }
 
-MHD_Result queue_reply(MHD_Connection* connection, const HttpReply& reply) {
+MHD_Result queue_reply(HttpServer::State& state, MHD_Connection* connection,
+                       const HttpReply& reply) {
   size_t size = reply.status == 304 ? 0 : reply.body.size();  // a 304 has no body
-  MHD_Response* response = MHD_create_response_from_buffer(
-      size, const_cast<char*>(reply.body.data()), MHD_RESPMEM_MUST_COPY);
+  MHD_Response* response =
+      reply.stream ? stream_response(state, connection, reply)
+                   : MHD_create_response_from_buffer(size, const_cast<char*>(reply.body.data()),
+                                                     MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;
   if (reply.status != 304) {
     MHD_add_response_header(response, "Content-Type", reply.content_type.c_str());
@@ -151,7 +156,7 @@ MHD_Result refuse(HttpServer::State& s, ConnState& cs, int status, const std::st
   }
   HttpReply reply{status, limit_error_body(code, message, limit)};
   reply.close_connection = true;
-  return queue_reply(cs.connection, reply);
+  return queue_reply(s, cs.connection, reply);
 }
 
 HttpResponder::HttpResponder(std::shared_ptr<detail::Exchange> exchange)
@@ -215,6 +220,10 @@ std::string render_http_metrics(const HttpServerStats& s) {
     out += std::string("vend_http_rejected_total{limit=\"") + limit + "\"} " + std::to_string(n) +
            "\n";
   }
+  out +=
+      "# HELP vend_http_open_streams streaming replies (event streams) being sent now\n"
+      "# TYPE vend_http_open_streams gauge\nvend_http_open_streams " +
+      std::to_string(s.open_streams) + "\n";
   counter(out, "vend_http_idle_closed_total", "keep-alive connections closed after idle_timeout_ms",
           s.idle_closed);
   return out;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -41,6 +42,27 @@ struct Exchange {
   bool suspended = false;
   bool completed = false;
   bool abandoned = false;
+};
+
+// One streaming reply between its queueing and the response's end. `mu`
+// orders wake() against the reader's suspend like Exchange: a wake() before
+// the suspend leaves `woken` (the reader tries again instead of sleeping),
+// after it resumes the connection. `closed`: MHD is done with the
+// connection (never resumed again); `ending`: stop() ends the body.
+struct StreamLink {
+  std::mutex mu;
+  MHD_Connection* connection = nullptr;
+  std::shared_ptr<HttpStreamSource> source;
+  HttpServer::State* state = nullptr;
+  bool suspended = false;
+  bool woken = false;
+  bool closed = false;
+  bool ending = false;
+
+  // Makes `link` the one `source` wakes.
+  static void attach(const std::shared_ptr<StreamLink>& link);
+  void wake();
+  void end();  // stop(): the body ends at the next read
 };
 
 }  // namespace detail
@@ -82,6 +104,10 @@ struct HttpServer::State {
   std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
   std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
 
+  // Streaming replies being sent (for their ticks and stop()).
+  std::mutex streams_mu;
+  std::unordered_set<std::shared_ptr<detail::StreamLink>> streams;
+
   std::mutex reaper_mu;
   std::condition_variable reaper_wake;
   bool reaper_stop = false;
@@ -96,10 +122,18 @@ struct HttpServer::State {
   void reap_once(int64_t now_ms);
   // Resumes every suspended exchange with 503 (stop() after its wait).
   void abandon_outstanding();
+  // Ticks every open stream (the reaper), ends them all (stop()).
+  void tick_streams(int64_t now_ms);
+  void end_streams();
 };
 
-// Queues `reply` on `connection` (inside the access handler).
-MHD_Result queue_reply(MHD_Connection* connection, const HttpReply& reply);
+// Queues `reply` on `connection` (inside the access handler); a streaming
+// reply is registered in `state` (http_server_stream.cpp).
+MHD_Result queue_reply(HttpServer::State& state, MHD_Connection* connection,
+                       const HttpReply& reply);
+// The MHD response of a streaming reply; nullptr when MHD refuses it.
+MHD_Response* stream_response(HttpServer::State& state, MHD_Connection* connection,
+                              const HttpReply& reply);
 
 // Refuses the current request of `cs` for `limit`: counts, logs, queues the
 // JSON error with Connection: close.

@@ -14,6 +14,8 @@
 #include "core_thread.hpp"
 #include "http_api.hpp"
 #include "http_server.hpp"
+#include "ops_series.hpp"
+#include "ops_stream.hpp"
 #include "refund_sender.hpp"
 #include "shell_options.hpp"
 #include "vend/agent/agent_core.hpp"
@@ -87,6 +89,11 @@ class AgentProcess {
   // that runs on it.
   std::unique_ptr<CoreThread> core_thread_;
   std::unique_ptr<PahoTransport> transport_;
+  // The console's event stream and plots, fed with every ops message the
+  // core publishes (the tee between the core and Paho).
+  std::unique_ptr<OpsSeries> series_;
+  std::unique_ptr<OpsHub> hub_;
+  std::unique_ptr<OpsTee> tee_;
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<RateLimiter> limiter_;  // outlives api_
   std::unique_ptr<HttpApi> api_;
@@ -142,8 +149,18 @@ Status AgentProcess::start(std::ostream& out) {
   ao.max_open_reservations_per_client = static_cast<size_t>(options_.max_open_reservations);
   core_thread_ =
       std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
-  core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, ao,
-                                      core_thread_.get());
+  series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
+  OpsHubOptions hub_options;
+  // Within the server's connection timeout (the idle timeout + 5 s at least).
+  hub_options.heartbeat_ms =
+      std::clamp<int64_t>(options_.http_idle_timeout_s * 1000 / 2, 1000, 15'000);
+  hub_ = std::make_unique<OpsHub>(hub_options, clock_);
+  OpsSeries* series = series_.get();
+  hub_->add_listener([series](const std::string& kind, const std::string& payload) {
+    series->offer(kind, payload);
+  });
+  tee_ = std::make_unique<OpsTee>(*transport_, *hub_);
+  core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, ao, core_thread_.get());
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
   if (Status s = core_->start(); !s.ok()) return s;  // before the core thread: inline
@@ -208,6 +225,8 @@ Result<int> AgentProcess::bind_http() {
   ho.max_queued_requests = static_cast<size_t>(options_.http_max_queued);
   ho.max_body_bytes = static_cast<size_t>(options_.http_max_body_bytes);
   ho.server_stats = [this] { return server_->stats(); };
+  ho.ops_hub = hub_.get();
+  ho.ops_series = series_.get();
   ho.on_rejected = [this](const std::string& limit, const std::string& source) {
     server_->note_rejected(limit, source);
   };
@@ -273,6 +292,7 @@ bool AgentProcess::wait_for_stop(const sigset_t& signals) {
   const timespec poll{0, 200 * 1000 * 1000};
   for (;;) {
     int sig = sigtimedwait(&signals, nullptr, &poll);
+    series_->drain();  // the plots' parsing, off the core thread
     if (sig == SIGTERM || sig == SIGINT) {
       log_.info(kLog, std::string("stopping on ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
       return true;

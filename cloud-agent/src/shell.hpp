@@ -8,7 +8,10 @@
 //   HTTP worker threads  -> HttpApi -> AgentCore -> steps handed to the core
 //                           thread (the commit waits stay on the worker)
 //   core thread          -> AgentCore::tick() every 10 ms between batches
-//   main thread          -> waits for SIGTERM/SIGINT, then stops in order:
+//   core thread          -> OpsTee: every ops message also to the console's
+//                           event stream (OpsHub) and plots (OpsSeries)
+//   main thread          -> parses the plots' messages (OpsSeries::drain)
+//                           every 200 ms; waits for SIGTERM/SIGINT, then stops in order:
 //                           HTTP, connector, refunds, core thread, MQTT,
 //                           repository.
 #pragma once

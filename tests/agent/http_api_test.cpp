@@ -1,5 +1,5 @@
 // The HTTP API over a real in-process AgentCore (temp-dir SQLite, in-memory
-// MQTT) on a real HttpServer on loopback: every
+// MQTT) on a real HttpServer on loopback (http_api_rig.hpp): every
 // class of bad input gets its status and an error code and message naming
 // the problem; the happy path never shows the sale token; /metrics parses.
 // The simulated device is played by signed messages handed to the core.
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "core_thread.hpp"
+#include "http_api_rig.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "test_support.hpp"
@@ -43,214 +44,6 @@
 
 namespace vend::agent {
 namespace {
-
-using Json = nlohmann::json;
-
-constexpr const char* kToken = "operator-token-for-tests-0123456789";
-constexpr const char* kSecret = "gateway-secret-for-tests";
-constexpr const char* kDevice = "vm-http-1";
-
-// InMemoryBus is single-threaded; HTTP workers publish through the core
-// concurrently, so every call into the client goes through one mutex.
-class LockedTransport final : public Transport {
- public:
-  explicit LockedTransport(InMemoryBus& bus) : client_(bus.make_client("vend-agent")) {}
-  void on_message(MessageHandler h) override { client_->on_message(std::move(h)); }
-  void on_connection(ConnectionHandler h) override { client_->on_connection(std::move(h)); }
-  Status connect() override {
-    return locked([&] { return client_->connect(); });
-  }
-  void disconnect() override {
-    std::lock_guard lock(mu_);
-    client_->disconnect();
-  }
-  bool connected() const override {
-    std::lock_guard lock(mu_);
-    return client_->connected();
-  }
-  Status publish(const Message& m) override {
-    return locked([&] { return client_->publish(m); });
-  }
-  Status subscribe(const std::string& f, int qos) override {
-    return locked([&] { return client_->subscribe(f, qos); });
-  }
-
- private:
-  template <typename Fn>
-  Status locked(Fn fn) {
-    std::lock_guard lock(mu_);
-    return fn();
-  }
-  mutable std::mutex mu_;
-  std::unique_ptr<InMemoryClient> client_;
-};
-
-// An agent core behind a real HTTP server on an ephemeral loopback port.
-class Agent {
- public:
-  // What the shell would report; a test may change them.
-  struct ShellState {
-    std::atomic<int64_t> mqtt_down_ms{0};
-    std::atomic<size_t> inbound_messages{0};
-  };
-
-  // `workers`: the API's handler threads (HttpApiOptions::worker_threads).
-  explicit Agent(size_t workers = 32) : transport_(bus_) {
-    auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
-    REQUIRE_MESSAGE(repo.ok(), vend::test::error_text(repo));
-    repo_ = std::move(repo).value();
-    core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, AgentOptions{},
-                                        &core_thread_);
-    REQUIRE(core_->start().ok());
-    AgentCore& core = *core_;
-    core_thread_.start(CoreThread::Handlers{nullptr, [&core](bool up) { core.on_connection(up); },
-                                            [&core] { core.tick(); }});
-    transport_.on_connection([this](bool up) { core_thread_.push_connection(up); });
-    REQUIRE(transport_.connect().ok());
-    REQUIRE(core_thread_.run([] {}));  // after the connection change: the core knows
-    HttpApiOptions options;
-    options.operator_token = kToken;
-    options.gateway_secret = kSecret;
-    options.mqtt_connected = [this] { return transport_.connected(); };
-    options.mqtt_down_ms = [this] { return shell.mqtt_down_ms.load(); };
-    options.broker_down_grace_ms = 30'000;
-    options.inbound_fill = [this] {
-      return HttpApiOptions::InboundFill{shell.inbound_messages.load(), 10'000, 0, 1 << 26};
-    };
-    options.server_stats = [this] { return server_->stats(); };
-    options.worker_threads = workers;
-    api_ = std::make_unique<HttpApi>(*core_, options, clock_, log_);
-    server_ = std::make_unique<HttpServer>(HttpServerLimits{}, api_->handler(), clock_, log_);
-    auto port = server_->bind("127.0.0.1", 0);
-    REQUIRE_MESSAGE(port.ok(), vend::test::error_text(port));
-    port_ = *port;
-    REQUIRE(server_->start().ok());
-  }
-  ~Agent() {
-    server_->stop();
-    core_thread_.stop();
-  }
-
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(10, 0);
-    return c;
-  }
-  httplib::Headers operator_headers() const {
-    return {{"Authorization", std::string("Bearer ") + kToken}};
-  }
-  AgentCore& core() { return *core_; }
-  int port() const { return port_; }
-  std::string db_path() const { return dir_.file("agent.db"); }
-  Repository& repo() { return *repo_; }
-  void disconnect_broker() { transport_.disconnect(); }
-  ShellState shell;
-
- private:
-  test::TempDir dir_;
-  MemoryLogger log_;
-  SystemClock clock_;
-  SecureRandom random_;
-  InMemoryBus bus_;
-  LockedTransport transport_;
-  std::unique_ptr<Repository> repo_;
-  // The core's one thread, as in vend-agent: HTTP workers hand it their steps.
-  CoreThread core_thread_{CoreThread::Limits{}, std::chrono::milliseconds(10), log_};
-  std::unique_ptr<AgentCore> core_;
-  std::unique_ptr<HttpApi> api_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
-};
-
-int64_t now_s() { return SystemClock().wall_ms() / 1000; }
-
-// The gateway's signature of a notification about `order_id`.
-httplib::Headers signed_for(const std::string& order_id, const std::string& body,
-                            int64_t t_s = now_s(), const std::string& secret = kSecret) {
-  return {{webhook::kHeader, webhook::sign(secret, t_s, order_id, body)}};
-}
-
-Json body_of(const httplib::Result& r) {
-  REQUIRE(r);
-  INFO(r->body);
-  REQUIRE(r->get_header_value("Content-Type").find("application/json") == 0);
-  return Json::parse(r->body);
-}
-
-// Asserts an error reply: status, error.code, and a message containing `part`.
-void expect_error(const httplib::Result& r, int status, const std::string& code,
-                  const std::string& part = "") {
-  REQUIRE_MESSAGE(r, "no response: " << httplib::to_string(r.error()));
-  INFO(r->body);
-  CHECK(r->status == status);
-  Json j = body_of(r);
-  REQUIRE(j.contains("error"));
-  CHECK(j["error"]["code"] == code);
-  CHECK(j["error"]["message"].get<std::string>().find(part) != std::string::npos);
-}
-
-// The simulated machine: provisioned over HTTP, then online with `count`
-// tokens in slot 1 through signed messages handed to the core.
-struct Machine {
-  crypto::Key key;
-  std::string boot_id = crypto::random_id128();
-  uint64_t seq = 0;
-
-  void provision(Agent& agent) {
-    Json body = {
-        {"id", kDevice},
-        {"slots", {{{"slot", 1}, {"product", "cola"}, {"price_cents", 250}, {"capacity", 10}}}}};
-    auto r = agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(),
-                                 "application/json");
-    REQUIRE(r);
-    REQUIRE_MESSAGE(r->status == 201, r->body);
-    Json j = Json::parse(r->body);
-    CHECK(j["id"] == kDevice);
-    auto k = crypto::Key::from_hex(j["key"].get<std::string>());
-    REQUIRE(k.ok());
-    key = *k;
-  }
-  void go_online(Agent& agent) {
-    proto::PresenceStatus s{kDevice, boot_id, true, 1};
-    std::string mac = crypto::sign(key, proto::encode_canonical(s));
-    agent.core().on_message(
-        Message{topics::device_status(kDevice), proto::encode(s, mac), 1, true});
-  }
-  void mint(Agent& agent, const std::string& restock_id, int count) {
-    proto::TokensMinted t{restock_id, 1, {}, count};
-    for (int i = 0; i < count; ++i) t.tokens.push_back(crypto::random_id128());
-    proto::DeviceEvent e{kDevice, ++seq, boot_id, 1, t};
-    std::string mac = crypto::sign(key, proto::encode_canonical(e));
-    agent.core().on_message(Message{topics::device_evt(kDevice), proto::encode(e, mac), 1, false});
-  }
-};
-
-std::string pool_of_slot1(Agent& agent) {
-  auto r = agent.client().Get("/v1/devices/vm-http-1/slots", agent.operator_headers());
-  Json j = body_of(r);
-  REQUIRE(r->status == 200);
-  return std::to_string(j["slots"][0]["pool"].get<int64_t>());
-}
-
-// A device with 3 tokens in slot 1, ready to sell.
-void stock_machine(Agent& agent, Machine& m) {
-  m.provision(agent);
-  m.go_online(agent);
-  auto r = agent.client().Post("/v1/devices/vm-http-1/restock", agent.operator_headers(),
-                               R"({"slot":1,"count":3})", "application/json");
-  Json j = body_of(r);
-  REQUIRE(r->status == 202);
-  m.mint(agent, j["restock_id"].get<std::string>(), 3);
-  for (int i = 0; i < 200 && pool_of_slot1(agent) != "3"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  REQUIRE(pool_of_slot1(agent) == "3");
-}
-
-httplib::Result post_json(Agent& agent, const std::string& path, const std::string& body,
-                          httplib::Headers headers = {}) {
-  return agent.client().Post(path.c_str(), headers, body, "application/json");
-}
 
 TEST_CASE("happy path: order, payment; the sale token never leaves the agent") {
   Agent agent;
@@ -957,6 +750,7 @@ TEST_CASE("GET /console/: the embedded console files, ETag and 304") {
   REQUIRE_MESSAGE(!source.empty(), "run through ctest (VEND_SOURCE_DIR unset)");
   for (auto [file, type] : {std::pair{"console.js", "text/javascript; charset=utf-8"},
                             std::pair{"pages.js", "text/javascript; charset=utf-8"},
+                            std::pair{"plots.js", "text/javascript; charset=utf-8"},
                             std::pair{"console.css", "text/css; charset=utf-8"}}) {
     auto r = agent.client().Get(std::string("/console/") + file);
     REQUIRE(r);

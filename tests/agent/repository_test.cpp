@@ -75,7 +75,7 @@ struct Fixture {
   void reopen() {
     repo.reset();
     auto r = backend.open(options, log);
-    REQUIRE_MESSAGE(r.ok(), Backend::kName, ": ", r.error().to_string());
+    REQUIRE_MESSAGE(r.ok(), Backend::kName, ": ", vend::test::error_text(r));
     repo = std::move(r).value();
   }
   Ticket submit(Changeset c) {
@@ -186,8 +186,8 @@ TEST_CASE(
   gate.open();
   REQUIRE_FALSE(b.get().ok());
   CHECK(b.get().error().code == "sqlite_full");
-  CHECK_MESSAGE(a.get().ok(), a.get().error().to_string());
-  CHECK_MESSAGE(c.get().ok(), c.get().error().to_string());
+  CHECK_MESSAGE(a.get().ok(), vend::test::error_text(a.get()));
+  CHECK_MESSAGE(c.get().ok(), vend::test::error_text(c.get()));
   f.repo->flush();
   for (const char* id : {"pay-1", "pay-2"}) {
     auto p = f.repo->find_payment(id);
@@ -470,10 +470,10 @@ TEST_CASE("postgresql: a failing COMMIT retries each write alone") {
   Ticket boom = f.fault("boom");
   Ticket c = f.fault("c");
   gate.open();
-  CHECK_MESSAGE(a.get().ok(), a.get().error().to_string());
+  CHECK_MESSAGE(a.get().ok(), vend::test::error_text(a.get()));
   REQUIRE_FALSE(boom.get().ok());
   CHECK(boom.get().error().message.find("boom at commit") != std::string::npos);
-  CHECK_MESSAGE(c.get().ok(), c.get().error().to_string());
+  CHECK_MESSAGE(c.get().ok(), vend::test::error_text(c.get()));
   CHECK(f.fault_count() == 2);
   CHECK(f.repo->stats().failed_writes == 1);
   CHECK(f.log.contains("retrying each write alone"));

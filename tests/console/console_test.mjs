@@ -5,7 +5,10 @@
 //   node console_test.mjs <build dir> <work dir> <dir of the pinned puppeteer-core>
 //
 // Checks: a wrong token is refused with a clear error; the fleet table shows
-// every machine and its sold count grows as sales happen; the device page
+// every machine; with the event stream refused the console says it polls and
+// the table's sold count grows by polling; once the stream is let through
+// it says live and the sold count grows from stream events with no poll of
+// the table's data; the plots render; the device page
 // shows its slots; a NEEDS_REVIEW order (the firmware machine is frozen with
 // SIGSTOP right after its payment, so its result never comes) is resolved
 // from the review queue and settles COMPLETED. Screenshots go to
@@ -63,6 +66,8 @@ const httpPort = await freePort();
 const api = 'http://127.0.0.1:' + httpPort;
 const broker = 'tcp://127.0.0.1:' + mqttPort;
 let token = '';
+let blockStream = true;
+const requests = [];
 
 async function call(method, p, body, headers = {}) {
   const h = {Authorization: 'Bearer ' + token, ...headers};
@@ -121,6 +126,14 @@ async function main() {
   try {
     const page = await browser.newPage();
     await page.setViewport({width: 1280, height: 800});
+    // The event stream is refused until blockStream is cleared; every
+    // request's URL is noted (the live check asserts on them).
+    await page.setRequestInterception(true);
+    page.on('request', (r) => {
+      if (r.url().includes('/v1/ops/stream') && blockStream) return r.abort('connectionrefused');
+      requests.push(r.url());
+      return r.continue();
+    });
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
     const consoleLines = [];  // diagnostics only: the wrong token's 401 is one
@@ -153,16 +166,54 @@ async function drive(page, errors, firmware, secret) {
     await page.click('#login-form button');
     await page.waitForSelector('#fleet-table', {timeout: 10000});
 
-    // The fleet table shows the four machines, and sales move it.
+    // The fleet table shows the four machines. The event stream is refused
+    // at first (intercepted): the header says "polling" and the table is
+    // polled; then the stream is let through and the console goes live.
     const machines = () => page.$$eval('#fleet-table tbody tr', (rows) =>
       rows.map((r) => r.dataset.device));
     await eventually('4 machines in the fleet table', async () => (await machines()).length === 4,
                      20000);
+    await page.waitForFunction(() => document.getElementById('live').dataset.state === 'polling',
+                               {timeout: 10000});
+    const liveText = await page.$eval('#live', (e) => e.textContent);
+    if (!/polling every 2 s/.test(liveText)) throw new Error('indicator says ' + liveText);
     const soldTotal = () => page.$$eval('#fleet-table td[data-field=sold]',
       (cells) => cells.reduce((n, c) => n + Number(c.textContent), 0));
+    const polled = await soldTotal();
+    await eventually('the sold count to grow by polling', async () => (await soldTotal()) > polled,
+                     30000);
+    blockStream = false;
+    await page.waitForFunction(() => document.getElementById('live').dataset.state === 'live',
+                               {timeout: 25000});  // the retry backoff is at most 10 s
+    await sleep(500);  // the one fetch after the stream's hello
+
+    // Live: the table moves from stream events alone, with no poll of the
+    // table's data (only the summary counts and the per-minute series may be
+    // fetched meanwhile), faster than the 2 s poll would.
+    requests.length = 0;
     const sold0 = await soldTotal();
-    await eventually('the sold count to grow', async () => (await soldTotal()) > sold0 + 2, 30000);
+    const t0 = Date.now();
+    await eventually('the sold count to grow from the stream', async () =>
+      (await soldTotal()) > sold0 + 2, 30000);
+    const polls = requests.filter((u) => /\/v1\/(fleet\?|devices|orders|reconcile)/.test(u));
+    if (polls.length) throw new Error('the table was polled while live: ' + polls.join(', '));
+    const state = await page.$eval('#live', (e) => e.dataset.state);
+    if (state !== 'live') throw new Error('the stream dropped meanwhile: ' + state);
+    console.log('console browser test: +' + ((await soldTotal()) - sold0) + ' sold in ' +
+                (Date.now() - t0) + ' ms from the stream, ' + requests.length +
+                ' other requests (' + [...new Set(requests.map((u) => new URL(u).pathname))]
+                    .join(', ') + ')');
     await page.screenshot({path: path.join(shots, 'console-fleet.png'), fullPage: true});
+
+    // The plots: orders and sales, latency percentiles, availability.
+    await page.click('nav a[href="#/plots"]');
+    await page.waitForSelector('#orders-plot rect[data-series=sales]', {timeout: 10000});
+    await page.waitForSelector('#latency-plot [data-series=P99]', {timeout: 10000});
+    await eventually('availability of 4 machines', async () =>
+      (await page.$$('#availability-plot rect')).length === 4, 10000);
+    await page.screenshot({path: path.join(shots, 'console-plots.png'), fullPage: true});
+    await page.click('nav a[href="#/fleet"]');
+    await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
 
     // The order that will need review: paid, dispatched to a frozen machine.
     const order = await call('POST', '/v1/orders', JSON.stringify({device: 'vm-frozen', slot: 1}),

@@ -39,6 +39,7 @@
 #include "vend/agent/order.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
+#include "vend/ops.hpp"
 #include "vend/random.hpp"
 #include "vend/result.hpp"
 #include "vend/transport.hpp"
@@ -286,6 +287,10 @@ class AgentCore {
   // dispense it), or when decommissioned already; not_found.
   Result<DecommissionedDevice> decommission_device(const std::string& device_id);
   std::vector<DeviceView> devices();
+  // Every device as the ops topics show it (vend/ops.hpp DeviceStatus:
+  // slots, outbox, last verdict), in one step: the fleet summary and the
+  // paged fleet table (GET /v1/fleet).
+  std::vector<ops::DeviceStatus> device_statuses();
   Result<std::vector<SlotView>> slots(const std::string& device_id);
   // The device's presence and slots under one lock (the public catalog);
   // not_found for an unknown device.

@@ -1,0 +1,184 @@
+// The console's live and fleet-scale endpoints of HttpApi (operator token):
+//   GET /v1/ops/stream   the ops events as Server-Sent Events (OpsHub)
+//   GET /v1/ops/series   per-minute plots of the last hour (OpsSeries)
+//   GET /v1/fleet        fleet summary counts and one page of the fleet
+//                        table, filtered server-side, for 1,000+ machines
+//   GET /v1/fleet/summary  the counts alone
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "http_api.hpp"
+#include "http_json.hpp"
+#include "ops_series.hpp"
+#include "ops_stream.hpp"
+
+namespace vend::agent {
+
+namespace {
+
+constexpr int64_t kMaxFleetPage = 500;
+
+struct FleetQuery {
+  int64_t offset = 0;
+  int64_t limit = 100;
+  std::string filter = "all";
+  std::string q;  // id substring
+};
+
+Result<int64_t> integer_param(const std::string& name, const std::string& value, int64_t lo,
+                              int64_t hi) {
+  char* end = nullptr;
+  long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || value.size() > 12 || *end != '\0' || n < lo || n > hi) {
+    return http::bad_request("query parameter '" + name + "' must be an integer in [" +
+                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int64_t>(n);
+}
+
+Result<FleetQuery> fleet_query(const httplib::Request& req) {
+  FleetQuery out;
+  for (const auto& [name, value] : req.params) {
+    if (req.get_param_value_count(name) > 1) {
+      return http::bad_request("query parameter '" + name + "' given more than once");
+    }
+    if (name == "offset" || name == "limit") {
+      auto n = name == "offset" ? integer_param(name, value, 0, 1'000'000'000)
+                                : integer_param(name, value, 1, kMaxFleetPage);
+      if (!n.ok()) return n.error();
+      (name == "offset" ? out.offset : out.limit) = *n;
+    } else if (name == "filter") {
+      static const char* kFilters[] = {"all",          "online",   "offline",
+                                       "out_of_stock", "mismatch", "backlog"};
+      if (std::find(std::begin(kFilters), std::end(kFilters), value) == std::end(kFilters)) {
+        return http::bad_request(
+            "query parameter 'filter' must be all, online, offline, out_of_stock, mismatch or "
+            "backlog");
+      }
+      out.filter = value;
+    } else if (name == "q") {
+      if (value.size() > 128) return http::bad_request("query parameter 'q' is over 128 bytes");
+      out.q = value;
+    } else {
+      return http::bad_request("unknown query parameter '" + name + "'");
+    }
+  }
+  return out;
+}
+
+int empty_slots(const ops::DeviceStatus& d) {
+  return static_cast<int>(
+      std::count_if(d.slots.begin(), d.slots.end(), [](const auto& s) { return s.pool == 0; }));
+}
+
+bool mismatch(const ops::DeviceStatus& d) {
+  return d.last_verdict == "alert" || d.last_verdict == "pending";
+}
+
+bool backlog(const ops::DeviceStatus& d) { return d.outbox_depth > 0 || d.unacked_events > 0; }
+
+bool matches(const ops::DeviceStatus& d, const FleetQuery& q) {
+  if (!q.q.empty() && d.device.find(q.q) == std::string::npos) return false;
+  if (q.filter == "online") return d.online;
+  if (q.filter == "offline") return !d.online;
+  if (q.filter == "out_of_stock") return empty_slots(d) > 0;
+  if (q.filter == "mismatch") return mismatch(d);
+  if (q.filter == "backlog") return backlog(d);
+  return true;
+}
+
+http::Json fleet_row(const ops::DeviceStatus& d) {
+  int64_t pool = 0, in_flight = 0, sold = 0, burned = 0;
+  for (const auto& s : d.slots) {
+    pool += s.pool;
+    in_flight += s.reserved + s.dispatched;
+    sold += s.sold;
+    burned += s.burned;
+  }
+  http::Json row = {{"id", d.device},
+                    {"online", d.online},
+                    {"last_seen_ms", d.last_seen_ms},
+                    {"clock_skew_ms", nullptr},
+                    {"slots", d.slots.size()},
+                    {"empty_slots", empty_slots(d)},
+                    {"pool", pool},
+                    {"in_flight", in_flight},
+                    {"sold", sold},
+                    {"burned", burned},
+                    {"outbox_depth", d.outbox_depth},
+                    {"unacked_events", d.unacked_events},
+                    {"last_verdict", d.last_verdict}};
+  if (d.clock_skew_ms) row["clock_skew_ms"] = *d.clock_skew_ms;
+  return row;
+}
+
+http::Json fleet_summary(const std::vector<ops::DeviceStatus>& all) {
+  int64_t online = 0, out_of_stock = 0, empty = 0, mismatches = 0, backlogged = 0;
+  uint64_t outbox = 0, unacked = 0;
+  for (const auto& d : all) {
+    int e = empty_slots(d);
+    online += d.online ? 1 : 0;
+    out_of_stock += e > 0 ? 1 : 0;
+    empty += e;
+    mismatches += mismatch(d) ? 1 : 0;
+    backlogged += backlog(d) ? 1 : 0;
+    outbox += d.outbox_depth;
+    unacked += d.unacked_events;
+  }
+  auto n = static_cast<int64_t>(all.size());
+  return {{"devices", n},
+          {"online", online},
+          {"offline", n - online},
+          {"out_of_stock", out_of_stock},
+          {"empty_slots", empty},
+          {"mismatches", mismatches},
+          {"backlogged", backlogged},
+          {"outbox_total", outbox},
+          {"unacked_total", unacked}};
+}
+
+}  // namespace
+
+Result<HttpReply> HttpApi::ops_stream(const httplib::Request&) {
+  if (options_.ops_hub == nullptr) return make_error("not_found", "this agent has no event stream");
+  auto stream = options_.ops_hub->subscribe();
+  if (!stream.ok()) return stream.error();
+  HttpReply reply{200, "", "text/event-stream; charset=utf-8"};
+  reply.stream = std::move(stream).value();
+  return reply;
+}
+
+Result<HttpReply> HttpApi::ops_series(const httplib::Request&) {
+  if (options_.ops_series == nullptr) return make_error("not_found", "this agent keeps no series");
+  return HttpReply{200, options_.ops_series->render()};
+}
+
+// O(devices) per request, one core step; sorted by id.
+Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
+  auto query = fleet_query(req);
+  if (!query.ok()) return query.error();
+  std::vector<ops::DeviceStatus> all = core_.device_statuses();
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.device < b.device; });
+  http::Json rows = http::Json::array();
+  int64_t matching = 0;
+  for (const auto& d : all) {
+    if (!matches(d, *query)) continue;
+    if (matching >= query->offset && matching < query->offset + query->limit) {
+      rows.push_back(fleet_row(d));
+    }
+    ++matching;
+  }
+  http::Json body = {{"summary", fleet_summary(all)}, {"total", matching},
+                     {"offset", query->offset},       {"limit", query->limit},
+                     {"filter", query->filter},       {"devices", std::move(rows)}};
+  return HttpReply{200, body.dump()};
+}
+
+Result<HttpReply> HttpApi::fleet_counts(const httplib::Request& req) {
+  if (!req.params.empty()) return http::bad_request("GET /v1/fleet/summary takes no parameters");
+  return HttpReply{200, fleet_summary(core_.device_statuses()).dump()};
+}
+
+}  // namespace vend::agent

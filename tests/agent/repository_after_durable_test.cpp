@@ -9,34 +9,11 @@
 #include "test_support.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/log.hpp"
+#include "write_gate.hpp"
 
 using namespace vend;
 using namespace vend::agent;
 using namespace std::chrono_literals;
-
-namespace {
-
-// A write that holds the writer thread until open().
-class HeldWrite {
- public:
-  WriteFn write() {
-    return [this](WriteContext&) {
-      started_.set_value();
-      released_.wait();
-      return Status{};
-    };
-  }
-  void wait_started() { started_future_.wait(); }
-  void open() { release_.set_value(); }
-
- private:
-  std::promise<void> started_;
-  std::future<void> started_future_ = started_.get_future();
-  std::promise<void> release_;
-  std::shared_future<void> released_ = release_.get_future().share();
-};
-
-}  // namespace
 
 // The marker after_durable() queues lands behind writes that arrive while its
 // own write is being committed; it used to wait for their group's commit
@@ -47,7 +24,7 @@ TEST_CASE("after_durable: the callback does not wait for the next group's commit
   auto opened = Repository::open(dir.file("agent.db"), RepositoryOptions{}, log);
   REQUIRE(opened.ok());
   std::unique_ptr<Repository> repo = std::move(opened).value();
-  HeldWrite first, second;
+  vend::test::WriteGate first, second;
   auto t1 = repo->submit(first.write());
   REQUIRE(t1.ok());
   first.wait_started();  // t1's group is being applied

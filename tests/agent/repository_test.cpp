@@ -17,32 +17,14 @@
 #include "test_support.hpp"
 #include "vend/agent/postgres_repository.hpp"
 #include "vend/log.hpp"
+#include "write_gate.hpp"
 
 using namespace vend;
 using namespace vend::agent;
 
 namespace {
 
-// Holds the writer thread inside one write until open(), so that the writes
-// submitted meanwhile pile up and form the next group.
-class Gate {
- public:
-  WriteFn write() {
-    return [this](WriteContext&) {
-      started_.set_value();
-      released_.wait();
-      return Status{};
-    };
-  }
-  void wait_started() { started_future_.wait(); }
-  void open() { release_.set_value(); }
-
- private:
-  std::promise<void> started_;
-  std::future<void> started_future_ = started_.get_future();
-  std::promise<void> release_;
-  std::shared_future<void> released_ = release_.get_future().share();
-};
+using Gate = vend::test::WriteGate;
 
 // The backends the contract runs on: where a fresh, empty log lives.
 struct OnSqlite {

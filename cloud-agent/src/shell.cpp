@@ -212,8 +212,11 @@ Result<int> AgentProcess::bind_http() {
   PahoTransport* transport = transport_.get();
   ho.mqtt_connected = [transport] { return transport->connected(); };
   ho.mqtt_down_ms = [this, transport]() -> int64_t {
-    if (transport->connected()) return 0;
-    return clock_.monotonic_ms() - mqtt_down_since_ms_.load();
+    int64_t since = mqtt_down_since_ms_.load();
+    // 0 while not connected: the loss is not reported yet (the transport's
+    // reconnect thread reports it), so it is just now.
+    if (transport->connected() || since == 0) return 0;
+    return clock_.monotonic_ms() - since;
   };
   ho.broker_down_grace_ms = options_.broker_down_grace_s * 1000;
   ho.inbound_fill = [this] {

@@ -32,11 +32,6 @@ void sample(std::string& out, const char* name, int64_t value) {
   out += '\n';
 }
 
-void scalar(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
-  header(out, name, type, help);
-  sample(out, name, value);
-}
-
 // Every state gets a series, even at 0, so dashboards see stable series.
 void render_orders(const AgentMetrics& m, std::string& out) {
   header(out, "vend_orders", "gauge", "Orders by state.");
@@ -53,43 +48,50 @@ void render_orders(const AgentMetrics& m, std::string& out) {
 
 // Reconciliation runs, what they repaired, and the alerts they raised.
 void render_reconcile(const AgentMetrics& m, std::string& out) {
-  scalar(out, "vend_reconcile_runs_total", "counter", "Reconciliations run (one per snapshot).",
-         m.reconcile_runs_total);
-  scalar(out, "vend_reconcile_tokens_added_total", "counter",
-         "Tokens a device held that the cloud lacked, added to pools.", m.tokens_added_total);
-  scalar(out, "vend_reconcile_tokens_removed_total", "counter",
-         "Tokens the cloud held that a device no longer had, removed.", m.tokens_removed_total);
-  scalar(out, "vend_device_seq_gaps_total", "counter",
-         "Event seq gaps skipped on the device's word that it no longer holds them.",
-         m.seq_gaps_total);
-  scalar(out, "vend_device_ledgers_replaced_total", "counter",
-         "Device ledgers replaced by a new one (reflashed SD card, new board).",
-         m.ledgers_replaced_total);
-  scalar(out, "vend_device_retired_ledger_events_total", "counter",
-         "Events of a replaced device ledger, refused.", m.retired_ledger_events_total);
-  scalar(out, "vend_device_key_rotations_total", "counter",
-         "Devices that signed with their new key (the old one revoked).", m.key_rotations_total);
-  scalar(out, "vend_device_decommissioned_messages_total", "counter",
-         "Messages of decommissioned devices, refused.", m.decommissioned_messages_total);
-  scalar(out, "vend_device_resend_requests_total", "counter",
-         "Resend commands sent to devices for a seq gap.", m.resend_requests_total);
-  scalar(out, "vend_dispense_contradictions_total", "counter",
-         "DISPENSED results for orders already settled otherwise (alert dispense_contradiction).",
-         m.contradictions_total);
-  scalar(out, "vend_device_status_requests_total", "counter",
-         "status_request commands sent (no trusted status of the device).",
-         m.status_requests_total);
-  scalar(out, "vend_alerts_raised_total", "counter", "Alerts raised.", m.alerts_raised_total);
-  scalar(out, "vend_refunds_pending", "gauge",
-         "Refunds recorded and not yet confirmed by the payment gateway (the refund outbox).",
-         m.refunds_pending);
-  scalar(out, "vend_refund_attempts_total", "counter", "Refund deliveries tried.",
-         m.refund_attempts_total);
-  scalar(out, "vend_refunds_delivered_total", "counter", "Refunds the payment gateway confirmed.",
-         m.refunds_delivered_total);
-  scalar(out, "vend_refunds_given_up_total", "counter",
-         "Refunds given up to an alert (refused by the gateway, or too many failures).",
-         m.refunds_given_up_total);
+  prometheus_scalar(out, "vend_reconcile_runs_total", "counter",
+                    "Reconciliations run (one per snapshot).", m.reconcile_runs_total);
+  prometheus_scalar(out, "vend_reconcile_tokens_added_total", "counter",
+                    "Tokens a device held that the cloud lacked, added to pools.",
+                    m.tokens_added_total);
+  prometheus_scalar(out, "vend_reconcile_tokens_removed_total", "counter",
+                    "Tokens the cloud held that a device no longer had, removed.",
+                    m.tokens_removed_total);
+  prometheus_scalar(out, "vend_device_seq_gaps_total", "counter",
+                    "Event seq gaps skipped on the device's word that it no longer holds them.",
+                    m.seq_gaps_total);
+  prometheus_scalar(out, "vend_device_ledgers_replaced_total", "counter",
+                    "Device ledgers replaced by a new one (reflashed SD card, new board).",
+                    m.ledgers_replaced_total);
+  prometheus_scalar(out, "vend_device_retired_ledger_events_total", "counter",
+                    "Events of a replaced device ledger, refused.", m.retired_ledger_events_total);
+  prometheus_scalar(out, "vend_device_key_rotations_total", "counter",
+                    "Devices that signed with their new key (the old one revoked).",
+                    m.key_rotations_total);
+  prometheus_scalar(out, "vend_device_decommissioned_messages_total", "counter",
+                    "Messages of decommissioned devices, refused.",
+                    m.decommissioned_messages_total);
+  prometheus_scalar(out, "vend_device_resend_requests_total", "counter",
+                    "Resend commands sent to devices for a seq gap.", m.resend_requests_total);
+  prometheus_scalar(
+      out, "vend_dispense_contradictions_total", "counter",
+      "DISPENSED results for orders already settled otherwise (alert dispense_contradiction).",
+      m.contradictions_total);
+  prometheus_scalar(out, "vend_device_status_requests_total", "counter",
+                    "status_request commands sent (no trusted status of the device).",
+                    m.status_requests_total);
+  prometheus_scalar(out, "vend_alerts_raised_total", "counter", "Alerts raised.",
+                    m.alerts_raised_total);
+  prometheus_scalar(
+      out, "vend_refunds_pending", "gauge",
+      "Refunds recorded and not yet confirmed by the payment gateway (the refund outbox).",
+      m.refunds_pending);
+  prometheus_scalar(out, "vend_refund_attempts_total", "counter", "Refund deliveries tried.",
+                    m.refund_attempts_total);
+  prometheus_scalar(out, "vend_refunds_delivered_total", "counter",
+                    "Refunds the payment gateway confirmed.", m.refunds_delivered_total);
+  prometheus_scalar(out, "vend_refunds_given_up_total", "counter",
+                    "Refunds given up to an alert (refused by the gateway, or too many failures).",
+                    m.refunds_given_up_total);
   header(out, "vend_alerts_active", "gauge", "Alerts raised and not cleared, by code.");
   for (const auto& [code, n] : m.alerts_active) {
     out += "vend_alerts_active{code=\"" + code + "\"} " + std::to_string(n) + "\n";
@@ -139,20 +141,24 @@ std::vector<std::string> AgentHealth::reasons() const {
 
 namespace {
 void render_health(const AgentHealth& h, std::string& out) {
-  scalar(out, "vend_healthy", "gauge", "1 when /healthz answers 200.", h.reasons().empty() ? 1 : 0);
-  scalar(out, "vend_storage_failed", "gauge",
-         "1 when the repository fail-stopped (restart to rebuild from the log).",
-         h.storage_failed ? 1 : 0);
-  scalar(out, "vend_mqtt_connected", "gauge", "1 when the agent's MQTT session is up.",
-         h.mqtt_connected ? 1 : 0);
-  scalar(out, "vend_mqtt_down_seconds", "gauge",
-         "How long the broker connection has been down (0 while up).", h.mqtt_down_ms / 1000);
-  scalar(out, "vend_broker_down", "gauge", "1 when the broker has been down past the grace.",
-         h.broker_down ? 1 : 0);
-  scalar(out, "vend_inbound_queue_messages", "gauge", "MQTT messages waiting for the core.",
-         static_cast<int64_t>(h.inbound_messages));
-  scalar(out, "vend_inbound_saturated", "gauge",
-         "1 when the inbound queue is at 90% of its bound or more.", h.inbound_saturated ? 1 : 0);
+  prometheus_scalar(out, "vend_healthy", "gauge", "1 when /healthz answers 200.",
+                    h.reasons().empty() ? 1 : 0);
+  prometheus_scalar(out, "vend_storage_failed", "gauge",
+                    "1 when the repository fail-stopped (restart to rebuild from the log).",
+                    h.storage_failed ? 1 : 0);
+  prometheus_scalar(out, "vend_mqtt_connected", "gauge", "1 when the agent's MQTT session is up.",
+                    h.mqtt_connected ? 1 : 0);
+  prometheus_scalar(out, "vend_mqtt_down_seconds", "gauge",
+                    "How long the broker connection has been down (0 while up).",
+                    h.mqtt_down_ms / 1000);
+  prometheus_scalar(out, "vend_broker_down", "gauge",
+                    "1 when the broker has been down past the grace.", h.broker_down ? 1 : 0);
+  prometheus_scalar(out, "vend_inbound_queue_messages", "gauge",
+                    "MQTT messages waiting for the core.",
+                    static_cast<int64_t>(h.inbound_messages));
+  prometheus_scalar(out, "vend_inbound_saturated", "gauge",
+                    "1 when the inbound queue is at 90% of its bound or more.",
+                    h.inbound_saturated ? 1 : 0);
 }
 }  // namespace
 
@@ -160,18 +166,21 @@ std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
   std::string out;
   out.reserve(4096);
   render_orders(m, out);
-  scalar(out, "vend_reservations_total", "counter", "Reservations made.", m.reservations_total);
-  scalar(out, "vend_reservations_rejected_total", "counter",
-         "Reservations refused (sold out, device offline).", m.reservations_rejected_total);
+  prometheus_scalar(out, "vend_reservations_total", "counter", "Reservations made.",
+                    m.reservations_total);
+  prometheus_scalar(out, "vend_reservations_rejected_total", "counter",
+                    "Reservations refused (sold out, device offline).",
+                    m.reservations_rejected_total);
   render_reconcile(m, out);
-  scalar(out, "vend_device_events_total", "counter", "Device events processed.",
-         m.events_processed_total);
-  scalar(out, "vend_device_events_rejected_total", "counter",
-         "Device events rejected (bad MAC, unknown device, malformed).", m.events_rejected_total);
-  scalar(out, "vend_device_events_duplicate_total", "counter",
-         "Device events received again and ignored.", m.duplicate_events_total);
-  scalar(out, "vend_stock_items", "gauge", "Sale tokens in all pools.", m.stock_total);
-  scalar(out, "vend_devices_online", "gauge", "Devices online.", m.devices_online);
+  prometheus_scalar(out, "vend_device_events_total", "counter", "Device events processed.",
+                    m.events_processed_total);
+  prometheus_scalar(out, "vend_device_events_rejected_total", "counter",
+                    "Device events rejected (bad MAC, unknown device, malformed).",
+                    m.events_rejected_total);
+  prometheus_scalar(out, "vend_device_events_duplicate_total", "counter",
+                    "Device events received again and ignored.", m.duplicate_events_total);
+  prometheus_scalar(out, "vend_stock_items", "gauge", "Sale tokens in all pools.", m.stock_total);
+  prometheus_scalar(out, "vend_devices_online", "gauge", "Devices online.", m.devices_online);
   render_health(health, out);
   header(out, "vend_device_clock_skew_ms", "gauge",
          "Device clock minus agent clock, ms (largest recent sample of event ts_ms - now).");
@@ -190,6 +199,12 @@ std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
 std::string MetricsExporter::scrape(AgentCore& core, const AgentHealth& health) {
   std::lock_guard lock(scrape_mu_);
   return render(core.take_metrics(), health);
+}
+
+void prometheus_scalar(std::string& out, const char* name, const char* type, const char* help,
+                       int64_t value) {
+  header(out, name, type, help);
+  sample(out, name, value);
 }
 
 }  // namespace vend::agent

@@ -63,6 +63,11 @@ class MetricsExporter {
   Histogram dispatch_latency_;
 };
 
+// Appends one scalar in the Prometheus text format: its HELP and TYPE lines,
+// then `name value`.
+void prometheus_scalar(std::string& out, const char* name, const char* type, const char* help,
+                       int64_t value);
+
 // Shortest round-trip text of a double as Prometheus reads it ("+Inf",
 // "NaN", "0.25", "1e-05").
 std::string format_double(double value);

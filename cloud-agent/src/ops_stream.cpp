@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "metrics.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::agent {
@@ -27,8 +28,7 @@ std::string sse_frame(uint64_t id, const std::string& kind, const std::string& p
 }
 
 void metric(std::string& out, const char* name, const char* type, const char* help, uint64_t v) {
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-         name + " " + std::to_string(v) + "\n";
+  prometheus_scalar(out, name, type, help, static_cast<int64_t>(v));
 }
 
 }  // namespace

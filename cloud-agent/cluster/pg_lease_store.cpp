@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS vend_shard_leases (
   owner text NOT NULL DEFAULT '',
   epoch bigint NOT NULL DEFAULT 0,
   expires_at timestamptz NOT NULL DEFAULT '-infinity');
+ALTER TABLE vend_members ADD COLUMN IF NOT EXISTS url text NOT NULL DEFAULT '';
 COMMIT;
 )sql";
 
@@ -137,6 +138,13 @@ Status PgLeaseStore::join(const std::string& instance, const std::string& sessio
   return {};
 }
 
+Status PgLeaseStore::advertise(const std::string& instance, const std::string& url) {
+  auto set = conn_->run("advertise", "UPDATE vend_members SET url = $2 WHERE instance = $1",
+                        {instance, url});
+  if (!set) return set.error();
+  return {};
+}
+
 Result<ClusterView> PgLeaseStore::heartbeat(const std::string& instance, const std::string& session,
                                             int64_t member_ttl_ms) {
   auto beat =
@@ -150,9 +158,13 @@ Result<ClusterView> PgLeaseStore::heartbeat(const std::string& instance, const s
   }
   ClusterView view;
   auto members = conn_->run(
-      "members", "SELECT instance FROM vend_members WHERE expires_at > now() ORDER BY instance");
+      "members",
+      "SELECT instance, url FROM vend_members WHERE expires_at > now() ORDER BY instance");
   if (!members) return members.error();
-  for (int r = 0; r < (*members)->rows(); ++r) view.members.push_back((*members)->text(r, 0));
+  for (int r = 0; r < (*members)->rows(); ++r) {
+    view.members.push_back((*members)->text(r, 0));
+    if (std::string url = (*members)->text(r, 1); !url.empty()) view.urls[view.members.back()] = url;
+  }
   auto leases = conn_->run("leases",
                            "SELECT shard, owner, epoch, owner <> '' AND expires_at > now() "
                            "FROM vend_shard_leases ORDER BY shard");

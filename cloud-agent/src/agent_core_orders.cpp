@@ -34,6 +34,7 @@ Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std
 
 Result<Order> AgentCore::State::create_order(const std::string& device, int slot,
                                              const std::string& client, const std::string& key) {
+  if (auto owner = owner_check(device); !owner.ok()) return owner.error();
   if (key.size() > kMaxScopedKey) return make_error("bad_request", "idempotency key too long");
   if (!started) return make_error("unavailable", "the agent core is not started");
   if (!key.empty()) {

@@ -105,6 +105,15 @@ struct HttpApiOptions {
   // /v1/ops/series); null: 404. Must outlive the HttpApi.
   OpsHub* ops_hub = nullptr;
   OpsSeries* ops_series = nullptr;
+  // Several agents (docs/deployment.md, "Several agents"); empty for one.
+  // A request about a machine another instance serves (the core answers
+  // not_owner) is answered 307 to the same path and query at that
+  // instance's base URL; while nobody serves it (its shard is moving), or
+  // this instance is taking it over, 503 with Retry-After: 1.
+  std::function<std::optional<std::string>(const std::string& device)> owner_url;
+  std::string self_url;
+  std::function<std::string()> cluster_metrics;  // appended to /metrics
+  std::function<std::string()> cluster_view;     // GET /v1/cluster (JSON)
 };
 
 // Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
@@ -194,6 +203,9 @@ class HttpApi {
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);
+  Result<HttpReply> cluster(const httplib::Request& req);
+  // The answer to a core's not_owner about `device`: 307 or 503.
+  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& device);
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;

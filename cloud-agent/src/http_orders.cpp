@@ -119,6 +119,12 @@ void HttpApi::create_order(const httplib::Request& req, Done done) {
   if (!key.ok()) return done(key.error());
   auto client = client_of(req);
   if (!client.ok()) return done(client.error());
+  // Another instance's machine: redirected before its rate limits count it
+  // (the owner counts it when the client follows).
+  if (options_.owner_url) {
+    auto owner = options_.owner_url(*device);
+    if (owner && *owner != options_.self_url) return done(redirect_to_owner(req, *device));
+  }
   if (auto limited = order_rate_limited(*device, *client)) return done(*limited);
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,

@@ -103,6 +103,9 @@ class OpsTee final : public Transport {
   Status subscribe(const std::string& topic_filter, int qos) override {
     return inner_.subscribe(topic_filter, qos);
   }
+  Status unsubscribe(const std::string& topic_filter) override {
+    return inner_.unsubscribe(topic_filter);
+  }
 
  private:
   Transport& inner_;

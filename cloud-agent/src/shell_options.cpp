@@ -1,6 +1,7 @@
 #include "shell_options.hpp"
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <map>
 
@@ -84,6 +85,27 @@ Status parse_sync(const std::string& value, ShellOptions& o) {
   return {};
 }
 
+// 1..64 of [A-Za-z0-9._-]: it goes into the MQTT client id.
+Status parse_instance_id(const std::string& value, ShellOptions& o) {
+  bool ok = !value.empty() && value.size() <= 64;
+  for (char c : value) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  }
+  if (!ok) return bad_usage("--instance-id: expected 1..64 of [A-Za-z0-9._-], got '" + value + "'");
+  o.instance_id = value;
+  return {};
+}
+
+Status parse_advertise_url(const std::string& value, ShellOptions& o) {
+  if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
+    return bad_usage("--advertise-url: expected http://HOST:PORT or https://…, got '" + value +
+                     "'");
+  }
+  o.advertise_url = value;
+  while (!o.advertise_url.empty() && o.advertise_url.back() == '/') o.advertise_url.pop_back();
+  return {};
+}
+
 const std::map<std::string, Setter>& valued_options() {
   static const std::map<std::string, Setter> kOptions = {
       {"--http", parse_listen},
@@ -144,6 +166,11 @@ const std::map<std::string, Setter>& valued_options() {
       {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
       {"--max-open-reservations",
        set_int(&ShellOptions::max_open_reservations, "--max-open-reservations", 0, 1'000'000)},
+      {"--instance-id", parse_instance_id},
+      {"--advertise-url", parse_advertise_url},
+      {"--shards", set_int(&ShellOptions::shards, "--shards", 1, 4096)},
+      {"--lease-ms", set_int(&ShellOptions::lease_ms, "--lease-ms", 500, 600'000)},
+      {"--renew-ms", set_int(&ShellOptions::renew_ms, "--renew-ms", 100, 600'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
@@ -295,6 +322,39 @@ Status check_mqtt_options(const ShellOptions& o) {
   return {};
 }
 
+// Cluster mode needs the shared PostgreSQL, and its lease parameters must
+// leave a renewal room inside a lease.
+Status check_cluster_options(const ShellOptions& o) {
+  bool cluster_only = !o.advertise_url.empty() || o.shards != 64 || o.lease_ms != 3000 ||
+                      o.renew_ms != 1000;
+  if (o.instance_id.empty()) {
+    if (cluster_only) {
+      return bad_usage(
+          "--advertise-url, --shards, --lease-ms and --renew-ms are for several agents: they "
+          "need --instance-id");
+    }
+    return {};
+  }
+  if (o.db_path.rfind("postgresql://", 0) != 0 && o.db_path.rfind("postgres://", 0) != 0) {
+    return bad_usage("--instance-id: several agents share a PostgreSQL database; --db must be a "
+                     "postgresql:// URL, got '" +
+                     o.db_path + "'");
+  }
+  if (o.renew_ms * 2 > o.lease_ms) {
+    return bad_usage("--renew-ms " + std::to_string(o.renew_ms) +
+                     ": must be at most half of --lease-ms " + std::to_string(o.lease_ms) +
+                     " (a lease must survive one failed renewal)");
+  }
+  if (o.advertise_url.empty() && o.http_port == 0) {
+    return bad_usage("--instance-id with --http port 0: give a fixed port or --advertise-url");
+  }
+  if (o.advertise_url.empty() && (o.http_host == "0.0.0.0" || o.http_host == "::")) {
+    return bad_usage("--instance-id with --http on " + o.http_host +
+                     ": give --advertise-url, the address the other instances reach this one at");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
@@ -315,6 +375,7 @@ Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
     if (Status s = apply_arg(a, o); !s.ok()) return s.error();
   }
   if (Status s = check_mqtt_options(o); !s.ok()) return s.error();
+  if (Status s = check_cluster_options(o); !s.ok()) return s.error();
   return o;
 }
 
@@ -397,6 +458,15 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 this Redis (default: in process); if it fails, orders
                                 go through unlimited (fail open, counted in /metrics)
   --redis-timeout-ms N          bound of each --redis call (50; 1..10000)
+  --instance-id ID              run as one of several agents sharing the fleet through
+                                the postgresql:// --db (1..64 of [A-Za-z0-9._-], unique)
+  --advertise-url URL           where the other agents redirect requests for this one's
+                                machines (http://<--http address>)
+  --shards N                    shards the fleet is split into; the same for every
+                                instance, for ever (64; 1..4096)
+  --lease-ms N                  a shard's lease lasts N ms past its last renewal: how soon
+                                a dead instance's machines move (3000; 500..600000)
+  --renew-ms N                  lease round interval (1000; at most half of --lease-ms)
   --log-level debug|info|warn|error  (info)
   --help, --version
 

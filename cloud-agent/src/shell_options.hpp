@@ -69,6 +69,16 @@ struct ShellOptions {
   // limits). nullopt: kept in process.
   std::optional<RedisLimiterOptions> shared_redis;
   int64_t redis_timeout_ms = 50;
+  // Several agents on one PostgreSQL (docs/deployment.md, "Several agents"):
+  // set by --instance-id, which needs a postgresql:// --db. The others are
+  // the lease parameters (cloud-agent/cluster lease_keeper.hpp) and the URL
+  // the other instances redirect this instance's machines' requests to
+  // (default: http://<--http address>, which must then not be 0.0.0.0).
+  std::string instance_id;
+  std::string advertise_url;
+  int64_t shards = 64;
+  int64_t lease_ms = 3000;
+  int64_t renew_ms = 1000;
   // Hidden, for benchmarks only (docs/benchmarks.md #3): writes per group
   // commit; 1 = one fsync per write. 0: the repository default.
   int64_t repo_batch_max = 0;

@@ -174,6 +174,10 @@ struct AgentOptions {
   // start expiring early or running late.
   int64_t clock_skew_alert_ms = 2000;
   int64_t clock_skew_window_ms = 10 * 60 * 1000;
+  // Several agents: this instance's id, named in the ops views (the owner of
+  // each machine's status; the fleet summary goes to
+  // vend/v1/ops/fleet/{instance}). "" for one agent.
+  std::string instance_id;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -225,10 +229,35 @@ class AgentCore {
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
 
+  // Which devices this core serves, when several agents share the fleet
+  // (docs/deployment.md, "Several agents"): true for the ids of the devices
+  // whose shards this instance holds. A record without a device (a payment
+  // or refund of an order nobody knows) is asked about by its order id.
+  using Ownership = std::function<bool(const std::string& key)>;
+
   // Loads devices, slots, pools, open orders and processed seqs from the
   // repository, and schedules every
-  // stored deadline. Call once before anything else.
-  Status start();
+  // stored deadline. Call once before anything else. With `owns` (cluster
+  // mode) only what it accepts is loaded and served: a request or message
+  // about another device is answered "not_owner" (its message is the
+  // device id; the HTTP front redirects to the owner) and the core
+  // subscribes to the topics of its own devices only, not to the fleet's.
+  Status start(Ownership owns = nullptr);
+
+  // ---- several agents (cluster mode) ----
+  // Stops serving what `owns` rejects (shards about to be released), at
+  // once, and returns once every write submitted before it is final.
+  void restrict(Ownership owns);
+  // Rebuilds the whole state from the repository for what `owns` accepts
+  // (shards gained or lost): the old state takes no new write, its queued
+  // writes commit and their answers go out, `drained` runs (the shell sets
+  // the repository's new fence there), then the new state loads — open
+  // orders, pools, deadlines, refunds — in one step. Presence, clock skew
+  // and counters of devices kept carry over; subscriptions follow.
+  Status rebuild(Ownership owns, const std::function<void()>& drained = {});
+  // True once a write was refused by the fence (the lease of its shard
+  // moved): the core changes nothing more until rebuild().
+  bool fenced();
 
   // ---- orders (HTTP) ----
   // Reserves one item: one token leaves the pool. Idempotency keys are

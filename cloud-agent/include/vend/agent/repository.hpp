@@ -30,6 +30,7 @@
 // writes, lets the writer commit everything already queued, and joins it.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -61,6 +62,13 @@ class Changeset {
   const std::vector<Change>& changes() const { return changes_; }
   // A raw write, run in order with the others (tests: see WriteContext).
   void add(WriteFn write) { changes_.push_back(change::Raw{std::move(write)}); }
+  // The changeset writes data of `device` (the fence checks its shard).
+  void fence_device(const std::string& device) {
+    if (std::find(devices_.begin(), devices_.end(), device) == devices_.end()) {
+      devices_.push_back(device);
+    }
+  }
+  const std::vector<std::string>& fenced_devices() const { return devices_; }
 
   void insert_device(const std::string& id, const std::string& key_hex, int64_t created_ms);
   void upsert_slot(const std::string& device, const SlotSpec& slot);
@@ -104,6 +112,7 @@ class Changeset {
 
  private:
   std::vector<Change> changes_;
+  std::vector<std::string> devices_;
 };
 
 // A storage engine under the Repository: applies groups of writes (on the
@@ -191,6 +200,11 @@ class Repository {
   // lock of its own (the agent core): only the writer drains the queue.
   bool accepting() const;
   WriterStats stats() const;
+  // PLACEHOLDER until the fence branch lands.
+  Status set_fence(std::shared_ptr<const WriteFence> fence) {
+    (void)fence;
+    return {};
+  }
 
   // ---- reads (committed data; the backend's RepositoryBackend reads) ----
   // REQUIRES: recent_orders_max >= 0.

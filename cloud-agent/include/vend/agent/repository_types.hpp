@@ -160,7 +160,16 @@ struct LoadedState {
   std::map<OrderState, int64_t> order_counts;
 };
 
+// Cluster mode (several agents on one PostgreSQL): the shards this
+// instance holds and their epochs (cloud-agent/cluster).
+struct WriteFence {
+  std::string instance;
+  int shard_count = 0;
+  std::map<int, uint64_t> epochs;  // shard held -> its epoch
+};
+
 struct WriterStats {
+  uint64_t fenced_writes = 0;  // changesets refused by the fence
   uint64_t writes = 0;         // writes finished (ok or not)
   uint64_t failed_writes = 0;  // writes whose ticket holds an error
   uint64_t batches = 0;        // group commits

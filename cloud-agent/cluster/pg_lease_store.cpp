@@ -163,7 +163,8 @@ Result<ClusterView> PgLeaseStore::heartbeat(const std::string& instance, const s
   if (!members) return members.error();
   for (int r = 0; r < (*members)->rows(); ++r) {
     view.members.push_back((*members)->text(r, 0));
-    if (std::string url = (*members)->text(r, 1); !url.empty()) view.urls[view.members.back()] = url;
+    if (std::string url = (*members)->text(r, 1); !url.empty())
+      view.urls[view.members.back()] = url;
   }
   auto leases = conn_->run("leases",
                            "SELECT shard, owner, epoch, owner <> '' AND expires_at > now() "

@@ -146,8 +146,8 @@ Status AgentProcess::join_cluster() {
                          ? listen_url(options_.http_host, options_.http_port)
                          : options_.advertise_url;
   co.join_timeout_ms = 2 * options_.lease_ms + 1000;
-  cluster_ = std::make_unique<ClusterNode>(co, std::move(store).value(), *repo_, clock_, random_,
-                                           log_);
+  cluster_ =
+      std::make_unique<ClusterNode>(co, std::move(store).value(), *repo_, clock_, random_, log_);
   return {};
 }
 

@@ -325,8 +325,8 @@ Status check_mqtt_options(const ShellOptions& o) {
 // Cluster mode needs the shared PostgreSQL, and its lease parameters must
 // leave a renewal room inside a lease.
 Status check_cluster_options(const ShellOptions& o) {
-  bool cluster_only = !o.advertise_url.empty() || o.shards != 64 || o.lease_ms != 3000 ||
-                      o.renew_ms != 1000;
+  bool cluster_only =
+      !o.advertise_url.empty() || o.shards != 64 || o.lease_ms != 3000 || o.renew_ms != 1000;
   if (o.instance_id.empty()) {
     if (cluster_only) {
       return bad_usage(
@@ -336,9 +336,10 @@ Status check_cluster_options(const ShellOptions& o) {
     return {};
   }
   if (o.db_path.rfind("postgresql://", 0) != 0 && o.db_path.rfind("postgres://", 0) != 0) {
-    return bad_usage("--instance-id: several agents share a PostgreSQL database; --db must be a "
-                     "postgresql:// URL, got '" +
-                     o.db_path + "'");
+    return bad_usage(
+        "--instance-id: several agents share a PostgreSQL database; --db must be a "
+        "postgresql:// URL, got '" +
+        o.db_path + "'");
   }
   if (o.renew_ms * 2 > o.lease_ms) {
     return bad_usage("--renew-ms " + std::to_string(o.renew_ms) +

@@ -391,6 +391,86 @@ TEST_CASE(
   CHECK(c.stored_snapshot(dev) == "b-1");
 }
 
+// A lease change that locks rows out of shard order (one transaction here;
+// a multi-row UPDATE in a store) meets the COMMIT's FOR SHARE in a
+// deadlock. PostgreSQL aborts the fence's statement (its wait started
+// first); nothing was committed, so the writer applies the group again.
+TEST_CASE("fence: a deadlock with a lease change is retried, never lost or doubled") {
+  Cluster c;
+  const int low = 1, high = 2;
+  c.a.acquire(low);
+  c.a.acquire(high);
+  const std::string url = postgres().url(c.db);
+  PGconn* x = PQconnectdb(url.c_str());
+  auto run = [x](const char* sql) {
+    PGresult* r = PQexec(x, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+  };
+  REQUIRE(run("SET deadlock_timeout = '10s'"));  // A's check finds the deadlock
+  REQUIRE(run("BEGIN"));
+  REQUIRE(run("UPDATE vend_shard_leases SET expires_at = expires_at WHERE shard = 2"));
+  Changeset both;
+  both.insert_fault(StoredFault{device_in(low), "both", "low", 0, 1});
+  both.insert_fault(StoredFault{device_in(high), "both", "high", 0, 1});
+  Ticket t = c.a.submit(std::move(both));
+  bool waiting = false;  // A's COMMIT holds `low` and waits for `high`
+  for (int i = 0; i < 300 && !waiting; ++i) {
+    waiting = query_one(url,
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                        "'vend-agent writer' AND wait_event_type = 'Lock'") == "1";
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(waiting);
+  CHECK(run("UPDATE vend_shard_leases SET expires_at = expires_at WHERE shard = 1"));
+  CHECK(run("COMMIT"));
+  PQfinish(x);
+  Status s = c.a.repo->wait(t);
+  CHECK_MESSAGE(s.ok(), vend::test::error_text(s));
+  CHECK(c.log.contains("deadlock"));
+  CHECK(c.a.repo->faults(device_in(low), 10)->size() == 1);
+  CHECK(c.a.repo->faults(device_in(high), 10)->size() == 1);
+  CHECK(c.a.repo->stats().fenced_writes == 0);
+}
+
+TEST_CASE("fence: a failing COMMIT retries each fenced write alone, each with its fence") {
+  Cluster c;
+  const int mine = 0, moved = 4;
+  c.a.acquire(mine);
+  c.a.acquire(moved);
+  c.a.release(moved);
+  c.b.acquire(moved);
+  postgres().sql(c.db,
+                 "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                 "IF NEW.code = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; "
+                 "RETURN NULL; END $$; "
+                 "CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON faults DEFERRABLE INITIALLY "
+                 "DEFERRED FOR EACH ROW EXECUTE FUNCTION boom()");
+  Gate gate;
+  REQUIRE(c.a.repo->submit(gate.write()).ok());
+  gate.wait_started();
+  auto fault = [&](int shard, const std::string& code) {
+    Changeset ch;
+    ch.insert_fault(StoredFault{device_in(shard), code, "m", 0, 1});
+    return c.a.submit(std::move(ch));
+  };
+  Ticket first = fault(mine, "a");
+  Ticket stale = fault(moved, "stale");
+  Ticket boom = fault(mine, "boom");
+  Ticket last = fault(mine, "c");
+  gate.open();
+  CHECK_MESSAGE(c.a.repo->wait(first).ok(), vend::test::error_text(first.get()));
+  CHECK(fenced(c.a.repo->wait(stale)));
+  CHECK(c.a.repo->wait(boom).error().message.find("boom at commit") != std::string::npos);
+  CHECK_MESSAGE(c.a.repo->wait(last).ok(), vend::test::error_text(last.get()));
+  CHECK(c.log.contains("retrying each write alone"));
+  CHECK(c.a.repo->faults(device_in(mine), 10)->size() == 2);
+  CHECK(c.a.repo->faults(device_in(moved), 10)->empty());
+  CHECK(c.a.repo->stats().failed_writes == 1);
+  CHECK(c.a.repo->stats().fenced_writes == 1);
+}
+
 TEST_CASE("fence: SQLite, a database without the cluster tables, another shard count: config") {
   MemoryLogger log;
   vend::test::TempDir dir;

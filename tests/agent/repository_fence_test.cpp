@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "boom_at_commit.hpp"
 #include "test_support.hpp"
 #include "vend/agent/pg_lease_store.hpp"
 #include "vend/agent/postgres_repository.hpp"
@@ -441,12 +442,7 @@ TEST_CASE("fence: a failing COMMIT retries each fenced write alone, each with it
   c.a.acquire(moved);
   c.a.release(moved);
   c.b.acquire(moved);
-  postgres().sql(c.db,
-                 "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                 "IF NEW.code = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; "
-                 "RETURN NULL; END $$; "
-                 "CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON faults DEFERRABLE INITIALLY "
-                 "DEFERRED FOR EACH ROW EXECUTE FUNCTION boom()");
+  postgres().sql(c.db, vend::test::kBoomAtCommitSql);
   Gate gate;
   REQUIRE(c.a.repo->submit(gate.write()).ok());
   gate.wait_started();

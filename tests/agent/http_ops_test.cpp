@@ -2,7 +2,9 @@
 // GET /v1/ops/stream (operator token, the core's own ops events, the cap
 // answered 503), GET /v1/fleet (summary counts, pages, filters, bad
 // parameters) and GET /v1/ops/series (a sale in the current minute, its
-// payment -> result latency, the machine's availability).
+// payment -> result latency, the machine's availability), and the console's
+// per-device and per-order reads: GET /v1/devices/{id}, .../faults,
+// /v1/orders?device=, /v1/orders/{id}/history and GET /v1/alerts.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -176,6 +178,134 @@ TEST_CASE("GET /v1/ops/series: orders, sales and their latency this minute; avai
   CHECK(s["availability"][0]["device"] == kDevice);
   CHECK(s["availability"][0]["online"] == true);
   expect_error(agent.client().Get("/v1/ops/series"), 401, "unauthorized");
+}
+
+// A second machine with one order, so ?device= has something to leave out.
+void provision_other(Agent& agent) {
+  Json body = {{"id", "vm-other"},
+               {"slots", {{{"slot", 1}, {"product", "tea"}, {"price_cents", 100}, {"capacity", 5}}}}};
+  auto r =
+      agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(), "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 201);
+}
+
+TEST_CASE("the device page's reads: one device, its orders, its faults; never the whole fleet") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  provision_other(agent);
+  auto get = [&](const std::string& path) {
+    return agent.client().Get(path.c_str(), agent.operator_headers());
+  };
+  std::string sold = sell_one(agent, m);
+  Json reserved = body_of(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})"));
+
+  Json device = body_of(get("/v1/devices/vm-http-1"));
+  CHECK(device["id"] == kDevice);
+  CHECK(device["online"] == true);
+  CHECK(body_of(get("/v1/devices/vm-other"))["online"] == false);
+  expect_error(get("/v1/devices/vm-nobody"), 404, "not_found", "vm-nobody");
+  expect_error(get("/v1/devices/vm-http-1?x=1"), 400, "bad_request", "no parameters");
+  expect_error(agent.client().Get("/v1/devices/vm-http-1"), 401, "unauthorized");
+
+  Json mine = body_of(get("/v1/orders?device=vm-http-1"));
+  REQUIRE(mine["orders"].size() == 2);
+  CHECK(mine["orders"][0]["id"] == reserved["id"]);  // newest first
+  CHECK(mine["orders"][1]["id"] == sold);
+  CHECK(body_of(get("/v1/orders?device=vm-http-1&limit=1"))["orders"].size() == 1);
+  Json done = body_of(get("/v1/orders?device=vm-http-1&state=COMPLETED"));
+  REQUIRE(done["orders"].size() == 1);
+  CHECK(done["orders"][0]["id"] == sold);
+  CHECK(body_of(get("/v1/orders?device=vm-other"))["orders"].empty());
+  expect_error(get("/v1/orders?device=bad%20id"), 400, "bad_request", "'device'");
+  expect_error(get("/v1/orders?device=a&device=b"), 400, "bad_request", "more than once");
+  // Refunds take no device filter: it is the orders' alone.
+  expect_error(get("/v1/refunds?device=vm-http-1"), 400, "bad_request", "unknown query parameter");
+
+  // A dispense reported for a cancelled order: a fault row and an alert.
+  std::string cancelled = reserved["id"];
+  REQUIRE(body_of(post_json(agent, "/v1/orders/" + cancelled + "/cancel", ""))["state"] ==
+          "CANCELLED");
+  dispensed(agent, m, cancelled);
+  Json faults;
+  for (int i = 0; i < 200; ++i) {
+    faults = body_of(get("/v1/devices/vm-http-1/faults"));
+    if (!faults["faults"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(faults["device"] == kDevice);
+  REQUIRE(faults["faults"].size() == 1);
+  CHECK(faults["faults"][0]["code"] == "dispense_contradiction");
+  CHECK(faults["faults"][0]["slot"] == 1);
+  CHECK(faults["faults"][0]["message"].get<std::string>().find(cancelled) != std::string::npos);
+  CHECK(body_of(get("/v1/devices/vm-other/faults"))["faults"].empty());
+  expect_error(get("/v1/devices/vm-nobody/faults"), 404, "not_found");
+  expect_error(get("/v1/devices/vm-http-1/faults?limit=0"), 400, "bad_request", "'limit'");
+  expect_error(get("/v1/devices/vm-http-1/faults?limit=101"), 400, "bad_request", "'limit'");
+  expect_error(get("/v1/devices/vm-http-1/faults?since=1"), 400, "bad_request", "'limit'");
+
+  // The rig's machine sends test timestamps, so clock_skew is active too;
+  // the list is ordered by device, slot and code.
+  Json alerts = body_of(get("/v1/alerts"));
+  REQUIRE_MESSAGE(alerts["alerts"].size() == 2, alerts.dump());
+  CHECK(alerts["alerts"][0]["code"] == "clock_skew");
+  CHECK(alerts["alerts"][0]["slot"] == 0);
+  Json a = alerts["alerts"][1];
+  CHECK(a["code"] == "dispense_contradiction");
+  CHECK(a["severity"] == "critical");
+  CHECK(a["state"] == "raised");
+  CHECK(a["device"] == kDevice);
+  CHECK(a["slot"] == 1);
+  CHECK(a["ts_ms"].get<int64_t>() > 0);
+  expect_error(get("/v1/alerts?code=x"), 400, "bad_request", "no parameters");
+  expect_error(agent.client().Get("/v1/alerts"), 401, "unauthorized");
+}
+
+TEST_CASE("GET /v1/orders/{id}/history: every state change with who decided, payments, refunds") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  auto get = [&](const std::string& path) {
+    return agent.client().Get(path.c_str(), agent.operator_headers());
+  };
+  std::string id = sell_one(agent, m);
+  Json h;
+  for (int i = 0; i < 200; ++i) {  // from the log: once the completion is committed
+    h = body_of(get("/v1/orders/" + id + "/history"));
+    if (h["events"].size() == 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(h["order_id"] == id);
+  std::vector<std::string> to;
+  for (const Json& e : h["events"]) to.push_back(e["to_state"]);
+  const std::vector<std::string> sale = {"RESERVED", "PAID", "DISPATCHED", "COMPLETED"};
+  CHECK_MESSAGE(to == sale, h.dump());
+  CHECK(h["events"][0]["from_state"].is_null());
+  CHECK(h["events"][1]["from_state"] == "RESERVED");
+  REQUIRE(h["payments"].size() == 1);
+  CHECK(h["payments"][0]["payment_id"] == "pay-" + id);
+  CHECK(h["payments"][0]["amount_cents"] == 250);
+  CHECK(h["payments"][0]["outcome"] == "applied");
+  CHECK(h["refunds"].empty());
+
+  // A second payment of the same order is refunded: the refund shows here.
+  std::string body = R"({"payment_id":"pay-again","amount_cents":250})";
+  auto again = post_json(agent, "/v1/orders/" + id + "/payment", body, signed_for(id, body));
+  REQUIRE(again);
+  REQUIRE_MESSAGE(again->status == 200, again->body);
+  Json h2 = body_of(get("/v1/orders/" + id + "/history"));
+  CHECK(h2["payments"].size() == 2);
+  REQUIRE(h2["refunds"].size() == 1);
+  CHECK(h2["refunds"][0]["payment_id"] == "pay-again");
+  CHECK(h2["refunds"][0]["state"] == "PENDING");
+
+  expect_error(get("/v1/orders/ord-nobody/history"), 404, "not_found");
+  expect_error(get("/v1/orders/" + id + "/history?x=1"), 400, "bad_request");
+  // Operator only: the history names who resolved a review (GET of the
+  // order itself stays public).
+  expect_error(agent.client().Get(("/v1/orders/" + id + "/history").c_str()), 401,
+               "unauthorized");
 }
 
 }  // namespace

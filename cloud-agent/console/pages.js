@@ -484,12 +484,13 @@ pages.refunds = {
       {label: 'Amount', num: 1}, 'Delivery', {label: 'Attempts', num: 1}, 'Last error', 'Why',
       'Updated'],
       refunds.map((r) => el('tr', {'data-order': r.order_id, 'data-refund': r.refund_id},
-        el('td', {}, r.refund_id), el('td', {}, el('a', {href: '#/order/' +
-                                                       encodeURIComponent(r.order_id)},
-                                                   r.order_id)),
-        el('td', {}, r.payment_id), num((r.amount_cents / 100).toFixed(2)),
+        el('td', {class: 'id'}, r.refund_id),
+        el('td', {class: 'id'}, el('a', {href: '#/order/' + encodeURIComponent(r.order_id)},
+                                   r.order_id)),
+        el('td', {class: 'id'}, r.payment_id), num((r.amount_cents / 100).toFixed(2)),
         el('td', {class: r.state === 'GAVE_UP' ? 'error' : null, 'data-field': 'state'}, r.state),
-        num(r.attempts, 'attempts'), el('td', {'data-field': 'last_error'}, r.last_error || ''),
+        num(r.attempts, 'attempts'),
+        el('td', {class: 'id', 'data-field': 'last_error'}, r.last_error || ''),
         el('td', {}, r.reason), el('td', {}, when(r.updated_ms))))));
   },
 };

@@ -77,8 +77,14 @@ std::vector<DeviceView> AgentCore::State::device_views() {
 }
 
 DeviceView AgentCore::State::device_view(const detail::DeviceRec& d) {
-  return DeviceView{d.id,        d.online, d.boot_id, d.last_seen_ms, d.acks.last_processed(),
-                    d.ledger_id, d.keys.next().has_value(), d.decommissioned_ms != 0,
+  return DeviceView{d.id,
+                    d.online,
+                    d.boot_id,
+                    d.last_seen_ms,
+                    d.acks.last_processed(),
+                    d.ledger_id,
+                    d.keys.next().has_value(),
+                    d.decommissioned_ms != 0,
                     d.clock_skew.skew_ms()};
 }
 

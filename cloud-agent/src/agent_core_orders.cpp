@@ -217,7 +217,7 @@ void AgentCore::State::expire_reservation(OrderRec& rec, const std::string& why)
 }
 
 std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state, size_t limit,
-                                                const std::string& device) {
+                                                 const std::string& device) {
   if (limit == 0) limit = kDefaultListLimit;
   limit = std::min(limit, kMaxListLimit);
   std::vector<const Order*> matching;

@@ -200,7 +200,7 @@ Result<int64_t> integer_param(const std::string& name, const std::string& value,
   long long n = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || value.size() > 12 || *end != '\0' || n < lo || n > hi) {
     return bad_request("query parameter '" + name + "' must be an integer in [" +
-                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
+                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return static_cast<int64_t>(n);
 }
@@ -233,9 +233,8 @@ Json fault_json(const StoredFault& f) {
 }
 
 Json alert_json(const ops::Alert& a) {
-  return {{"code", a.code},   {"severity", a.severity}, {"state", a.state},
-          {"device", a.device}, {"slot", a.slot},       {"message", a.message},
-          {"ts_ms", a.ts_ms}};
+  return {{"code", a.code}, {"severity", a.severity}, {"state", a.state}, {"device", a.device},
+          {"slot", a.slot}, {"message", a.message},   {"ts_ms", a.ts_ms}};
 }
 
 Json order_json(const Order& order) {

@@ -88,9 +88,8 @@ Status parse_sync(const std::string& value, ShellOptions& o) {
 // The console's event stream (OpsHubOptions), a block of its own.
 void add_ops_stream_options(std::map<std::string, Setter>& options) {
   options.insert({
-      {"--ops-stream-max-subscribers",
-       set_int(&ShellOptions::ops_stream_max_subscribers, "--ops-stream-max-subscribers", 1,
-               100'000)},
+      {"--ops-stream-max-subscribers", set_int(&ShellOptions::ops_stream_max_subscribers,
+                                               "--ops-stream-max-subscribers", 1, 100'000)},
       {"--ops-stream-queue-events",
        set_int(&ShellOptions::ops_stream_queue_events, "--ops-stream-queue-events", 1, 1 << 20)},
       {"--ops-stream-queue-bytes",
@@ -326,10 +325,10 @@ Status check_mqtt_options(const ShellOptions& o) {
 // before the server closes it as idle.
 Status check_ops_stream_options(const ShellOptions& o) {
   if (o.ops_stream_max_subscribers >= o.http_max_connections) {
-    return bad_usage("--ops-stream-max-subscribers " + std::to_string(o.ops_stream_max_subscribers) +
-                     ": must be below --http-max-connections (" +
-                     std::to_string(o.http_max_connections) +
-                     "), or event streams could hold every connection");
+    return bad_usage(
+        "--ops-stream-max-subscribers " + std::to_string(o.ops_stream_max_subscribers) +
+        ": must be below --http-max-connections (" + std::to_string(o.http_max_connections) +
+        "), or event streams could hold every connection");
   }
   int64_t idle_ms = o.http_idle_timeout_s * 1000;
   int64_t beat = o.ops_stream_heartbeat_ms;

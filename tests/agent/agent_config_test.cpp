@@ -105,8 +105,7 @@ TEST_CASE("the event stream's limits: options and keys, validated against the HT
   CHECK(ops_stream_heartbeat_ms(*short_idle) == 2000);
 
   auto o = parse_options({"--ops-stream-max-subscribers", "8", "--ops-stream-queue-events=32",
-                          "--ops-stream-queue-bytes", "65536", "--ops-stream-heartbeat-ms",
-                          "250"});
+                          "--ops-stream-queue-bytes", "65536", "--ops-stream-heartbeat-ms", "250"});
   REQUIRE(o.ok());
   CHECK(o->ops_stream_max_subscribers == 8);
   CHECK(o->ops_stream_queue_events == 32);

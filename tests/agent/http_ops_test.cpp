@@ -182,8 +182,9 @@ TEST_CASE("GET /v1/ops/series: orders, sales and their latency this minute; avai
 
 // A second machine with one order, so ?device= has something to leave out.
 void provision_other(Agent& agent) {
-  Json body = {{"id", "vm-other"},
-               {"slots", {{{"slot", 1}, {"product", "tea"}, {"price_cents", 100}, {"capacity", 5}}}}};
+  Json body = {
+      {"id", "vm-other"},
+      {"slots", {{{"slot", 1}, {"product", "tea"}, {"price_cents", 100}, {"capacity", 5}}}}};
   auto r =
       agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(), "application/json");
   REQUIRE(r);
@@ -304,8 +305,7 @@ TEST_CASE("GET /v1/orders/{id}/history: every state change with who decided, pay
   expect_error(get("/v1/orders/" + id + "/history?x=1"), 400, "bad_request");
   // Operator only: the history names who resolved a review (GET of the
   // order itself stays public).
-  expect_error(agent.client().Get(("/v1/orders/" + id + "/history").c_str()), 401,
-               "unauthorized");
+  expect_error(agent.client().Get(("/v1/orders/" + id + "/history").c_str()), 401, "unauthorized");
 }
 
 }  // namespace

@@ -62,16 +62,19 @@ async function eventually(what, fn, timeoutMs) {
   throw new Error('timed out (' + timeoutMs + ' ms) waiting for ' + what + ' (last: ' + last + ')');
 }
 
-// The payment gateway's refund endpoint: refuses every refund for good
-// (400), so the agent gives it up at once and raises refund_undeliverable.
+// The payment gateway's refund endpoint: takes every refund (200), except
+// the one of the review resolved "not dispensed" (payment pay-console-1),
+// which it refuses for good (400): the agent gives that one up at once and
+// raises refund_undeliverable.
 const refundCalls = [];
 const gateway = http.createServer((req, res) => {
   let body = '';
   req.on('data', (c) => { body += c; });
   req.on('end', () => {
     refundCalls.push(body);
-    res.writeHead(400, {'Content-Type': 'application/json'});
-    res.end('{"error":"refused by the console test gateway"}');
+    const refuse = body.includes('pay-console-1');
+    res.writeHead(refuse ? 400 : 200, {'Content-Type': 'application/json'});
+    res.end(refuse ? '{"error":"refused by the console test gateway"}' : '{"ok":true}');
   });
 });
 await new Promise((r) => gateway.listen(0, '127.0.0.1', r));

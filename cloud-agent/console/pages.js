@@ -25,7 +25,31 @@ function fleetRowOf(st) {
           empty_slots: slots.filter((x) => x.pool === 0).length, pool: sum(slots, 'pool'),
           in_flight: sum(slots, 'reserved') + sum(slots, 'dispatched'), sold: sum(slots, 'sold'),
           burned: sum(slots, 'burned'), outbox_depth: st.outbox_depth,
-          last_verdict: st.last_verdict};
+          last_verdict: st.last_verdict,
+          stock: slots.map((x) => ({slot: x.slot, pool: x.pool, capacity: x.capacity}))};
+}
+
+// Stock per slot: one bar per slot, its height the pool's share of the
+// capacity (red: empty); the cell's text and title say "pool/capacity".
+function stockCell(stock) {
+  const w = 120;
+  const h = 18;
+  const bw = Math.max(1, Math.min(10, w / Math.max(1, stock.length)));
+  const bars = svg('svg', {class: 'stock', width: bw * stock.length, height: h,
+                           viewBox: `0 0 ${bw * stock.length} ${h}`});
+  stock.forEach((x, i) => {
+    const share = x.capacity > 0 ? Math.min(1, x.pool / x.capacity) : 0;
+    const bh = x.pool === 0 ? 2 : Math.max(2, share * h);
+    bars.append(svg('rect', {x: i * bw, y: h - bh, width: Math.max(1, bw - 1), height: bh,
+                             fill: x.pool === 0 ? '#b42318' : share < 0.25 ? '#b54708'
+                                                                              : '#067647'},
+                    svg('title', {}, 'slot ' + x.slot + ': ' + x.pool + '/' + x.capacity)));
+  });
+  const text = stock.map((x) => x.pool + '/' + x.capacity).join(' ');
+  // A few slots: their pools in figures too.
+  const figures = stock.length <= 6 ? el('span', {class: 'hint'},
+                                         ' ' + stock.map((x) => x.pool).join(' · ')) : null;
+  return el('td', {'data-field': 'stock', 'data-stock': text, title: text}, bars, figures);
 }
 
 function fleetRow(d) {
@@ -35,7 +59,7 @@ function fleetRow(d) {
                d.online ? 'online' : 'offline'),
             el('td', {'data-field': 'last_seen'}, ago(d.last_seen_ms)),
             num(d.clock_skew_ms, 'clock_skew_ms'), num(d.slots, 'slots'),
-            num(d.empty_slots, 'empty_slots'), num(d.pool, 'pool'),
+            num(d.empty_slots, 'empty_slots'), stockCell(d.stock || []), num(d.pool, 'pool'),
             num(d.in_flight, 'in_flight'), num(d.sold, 'sold'), num(d.burned, 'burned'),
             num(d.outbox_depth, 'outbox_depth'),
             el('td', {'data-field': 'verdict', class: d.last_verdict === 'alert' ? 'error' : null},
@@ -43,7 +67,8 @@ function fleetRow(d) {
 }
 
 const FLEET_HEADERS = ['Machine', 'Status', 'Last seen', {label: 'Clock skew ms', num: 1},
-  {label: 'Slots', num: 1}, {label: 'Empty slots', num: 1}, {label: 'Pool', num: 1},
+  {label: 'Slots', num: 1}, {label: 'Empty slots', num: 1}, 'Stock per slot',
+  {label: 'Pool', num: 1},
   {label: 'Reserved + dispatched', num: 1}, {label: 'Sold', num: 1}, {label: 'Burned', num: 1},
   {label: 'Outbox', num: 1}, 'Reconcile'];
 

@@ -80,7 +80,9 @@ bool matches(const ops::DeviceStatus& d, const FleetQuery& q) {
 
 http::Json fleet_row(const ops::DeviceStatus& d) {
   int64_t pool = 0, in_flight = 0, sold = 0, burned = 0;
+  http::Json stock = http::Json::array();
   for (const auto& s : d.slots) {
+    stock.push_back({{"slot", s.slot}, {"pool", s.pool}, {"capacity", s.capacity}});
     pool += s.pool;
     in_flight += s.reserved + s.dispatched;
     sold += s.sold;
@@ -98,7 +100,8 @@ http::Json fleet_row(const ops::DeviceStatus& d) {
                     {"burned", burned},
                     {"outbox_depth", d.outbox_depth},
                     {"unacked_events", d.unacked_events},
-                    {"last_verdict", d.last_verdict}};
+                    {"last_verdict", d.last_verdict},
+                    {"stock", std::move(stock)}};
   if (d.clock_skew_ms) row["clock_skew_ms"] = *d.clock_skew_ms;
   return row;
 }

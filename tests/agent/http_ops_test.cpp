@@ -124,6 +124,9 @@ TEST_CASE("GET /v1/fleet: summary counts, one page of the table, server-side fil
   CHECK(all["devices"][0]["id"] == "vm-a");  // sorted by id
   CHECK(all["devices"][3]["id"] == "vm-http-1");
   CHECK(all["devices"][3]["pool"] == 3);
+  REQUIRE(all["devices"][3]["stock"].size() == 1);
+  CHECK(all["devices"][3]["stock"][0] == Json{{"slot", 1}, {"pool", 3}, {"capacity", 10}});
+  CHECK(all["devices"][0]["stock"][0]["pool"] == 0);
   CHECK(all["devices"][3]["online"] == true);
 
   Json page = body_of(get("/v1/fleet?offset=1&limit=2"));

@@ -198,6 +198,10 @@ async function drive(page, errors, firmware, secret) {
       rows.map((r) => r.dataset.device));
     await eventually('4 machines in the fleet table', async () => (await machines()).length === 4,
                      20000);
+    // Stock per slot: vm-frozen's one slot holds 3 of 10.
+    await eventually('vm-frozen stock per slot 3/10', async () => (await page.$eval(
+        '#fleet-table tr[data-device="vm-frozen"] td[data-field=stock]',
+        (td) => td.dataset.stock + ':' + td.querySelectorAll('rect').length)) === '3/10:1', 10000);
     await page.waitForFunction(() => document.getElementById('live').dataset.state === 'polling',
                                {timeout: 10000});
     const liveText = await page.$eval('#live', (e) => e.textContent);
@@ -237,6 +241,20 @@ async function drive(page, errors, firmware, secret) {
     await eventually('availability of 4 machines', async () =>
       (await page.$$('#availability-plot rect')).length === 4, 10000);
     await page.screenshot({path: path.join(shots, 'console-plots.png'), fullPage: true});
+    await page.click('nav a[href="#/fleet"]');
+    await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
+
+    // Restock from vm-frozen's page: the machine confirms, and the slot's
+    // pool moves in place from the stream's device event (3 -> 5).
+    await page.click('#fleet-table tr[data-device="vm-frozen"] a');
+    await page.waitForSelector('#slots-table tbody tr', {timeout: 10000});
+    await page.$eval('#restock-count', (e) => { e.value = '2'; });
+    await page.click('#restock-form button');
+    await page.waitForFunction(() => /restock .* sent: slot 1 \+2/.test(
+        document.getElementById('device-msg').textContent), {timeout: 10000});
+    await page.waitForFunction(() => document.querySelector(
+        '#slots-table tr[data-slot="1"] td[data-field=pool]')?.textContent === '5',
+    {timeout: 20000});
     await page.click('nav a[href="#/fleet"]');
     await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
 

@@ -85,34 +85,8 @@ Status parse_sync(const std::string& value, ShellOptions& o) {
   return {};
 }
 
-// The console's event stream (OpsHubOptions), a block of its own.
-void add_ops_stream_options(std::map<std::string, Setter>& options) {
-  options.insert({
-      {"--ops-stream-max-subscribers", set_int(&ShellOptions::ops_stream_max_subscribers,
-                                               "--ops-stream-max-subscribers", 1, 100'000)},
-      {"--ops-stream-queue-events",
-       set_int(&ShellOptions::ops_stream_queue_events, "--ops-stream-queue-events", 1, 1 << 20)},
-      {"--ops-stream-queue-bytes",
-       set_int(&ShellOptions::ops_stream_queue_bytes, "--ops-stream-queue-bytes", 64 * 1024,
-               int64_t{1} << 30)},
-      {"--ops-stream-heartbeat-ms",
-       set_int(&ShellOptions::ops_stream_heartbeat_ms, "--ops-stream-heartbeat-ms", 0, 600'000)},
-  });
-}
-
-std::map<std::string, Setter> make_valued_options();
-
 const std::map<std::string, Setter>& valued_options() {
-  static const std::map<std::string, Setter> kOptions = [] {
-    std::map<std::string, Setter> options = make_valued_options();
-    add_ops_stream_options(options);
-    return options;
-  }();
-  return kOptions;
-}
-
-std::map<std::string, Setter> make_valued_options() {
-  return {
+  static const std::map<std::string, Setter> kOptions = {
       {"--http", parse_listen},
       {"--mqtt", set_text(&ShellOptions::mqtt_url)},
       {"--mqtt-username", set_text(&ShellOptions::mqtt_username)},
@@ -160,6 +134,16 @@ std::map<std::string, Setter> make_valued_options() {
        set_int(&ShellOptions::http_body_timeout_ms, "--http-body-timeout-ms", 100, 600'000)},
       {"--http-idle-timeout-s",
        set_int(&ShellOptions::http_idle_timeout_s, "--http-idle-timeout-s", 1, 3600)},
+      // The console's event stream (OpsHubOptions; check_ops_stream_options).
+      {"--ops-stream-max-subscribers", set_int(&ShellOptions::ops_stream_max_subscribers,
+                                               "--ops-stream-max-subscribers", 1, 100'000)},
+      {"--ops-stream-queue-events",
+       set_int(&ShellOptions::ops_stream_queue_events, "--ops-stream-queue-events", 1, 1 << 20)},
+      {"--ops-stream-queue-bytes",
+       set_int(&ShellOptions::ops_stream_queue_bytes, "--ops-stream-queue-bytes", 64 * 1024,
+               int64_t{1} << 30)},
+      {"--ops-stream-heartbeat-ms",
+       set_int(&ShellOptions::ops_stream_heartbeat_ms, "--ops-stream-heartbeat-ms", 0, 600'000)},
       {"--redis", parse_redis},
       {"--redis-timeout-ms",
        set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
@@ -174,6 +158,7 @@ std::map<std::string, Setter> make_valued_options() {
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
+  return kOptions;
 }
 
 // Options without a value. `in_file`: also a config-file key, "true" or

@@ -4,7 +4,9 @@
 //
 //   node console_test.mjs <build dir> <work dir> <dir of the pinned puppeteer-core>
 //
-// Checks: a wrong token is refused with a clear error; the fleet table shows
+// Checks: the agent's --ops-stream-* options reach its event stream (the
+// hello's heartbeat and queue, a keep-alive each second, 503 beyond the
+// cap); a wrong token is refused with a clear error; the fleet table shows
 // every machine; with the event stream refused the console says it polls and
 // the table's sold count grows by polling; once the stream is let through
 // it says live and the sold count grows from stream events with no poll of
@@ -97,6 +99,59 @@ async function call(method, p, body, headers = {}) {
   return JSON.parse(text);
 }
 
+const MAX_STREAMS = 4;
+
+// One event stream read by this script: resolves once its text holds `want`.
+async function openStream(want) {
+  const controller = new AbortController();
+  const res = await fetch(api + '/v1/ops/stream', {headers: {Authorization: 'Bearer ' + token},
+                                                   signal: controller.signal});
+  const stream = {status: res.status, text: '', close: () => controller.abort()};
+  if (res.status !== 200) {
+    stream.text = await res.text();
+    return stream;
+  }
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  stream.until = async (what, timeoutMs) => {
+    const end = Date.now() + timeoutMs;
+    while (!stream.text.includes(what)) {
+      if (Date.now() > end) throw new Error('stream: no ' + JSON.stringify(what) + ' in ' + stream.text);
+      const {value, done} = await reader.read();
+      if (done) throw new Error('stream ended: ' + stream.text);
+      stream.text += decoder.decode(value, {stream: true});
+    }
+  };
+  await stream.until(want, 5000);
+  return stream;
+}
+
+// vend-agent's --ops-stream-* options reach the event stream: the hello
+// says the heartbeat and queue, a keep-alive comes every second, and the
+// stream beyond the cap is refused with 503.
+async function checkStreamOptions() {
+  const open = [];
+  for (let i = 0; i < MAX_STREAMS; ++i) open.push(await openStream('event: hello'));
+  for (const st of open) {
+    if (!/"heartbeat_ms":1000,"queue_events":512,"broker_connected":true/.test(st.text)) {
+      throw new Error('hello without the options: ' + st.text);
+    }
+  }
+  const more = await openStream('');
+  if (more.status !== 503 || !/at most 4/.test(more.text)) {
+    throw new Error('stream beyond the cap: ' + more.status + ' ' + more.text);
+  }
+  const t0 = Date.now();
+  await open[0].until(': keep-alive', 3000);
+  console.log('console browser test: stream options ok (keep-alive after ' + (Date.now() - t0) +
+              ' ms, stream ' + (MAX_STREAMS + 1) + ' refused 503)');
+  for (const st of open) st.close();
+  await eventually('the streams closed', async () => {
+    const m = await (await fetch(api + '/metrics')).text();
+    return /vend_ops_stream_subscribers 0/.test(m);
+  }, 10000);
+}
+
 let brokerProcess = null;
 function startBroker() {
   brokerProcess = start('mosquitto', ['mosquitto', '-c', path.join(work, 'mosquitto.conf')]);
@@ -112,6 +167,8 @@ async function main() {
                        path.join(work, 'operator.token'), '--gateway-secret-file',
                        path.join(work, 'gateway.secret'), '--dispatch-ttl-s', '5',
                        '--review-after-s', '60', '--refund-url', refundUrl,
+                       '--ops-stream-max-subscribers', String(MAX_STREAMS),
+                       '--ops-stream-heartbeat-ms', '1000', '--ops-stream-queue-events', '512',
                        '--log-level', 'info']);
   await eventually('the agent connected to the broker', async () => {
     const h = await (await fetch(api + '/healthz')).json();
@@ -119,6 +176,7 @@ async function main() {
   }, 15000);
   token = fs.readFileSync(path.join(work, 'operator.token'), 'utf8').trim();
   const secret = fs.readFileSync(path.join(work, 'gateway.secret'), 'utf8').trim();
+  await checkStreamOptions();
 
   // The machine that will stop answering: a real vend-firmware.
   const dev = await call('POST', '/v1/devices', JSON.stringify(

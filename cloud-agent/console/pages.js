@@ -528,8 +528,9 @@ function alertRow(a) {
   return el('tr', {'data-alert': a.device + '/' + a.slot + '/' + a.code},
             el('td', {class: a.severity === 'critical' ? 'error' : 'warn'}, a.severity),
             el('td', {'data-field': 'code'}, a.code),
-            el('td', {}, a.device ? el('a', {href: '#/device/' + encodeURIComponent(a.device)},
-                                       a.device) : 'fleet'),
+            el('td', {class: 'nowrap'},
+               a.device ? el('a', {href: '#/device/' + encodeURIComponent(a.device)}, a.device)
+                        : 'fleet'),
             num(a.slot || '—'), el('td', {}, a.message), el('td', {}, when(a.ts_ms)));
 }
 

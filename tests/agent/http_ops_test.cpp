@@ -54,6 +54,19 @@ std::string sell_one(Agent& agent, Machine& m) {
   return id;
 }
 
+// GET `path` (operator) every 10 ms, at most `tries` times, until `done`
+// holds for its body; returns the last body (the caller checks it).
+template <typename Done>
+Json poll_json(Agent& agent, const std::string& path, Done done, int tries = 200) {
+  Json body;
+  for (int i = 0; i < tries; ++i) {
+    body = body_of(agent.client().Get(path.c_str(), agent.operator_headers()));
+    if (done(body)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return body;
+}
+
 TEST_CASE("GET /v1/ops/stream: operator token; the core's ops events; 503 beyond the cap") {
   Agent agent;
   SUBCASE("without the token, or with a wrong one: 401, no stream") {
@@ -157,17 +170,15 @@ TEST_CASE("GET /v1/ops/series: orders, sales and their latency this minute; avai
   stock_machine(agent, m);
   sell_one(agent, m);
   sell_one(agent, m);
-  Json s;
   // The order events go out on the core's next tick; a device's statuses at
   // most once per second (its "online" may follow its "provisioned" later).
-  for (int i = 0; i < 400; ++i) {
-    s = body_of(agent.client().Get("/v1/ops/series", agent.operator_headers()));
-    if (s["minutes"].back()["sales"] == 2 && s["availability"].size() == 1 &&
-        s["availability"][0]["online"] == true) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  Json s = poll_json(
+      agent, "/v1/ops/series",
+      [](const Json& b) {
+        return b["minutes"].back()["sales"] == 2 && b["availability"].size() == 1 &&
+               b["availability"][0]["online"] == true;
+      },
+      400);
   REQUIRE(s["minutes"].size() == 60);
   Json now = s["minutes"].back();
   CHECK(now["orders"] == 2);
@@ -232,12 +243,8 @@ TEST_CASE("the device page's reads: one device, its orders, its faults; never th
   REQUIRE(body_of(post_json(agent, "/v1/orders/" + cancelled + "/cancel", ""))["state"] ==
           "CANCELLED");
   dispensed(agent, m, cancelled);
-  Json faults;
-  for (int i = 0; i < 200; ++i) {
-    faults = body_of(get("/v1/devices/vm-http-1/faults"));
-    if (!faults["faults"].empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  Json faults = poll_json(agent, "/v1/devices/vm-http-1/faults",
+                          [](const Json& b) { return !b["faults"].empty(); });
   CHECK(faults["device"] == kDevice);
   REQUIRE(faults["faults"].size() == 1);
   CHECK(faults["faults"][0]["code"] == "dispense_contradiction");
@@ -274,12 +281,9 @@ TEST_CASE("GET /v1/orders/{id}/history: every state change with who decided, pay
     return agent.client().Get(path.c_str(), agent.operator_headers());
   };
   std::string id = sell_one(agent, m);
-  Json h;
-  for (int i = 0; i < 200; ++i) {  // from the log: once the completion is committed
-    h = body_of(get("/v1/orders/" + id + "/history"));
-    if (h["events"].size() == 4) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // From the log: once the completion is committed.
+  Json h = poll_json(agent, "/v1/orders/" + id + "/history",
+                     [](const Json& b) { return b["events"].size() == 4; });
   CHECK(h["order_id"] == id);
   std::vector<std::string> to;
   for (const Json& e : h["events"]) to.push_back(e["to_state"]);

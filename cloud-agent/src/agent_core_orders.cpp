@@ -217,12 +217,15 @@ void AgentCore::State::expire_reservation(OrderRec& rec, const std::string& why)
   log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
 }
 
-std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state, size_t limit) {
+std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state, size_t limit,
+                                                 const std::string& device) {
   if (limit == 0) limit = kDefaultListLimit;
   limit = std::min(limit, kMaxListLimit);
   std::vector<const Order*> matching;
   for (const auto& [id, rec] : orders) {
-    if (!state || rec.order.state == *state) matching.push_back(&rec.order);
+    if (state && rec.order.state != *state) continue;
+    if (!device.empty() && rec.order.device != device) continue;
+    matching.push_back(&rec.order);
   }
   // Newest first; ties by id, so the answer does not depend on hashing.
   auto newer = [](const Order* a, const Order* b) {

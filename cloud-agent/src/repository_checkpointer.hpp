@@ -20,7 +20,9 @@
 // connection, outside any transaction, copies the little the thread left,
 // and its next transaction starts the WAL over. (A RESTART checkpoint from
 // the thread would have to catch the writer lock free between two groups by
-// polling, and starves under load.) The writer pays that short copy once
+// polling, and starves under load.) Past restart_pages the thread starts no
+// checkpoint: one under way would make the writer's fail and keep the WAL
+// from starting over. The writer pays that short copy once
 // every restart_pages / pages-per-commit commits instead of a whole
 // checkpoint every passive_pages.
 //

@@ -44,6 +44,7 @@ sim::AgentEndpoint endpoint_of(const FleetTarget& target) {
   e.port = target.http_port;
   e.operator_token = target.operator_token;
   e.gateway_secret = target.gateway_secret;
+  for (int port : target.more_ports) e.more.push_back(sim::AgentAddress{"127.0.0.1", port});
   return e;
 }
 

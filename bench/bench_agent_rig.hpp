@@ -51,6 +51,7 @@ struct FleetTarget {
   std::string gateway_secret;
   std::string ledger_dir;
   bool wait_online = true;
+  std::vector<int> more_ports;  // the other agents: provisioning and fills retry there on 503
 };
 
 // mosquitto and vend-agent on free loopback ports, files in a temp dir.

@@ -101,8 +101,8 @@ std::string AgentServer::metrics() const {
 }
 
 FleetTarget AgentServer::target() const {
-  return FleetTarget{http_port_,      broker_.url(), operator_token_,
-                     gateway_secret_, dir_.path(),   true};
+  return FleetTarget{http_port_, broker_.url(), operator_token_, gateway_secret_, dir_.path(), true,
+                     {}};
 }
 
 // ---- Fleet -------------------------------------------------------------------

@@ -193,8 +193,11 @@ std::string usage() {
 
 Live fleet (docs/simulator.md):
   --launch                   start mosquitto and vend-agent in the work dir, stop them after
-  --broker URL --agent URL --operator-token T --gateway-secret S [--agent-db PATH]
-                             attach to running ones instead
+  --broker URL --agent URL[,URL...] --operator-token T --gateway-secret S [--agent-db PATH]
+                             attach to running ones instead; several agents of one
+                             cluster: requests spread over them, follow 307s, and are
+                             retried on another after a 503 or no answer (--agent-db
+                             is SQLite's: a postgresql:// one is not checked)
   --machines N (20)  --slots N (8)  --capacity N (10)
   --customers N (8)  --rate ORDERS_PER_S (10)  --duration S (60)
   --abandon P (0.1)  --pay-twice P (0.05)

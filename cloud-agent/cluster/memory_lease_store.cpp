@@ -20,7 +20,7 @@ Status MemoryLeaseStore::join(const std::string& instance, const std::string& se
     shard_count_ = shard_count;
     leases_.assign(static_cast<size_t>(shard_count), Lease{});
   }
-  members_[instance] = Member{session, now};  // a member once it heartbeats
+  members_[instance] = Member{session, now, ""};  // a member once it heartbeats
   return {};
 }
 

@@ -133,7 +133,7 @@ bool WorldAgent::try_join() {
     return false;
   }
   agent::RoundResult r = run_lease_round(*keeper_, *store_, session_, clock_.monotonic_ms(),
-                                  [](const std::vector<int>&) {});
+                                         [](const std::vector<int>&) {});
   Status s = r.status;
   if (s.ok() && !repo_) s = open_instance_repository();
   if (s.ok()) s = repo_->set_fence(fence_of_held());
@@ -210,8 +210,8 @@ void WorldAgent::rebuild() {
   for (const agent::Grant& g : keeper_->held()) held.insert(g.shard);
   auto fence = fence_of_held();
   Status s = core_->rebuild(ownership(held), [&] { (void)repo_->set_fence(fence); });
-  trace_.add("agent " + instance_id() + " rebuilt with " + std::to_string(held.size()) +
-             " shards" + (s.ok() ? "" : ": " + s.error().code));
+  trace_.add("agent " + instance_id() + " rebuilt with " + std::to_string(held.size()) + " shards" +
+             (s.ok() ? "" : ": " + s.error().code));
   if (s.ok()) rebuild_due_ = false;
 }
 

@@ -32,7 +32,8 @@ namespace vend::sim {
 class SharedDatabase {
  public:
   // `store_clock` must outlive this object.
-  SharedDatabase(std::string path, const Clock& store_clock) : path_(std::move(path)), store_(store_clock) {}
+  SharedDatabase(std::string path, const Clock& store_clock)
+      : path_(std::move(path)), store_(store_clock) {}
   SharedDatabase(const SharedDatabase&) = delete;
   SharedDatabase& operator=(const SharedDatabase&) = delete;
 
@@ -117,8 +118,8 @@ class PartitionedLeaseStore final : public agent::LeaseStore {
   Result<std::vector<agent::Grant>> acquire(const std::string& instance,
                                             const std::vector<int>& shards,
                                             int64_t lease_ms) override;
-  Result<std::vector<int>> renew(const std::string& instance,
-                                 const std::vector<agent::Grant>& held, int64_t lease_ms) override;
+  Result<std::vector<int>> renew(const std::string& instance, const std::vector<agent::Grant>& held,
+                                 int64_t lease_ms) override;
   Status release(const std::string& instance, const agent::Grant& grant) override;
   Status leave(const std::string& instance) override;
   const std::optional<agent::ClusterView>& last_view() const { return last_view_; }

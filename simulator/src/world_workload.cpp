@@ -97,8 +97,8 @@ void WorldWorkload::act(WorldAgents& agents, Customer& c,
   constexpr int64_t kPayRetryMs = 300;
   ++c.acts;
   // The gateway sends a webhook it got no answer to again, same payment id.
-  std::string payment_id = c.retry_payment_id.empty() ? "pay-" + std::to_string(++payments_)
-                                                      : c.retry_payment_id;
+  std::string payment_id =
+      c.retry_payment_id.empty() ? "pay-" + std::to_string(++payments_) : c.retry_payment_id;
   c.retry_payment_id.clear();
   auto retry_later = [&] {
     --c.acts;
@@ -118,7 +118,7 @@ void WorldWorkload::act(WorldAgents& agents, Customer& c,
       break;
     }
     case Plan::kRetryPay:
-      if (!pay(agents, c, payment_id, [] {})) return retry_later();  // the gateway repeats
+      if (!pay(agents, c, payment_id, [] {})) return retry_later();         // the gateway repeats
       if (!pay(agents, c, payment_id, after_answer)) return retry_later();  // the notification
       break;
     case Plan::kPayTwice:

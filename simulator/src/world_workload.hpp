@@ -54,8 +54,8 @@ class WorldWorkload {
     int64_t price_cents = 0;
     Plan plan = Plan::kPay;
     int64_t act_at_ms = 0;
-    int acts = 0;     // actions taken so far
-    int retries = 0;  // payments sent again after "unavailable"
+    int acts = 0;                  // actions taken so far
+    int retries = 0;               // payments sent again after "unavailable"
     std::string retry_payment_id;  // the payment to send again, or ""
   };
 

@@ -114,6 +114,9 @@ Status AgentProcess::open_storage() {
   RepositoryOptions ro;
   ro.synchronous = options_.sync_full ? sql::Sync::kFull : sql::Sync::kNormal;
   if (options_.repo_batch_max > 0) ro.batch_max = static_cast<size_t>(options_.repo_batch_max);
+  // Several agents: a writer paused mid-transaction must not hold the fence's
+  // row locks (and so a takeover) past its lease.
+  if (!options_.instance_id.empty()) ro.pg_idle_in_transaction_timeout_ms = options_.lease_ms / 2;
   auto repo = is_postgres_url(options_.db_path)
                   ? open_postgres_repository(options_.db_path, ro, log_)
                   : Repository::open(options_.db_path, ro, log_);
@@ -337,7 +340,9 @@ Status AgentProcess::start_mqtt() {
     inbox.push_connection(up);
   });
   // Remembered while disconnected; sent (and restored) at every connect.
+  // Several agents: the core subscribes to its own machines' topics only.
   for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
+    if (cluster_) break;
     if (Status s = transport_->subscribe(filter, 1); !s.ok()) return s;
   }
   connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, "agent", "serving HTTP");

@@ -2,6 +2,7 @@
 #include "vend/sim/world.hpp"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "trace.hpp"
@@ -73,6 +74,7 @@ class World {
   Status provision(const std::string& id);
   Status one_step(bool workload);
   bool check(CheckPhase phase);
+  std::vector<Violation> check_acks();
   void maybe_plant_violation();
   bool quiet();
   void count_outcomes();
@@ -91,6 +93,7 @@ class World {
   std::unique_ptr<InvariantChecker> checker_;
   WorldReport report_;
   int64_t step_ = 0;
+  std::map<std::string, sql::Database> ack_dbs_;  // file -> read connection (check_acks)
 };
 
 Status World::provision(const std::string& id) {
@@ -178,6 +181,45 @@ void World::maybe_plant_violation() {
   }
 }
 
+// Nothing acknowledged unprocessed: no machine's ledger holds a cumulative
+// ack (meta.acked_seq) beyond the seq the agent database records as
+// processed for it. An ack is sent only once its event's writes are durable,
+// so a crash, a fenced write or a shard moving must never open that gap.
+std::vector<Violation> World::check_acks() {
+  auto db = [this](const std::string& file) -> sql::Database* {
+    auto it = ack_dbs_.find(file);
+    if (it == ack_dbs_.end()) {
+      auto opened = sql::Database::open(dir_ + "/" + file);
+      if (!opened.ok()) return nullptr;
+      it = ack_dbs_.emplace(file, std::move(opened).value()).first;
+    }
+    return &it->second;
+  };
+  sql::Database* agent_db = db(kAgentDbName);
+  if (agent_db == nullptr) return {};
+  std::vector<Violation> out;
+  for (auto& m : machines_) {
+    sql::Database* ledger = db(ledger_file_name(m->id()));
+    if (ledger == nullptr) continue;
+    auto acked = ledger->prepare("SELECT value FROM meta WHERE key = 'acked_seq'");
+    auto processed = agent_db->prepare(
+        "SELECT COALESCE(MAX(last_processed_seq), 0) FROM device_seq WHERE device = ?");
+    if (!acked.ok() || !processed.ok()) continue;
+    processed->bind(1, m->id());
+    auto acked_row = acked->step();
+    auto processed_row = processed->step();
+    if (!acked_row.ok() || !*acked_row || !processed_row.ok() || !*processed_row) continue;
+    int64_t ack = acked->column_int64(0);
+    int64_t done = processed->column_int64(0);
+    if (ack > done) {
+      out.push_back({"acked_unprocessed", m->id() + " holds an ack of seq " + std::to_string(ack) +
+                                              ", the agent database has it processed up to " +
+                                              std::to_string(done)});
+    }
+  }
+  return out;
+}
+
 bool World::check(CheckPhase phase) {
   auto violations = checker_->check(phase);
   if (violations.ok() && violations->empty()) {
@@ -185,6 +227,7 @@ bool World::check(CheckPhase phase) {
     violations = checker_->check_promises(promises, phase);
   }
   if (violations.ok() && violations->empty()) violations = agents_.check_leases();
+  if (violations.ok() && violations->empty()) violations = check_acks();
   if (violations.ok() && violations->empty()) return true;
   report_.ok = false;
   report_.failed_step = step_;

@@ -31,7 +31,9 @@ WorldReport run_ok(const WorldOptions& options) {
 TEST_CASE("three agents on one fenced database keep every invariant") {
   int64_t completed = 0;
   for (uint64_t seed : {1, 2, 3}) {
-    WorldReport report = run_ok(several_agents(seed));
+    WorldOptions options = several_agents(seed);
+    options.steps = 2500;
+    WorldReport report = run_ok(options);
     INFO(report.summary());
     CHECK_MESSAGE(report.ok, report.failure);
     CHECK(report.agents == 3);
@@ -43,7 +45,7 @@ TEST_CASE("three agents on one fenced database keep every invariant") {
 
 TEST_CASE("a several-agents seed reproduces its run") {
   WorldOptions options = several_agents(5);
-  options.steps = 1500;
+  options.steps = 1000;
   WorldReport a = run_ok(options);
   WorldReport b = run_ok(options);
   CHECK(a.trace_hash == b.trace_hash);

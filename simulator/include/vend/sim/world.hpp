@@ -25,6 +25,11 @@
 // kill -9 would. Besides the durable records, the checker holds the agent to
 // what it told the customers: every order answered as created and every
 // payment answered 2xx survive, and every refund reaches the gateway.
+//
+// With agents > 1 the agent is several instances sharing one database with
+// shard leases and a write fence, customers routed to the owner, and the
+// instances crash, pause, lose the database and drift (docs/simulator.md,
+// "Several agents"; simulator/src/world_agents.hpp).
 #pragma once
 
 #include <cstdint>

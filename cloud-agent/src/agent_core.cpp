@@ -272,10 +272,27 @@ Result<std::vector<StoredRefund>> AgentCore::list_refunds(std::optional<RefundSt
   return state_->repo.refunds(state, limit);
 }
 
-Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit) {
+Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit,
+                                                  const std::string& device) {
   std::vector<Order> out;
-  if (!step([&] { out = state_->list_orders(state, limit); })) return refused();
+  if (!step([&] { out = state_->list_orders(state, limit, device); })) return refused();
   return out;
+}
+
+// Repository reads (their connection has its own lock): no step needed.
+Result<OrderHistory> AgentCore::order_history(const std::string& order_id) {
+  OrderHistory h;
+  auto events = state_->repo.order_events(order_id);
+  if (!events.ok()) return events.error();
+  if (events->empty()) return make_error("not_found", "no order '" + order_id + "'");
+  h.events = std::move(events).value();
+  auto payments = state_->repo.payments_of(order_id);
+  if (!payments.ok()) return payments.error();
+  h.payments = std::move(payments).value();
+  auto refunds = state_->repo.refunds_of(order_id);
+  if (!refunds.ok()) return refunds.error();
+  h.refunds = std::move(refunds).value();
+  return h;
 }
 
 // ---- devices and slots ----
@@ -308,6 +325,33 @@ Result<DecommissionedDevice> AgentCore::decommission_device(const std::string& d
 std::vector<DeviceView> AgentCore::devices() {
   std::vector<DeviceView> out;
   (void)step([&] { out = state_->device_views(); });
+  return out;
+}
+
+Result<DeviceView> AgentCore::device(const std::string& device_id) {
+  Result<DeviceView> out = refused();
+  if (!step([&] {
+        auto it = state_->devices.find(device_id);
+        if (it == state_->devices.end()) {
+          out = make_error("not_found", "no device '" + device_id + "'");
+        } else {
+          out = State::device_view(it->second);
+        }
+      })) {
+    return refused();
+  }
+  return out;
+}
+
+Result<std::vector<StoredFault>> AgentCore::faults(const std::string& device_id, size_t limit) {
+  auto known = device(device_id);
+  if (!known.ok()) return known.error();
+  return state_->repo.faults(device_id, limit);
+}
+
+std::vector<ops::Alert> AgentCore::active_alerts() {
+  std::vector<ops::Alert> out;
+  (void)step([&] { out = state_->alerts.list(); });
   return out;
 }
 

@@ -74,12 +74,20 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
 std::vector<DeviceView> AgentCore::State::device_views() {
   std::vector<DeviceView> out;
   out.reserve(devices.size());
-  for (const auto& [id, d] : devices) {
-    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.acks.last_processed(),
-                             d.ledger_id, d.keys.next().has_value(), d.decommissioned_ms != 0,
-                             d.clock_skew.skew_ms()});
-  }
+  for (const auto& [id, d] : devices) out.push_back(device_view(d));
   return out;
+}
+
+DeviceView AgentCore::State::device_view(const detail::DeviceRec& d) {
+  return DeviceView{d.id,
+                    d.online,
+                    d.boot_id,
+                    d.last_seen_ms,
+                    d.acks.last_processed(),
+                    d.ledger_id,
+                    d.keys.next().has_value(),
+                    d.decommissioned_ms != 0,
+                    d.clock_skew.skew_ms()};
 }
 
 // The estimate and its alert are ClockSkew's (device_link.hpp).

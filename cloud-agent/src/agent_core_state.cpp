@@ -183,8 +183,8 @@ void AgentCore::State::load_orders(const LoadedState& loaded) {
   }
   // Cluster mode: the log holds other instances' orders, which a request
   // may name (answered not_owner, and redirected).
-  all_orders_in_memory =
-      !owns && total == static_cast<int64_t>(loaded.open_orders.size() + loaded.recent_orders.size());
+  all_orders_in_memory = !owns && total == static_cast<int64_t>(loaded.open_orders.size() +
+                                                                loaded.recent_orders.size());
 }
 
 void AgentCore::State::restore_order(const Order& order) {

@@ -215,7 +215,8 @@ struct AgentCore::State {
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
   void expire_reservation(detail::OrderRec& rec, const std::string& why);
-  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit);
+  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
+                                 const std::string& device);
   // Token moves of an order, with the slot counters.
   void token_to_pool(detail::OrderRec& rec, TokenState from, Changeset& changes);
   void token_spent(detail::OrderRec& rec, TokenState to, Changeset& changes);
@@ -254,6 +255,7 @@ struct AgentCore::State {
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
                                                               const std::vector<SlotSpec>& slots);
   std::vector<DeviceView> device_views();
+  static DeviceView device_view(const detail::DeviceRec& d);
   Result<std::vector<SlotView>> slot_views(const std::string& device_id);
   Result<Ticket> set_slot(const std::string& device_id, const SlotSpec& slot);
   Result<detail::Durable<proto::RestockCommand>> request_restock(const std::string& device_id,

@@ -1,8 +1,7 @@
 #include "cluster_node.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <chrono>
+#include <nlohmann/json.hpp>
 
 #include "metrics.hpp"
 #include "vend/agent/shard_map.hpp"
@@ -170,8 +169,7 @@ void ClusterNode::round(AgentCore& core) {
     core.restrict(ownership_of(kept, options_.lease.shard_count));
     rebuild_due_ = true;
   };
-  RoundResult r =
-      run_lease_round(keeper_, store, session_, clock_.monotonic_ms(), stop_serving);
+  RoundResult r = run_lease_round(keeper_, store, session_, clock_.monotonic_ms(), stop_serving);
   any_seen = !seen.members.empty();
   {
     std::lock_guard lock(mu_);
@@ -275,9 +273,10 @@ std::string ClusterNode::metrics() const {
   prometheus_scalar(out, "vend_cluster_lease_rounds_failed_total", "counter",
                     "Lease rounds whose heartbeat, acquire or renew failed",
                     counters_.rounds_failed);
-  out += "# HELP vend_cluster_last_rebuild_seconds How long the last rebuild took\n"
-         "# TYPE vend_cluster_last_rebuild_seconds gauge\nvend_cluster_last_rebuild_seconds " +
-         format_double(counters_.last_rebuild_s) + "\n";
+  out +=
+      "# HELP vend_cluster_last_rebuild_seconds How long the last rebuild took\n"
+      "# TYPE vend_cluster_last_rebuild_seconds gauge\nvend_cluster_last_rebuild_seconds " +
+      format_double(counters_.last_rebuild_s) + "\n";
   WriterStats w = repo_.stats();
   prometheus_scalar(out, "vend_cluster_fenced_writes_total", "counter",
                     "Writes the database refused because their shard's lease had moved",

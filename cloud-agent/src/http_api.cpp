@@ -63,9 +63,12 @@ void HttpApi::add_routes() {
   route("POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
   route("POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
   route("POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
+  route("GET", order + "/history", &HttpApi::order_history, Access::kOperator);
   route("POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
   route("GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
+  route("GET", device, &HttpApi::get_device, Access::kOperator);
   route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
+  route("GET", device + "/faults", &HttpApi::list_faults, Access::kOperator);
   route("PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
   route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
   route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
@@ -75,6 +78,7 @@ void HttpApi::add_routes() {
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
   route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
+  route("GET", "/v1/alerts", &HttpApi::list_alerts, Access::kOperator);
   route("GET", "/v1/ops/stream", &HttpApi::ops_stream, Access::kOperator);
   route("GET", "/v1/ops/series", &HttpApi::ops_series, Access::kOperator);
   route("GET", "/v1/cluster", &HttpApi::cluster, Access::kOperator);

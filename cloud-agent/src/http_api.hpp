@@ -170,11 +170,14 @@ class HttpApi {
   Result<HttpReply> cancel_order(const httplib::Request& req);
   Result<HttpReply> resolve_order(const httplib::Request& req);
   Result<HttpReply> list_orders(const httplib::Request& req);
+  Result<HttpReply> order_history(const httplib::Request& req);
   Result<HttpReply> list_refunds(const httplib::Request& req);
 
   // Devices (http_devices.cpp).
   Result<HttpReply> provision_device(const httplib::Request& req);
   Result<HttpReply> list_devices(const httplib::Request& req);
+  Result<HttpReply> get_device(const httplib::Request& req);
+  Result<HttpReply> list_faults(const httplib::Request& req);
   Result<HttpReply> list_slots(const httplib::Request& req);
   Result<HttpReply> update_slot(const httplib::Request& req);
   Result<HttpReply> restock(const httplib::Request& req);
@@ -200,6 +203,7 @@ class HttpApi {
   Result<HttpReply> ops_series(const httplib::Request& req);
   Result<HttpReply> fleet(const httplib::Request& req);
   Result<HttpReply> fleet_counts(const httplib::Request& req);
+  Result<HttpReply> list_alerts(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);

@@ -146,8 +146,8 @@ Status AgentProcess::join_cluster() {
                          ? listen_url(options_.http_host, options_.http_port)
                          : options_.advertise_url;
   co.join_timeout_ms = 2 * options_.lease_ms + 1000;
-  cluster_ = std::make_unique<ClusterNode>(co, std::move(store).value(), *repo_, clock_, random_,
-                                           log_);
+  cluster_ =
+      std::make_unique<ClusterNode>(co, std::move(store).value(), *repo_, clock_, random_, log_);
   return {};
 }
 
@@ -194,10 +194,11 @@ Status AgentProcess::start(std::ostream& out) {
   core_thread_ =
       std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
   series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
-  OpsHubOptions hub_options;
-  // Within the server's connection timeout (the idle timeout + 5 s at least).
-  hub_options.heartbeat_ms =
-      std::clamp<int64_t>(options_.http_idle_timeout_s * 1000 / 2, 1000, 15'000);
+  OpsHubOptions hub_options;  // shell_options.hpp: the --ops-stream-* options
+  hub_options.max_subscribers = static_cast<size_t>(options_.ops_stream_max_subscribers);
+  hub_options.queue_events = static_cast<size_t>(options_.ops_stream_queue_events);
+  hub_options.queue_bytes = static_cast<size_t>(options_.ops_stream_queue_bytes);
+  hub_options.heartbeat_ms = ops_stream_heartbeat_ms(options_);
   hub_ = std::make_unique<OpsHub>(hub_options, clock_);
   OpsSeries* series = series_.get();
   hub_->add_listener([series](const std::string& kind, const std::string& payload) {
@@ -337,6 +338,7 @@ Status AgentProcess::start_mqtt() {
   transport_->on_message([&inbox](const Message& m) { inbox.push_message(m); });
   transport_->on_connection([this, &inbox](bool up) {
     mqtt_down_since_ms_ = up ? 0 : clock_.monotonic_ms();
+    hub_->set_broker_connected(up);  // the console's badge
     inbox.push_connection(up);
   });
   // Remembered while disconnected; sent (and restored) at every connect.

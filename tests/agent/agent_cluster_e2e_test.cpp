@@ -110,8 +110,24 @@ struct Cluster {
                                  dir.file(id + ".json")},
         dir.file(id + ".log")));
   }
+  // An operator call through `via`, retried while the machine's shard is
+  // moving (503 + Retry-After, the documented answer).
+  Json operate(size_t via, const std::string& method, const std::string& path,
+               const std::string& body, int expect) {
+    (void)expect;  // a success body has no "error"; the status is checked by the rig
+    Json out;
+    bool ok = eventually(
+        [&] {
+          out = agents[via]->as_operator(method, path, body, 0);
+          return !out.contains("error") || out["error"]["code"] != "unavailable";
+        },
+        15s);
+    REQUIRE_MESSAGE((ok && !out.contains("error")),
+                    method << " " << path << ": " << out.dump() << logs());
+    return out;
+  }
   Json slot(size_t via, const std::string& device) {
-    return agents[via]->as_operator("GET", "/v1/devices/" + device + "/slots", "", 200)["slots"][0];
+    return operate(via, "GET", "/v1/devices/" + device + "/slots", "", 200)["slots"][0];
   }
   // An order through `via` (redirected to the owner), retried while the
   // machine's shard is moving (503); its id.
@@ -155,19 +171,23 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   std::vector<std::string> machines = {"vm-c-1", "vm-c-2", "vm-c-3", "vm-c-4", "vm-c-5"};
   std::map<std::string, int> restocked;
   for (const auto& m : machines) {
-    Json d = c.agents[0]->as_operator(
-        "POST", "/v1/devices",
-        R"({"id":")" + m + R"(","slots":[{"slot":1,"product":"cola","price_cents":150,"capacity":10}]})",
-        201);
+    Json d =
+        c.operate(0, "POST", "/v1/devices",
+                  R"({"id":")" + m +
+                      R"(","slots":[{"slot":1,"product":"cola","price_cents":150,"capacity":10}]})",
+                  201);
     c.start_device(m, d["key"]);
   }
   // Each machine is listed by exactly one instance: its owner.
+  std::string listing;
   REQUIRE_MESSAGE(eventually(
                       [&] {
                         std::map<std::string, int> seen;
+                        listing.clear();
                         for (size_t i = 0; i < 3; ++i) {
-                          for (const Json& d :
-                               c.agents[i]->as_operator("GET", "/v1/devices", "", 200)["devices"]) {
+                          Json list = c.agents[i]->as_operator("GET", "/v1/devices", "", 200);
+                          listing += kIds[i] + ": " + list.dump() + "\n";
+                          for (const Json& d : list["devices"]) {
                             if (d["online"] == true) ++seen[d["id"]];
                           }
                         }
@@ -177,10 +197,9 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
                         return seen.size() == machines.size();
                       },
                       30s),
-                  c.logs());
+                  listing << c.logs());
   for (const auto& m : machines) {
-    c.agents[1]->as_operator("POST", "/v1/devices/" + m + "/restock", R"({"slot":1,"count":6})",
-                             202);
+    c.operate(1, "POST", "/v1/devices/" + m + "/restock", R"({"slot":1,"count":6})", 202);
     restocked[m] = 6;
   }
   for (const auto& m : machines) {
@@ -294,13 +313,12 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   CHECK_MESSAGE(dup_log.find("in use by another live agent") != std::string::npos, dup_log);
 
   // Another shard count than the database's.
-  test::Child shards(
-      {test::binary_path("cloud-agent/vend-agent"), "--http",
-       "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker.url(), "--db",
-       c.postgres.url("vend"), "--operator-token-file", c.dir.file("operator.token"),
-       "--gateway-secret-file", c.dir.file("gateway.secret"), "--instance-id", "d", "--shards",
-       "32"},
-      c.dir.file("shards.log"));
+  test::Child shards({test::binary_path("cloud-agent/vend-agent"), "--http",
+                      "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker.url(),
+                      "--db", c.postgres.url("vend"), "--operator-token-file",
+                      c.dir.file("operator.token"), "--gateway-secret-file",
+                      c.dir.file("gateway.secret"), "--instance-id", "d", "--shards", "32"},
+                     c.dir.file("shards.log"));
   code = shards.wait(30s);
   std::string shards_log = test::read_file(c.dir.file("shards.log"));
   CHECK_MESSAGE(code == 1, shards_log);

@@ -51,7 +51,7 @@ void feed(FleetView& view, const std::string& topic, const std::string& payload)
 
 FleetView sample_view() {
   FleetView view;
-  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, true};
+  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, true, ""};
   feed(view, topics::ops_fleet(), ops::encode(f));
   feed(view, topics::ops_device("vm-2"), ops::encode(device("vm-2", false, 0)));
   feed(view, topics::ops_device("vm-1"), ops::encode(device("vm-1", true, 11)));

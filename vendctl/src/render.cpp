@@ -74,7 +74,7 @@ std::string device_table(const FleetView& view, int64_t now_ms, size_t max_rows)
   // Several agents: which instance serves each machine.
   bool owners = false;
   for (const auto& [id, d] : view.devices()) owners = owners || !d.owner.empty();
-  std::vector<std::string> header = {"DEVICE", "ONLINE",    "SEEN", "STOCK",
+  std::vector<std::string> header = {"DEVICE",    "ONLINE", "SEEN",     "STOCK",
                                      "RESV/DISP", "OUTBOX", "RECONCILE"};
   if (owners) header.push_back("AGENT");
   TextTable t(header);

@@ -48,6 +48,9 @@ namespace vend::agent {
 
 class Repository;
 struct StoredRefund;
+struct StoredPayment;
+struct StoredFault;
+struct OrderEvent;
 enum class RefundState;
 
 struct SlotView {
@@ -82,6 +85,14 @@ struct DeviceView {
   // Its clock minus the agent's, ms, estimated from its messages' ts_ms
   // (AgentOptions::clock_skew_*); nullopt before the first sample.
   std::optional<int64_t> clock_skew_ms;
+};
+
+// GET /v1/orders/{id}/history (AgentCore::order_history). Its element types
+// are vend/agent/repository_types.hpp's: include it to use one.
+struct OrderHistory {
+  std::vector<OrderEvent> events;
+  std::vector<StoredPayment> payments;
+  std::vector<StoredRefund> refunds;
 };
 
 // One refund for the shell to deliver to the payment gateway.
@@ -295,7 +306,15 @@ class AgentCore {
   // from the order, the other decision is invalid_state.
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
-  Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit);
+  // Newest first, at most `limit` (0: 100; at most 1000); of one device
+  // when `device` is not empty. From memory: the open orders and the most
+  // recent finished ones (AgentOptions::finished_orders_max).
+  Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit,
+                                         const std::string& device = {});
+  // Everything the log holds about one order, oldest first: its state
+  // changes (with who resolved a review and why), payments and refunds.
+  // not_found when the log has no event of it (from the log: committed).
+  Result<OrderHistory> order_history(const std::string& order_id);
   // Refunds and their delivery state, most recently updated first (from the
   // log: what is committed).
   Result<std::vector<StoredRefund>> list_refunds(std::optional<RefundState> state, size_t limit);
@@ -316,6 +335,14 @@ class AgentCore {
   // dispense it), or when decommissioned already; not_found.
   Result<DecommissionedDevice> decommission_device(const std::string& device_id);
   std::vector<DeviceView> devices();
+  // One device of devices(); not_found.
+  Result<DeviceView> device(const std::string& device_id);
+  // The device's faults (dispense contradictions, jams reported...), most
+  // recent first, at most `limit` (from the log); not_found for an unknown
+  // device.
+  Result<std::vector<StoredFault>> faults(const std::string& device_id, size_t limit);
+  // The alerts raised and not cleared, by device, slot and code.
+  std::vector<ops::Alert> active_alerts();
   // Every device as the ops topics show it (vend/ops.hpp DeviceStatus:
   // slots, outbox, last verdict), in one step: the fleet summary and the
   // paged fleet table (GET /v1/fleet).

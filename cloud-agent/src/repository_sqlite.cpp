@@ -18,9 +18,8 @@ Status fail_unavailable(const std::string& why) { return make_error("unavailable
 
 }  // namespace
 
-Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
-                                                     const RepositoryOptions& options,
-                                                     Logger& log) {
+Result<std::unique_ptr<RepositoryBackend>> Repository::open_sqlite_backend(
+    const std::string& path, const RepositoryOptions& options, Logger& log) {
   sql::OpenOptions open_options;
   open_options.synchronous = options.synchronous;
   open_options.busy_timeout_ms = options.busy_timeout_ms;
@@ -45,10 +44,17 @@ Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
     if (!started.ok()) return started.error();
     checkpointer = std::move(started).value();
   }
-  auto backend = std::make_unique<detail::SqliteBackend>(std::move(write_db).value(),
-                                                         std::move(read_db).value(),
-                                                         std::move(checkpointer), options, log);
-  return std::make_unique<Repository>(std::move(backend), options, log);
+  return std::unique_ptr<RepositoryBackend>(std::make_unique<detail::SqliteBackend>(
+      std::move(write_db).value(), std::move(read_db).value(), std::move(checkpointer), options,
+      log));
+}
+
+Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
+                                                     const RepositoryOptions& options,
+                                                     Logger& log) {
+  auto backend = open_sqlite_backend(path, options, log);
+  if (!backend.ok()) return backend.error();
+  return std::make_unique<Repository>(std::move(backend).value(), options, log);
 }
 
 namespace detail {

@@ -76,6 +76,7 @@ std::map<std::string, Apply> valued(Command& c) {
          return Status{};
        }},
       {"--steps", num("--steps", w.steps)},
+      {"--agents", num("--agents", w.agents)},
       {"--trace", str(w.trace_path)},
       {"--work-dir", str(c.work_dir)},
       {"--machines", num("--machines", l.machines)},
@@ -211,6 +212,7 @@ Deterministic:
   --seed S | --seeds A..B | --seeds N   one seed, a range, or seeds 1..N
   --scenario FILE            options from simulator/scenarios/*.json
   --steps N  --machines N  --slots N  --capacity N  --jam-rate P  --no-faults
+  --agents N                 N agent instances sharing the database with leases (1)
   --trace FILE               every trace line (one seed)
   --work-dir DIR             keep the ledgers and agent.db there (one seed)
   --json  --verbose

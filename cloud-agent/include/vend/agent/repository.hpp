@@ -181,6 +181,10 @@ class Repository {
   // and starts the writer thread. `log` must outlive the repository.
   static Result<std::unique_ptr<Repository>> open(const std::string& path,
                                                   const RepositoryOptions& options, Logger& log);
+  // The SQLite backend of open() alone, for a backend that decorates it
+  // (the deterministic simulation's shared database with a fence).
+  static Result<std::unique_ptr<RepositoryBackend>> open_sqlite_backend(
+      const std::string& path, const RepositoryOptions& options, Logger& log);
   // A repository over any backend (open() is this with SQLite's); starts
   // the writer thread unless options.manual_commit.
   Repository(std::unique_ptr<RepositoryBackend> backend, const RepositoryOptions& options,

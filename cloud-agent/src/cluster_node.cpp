@@ -157,7 +157,6 @@ void ClusterNode::round(AgentCore& core) {
   }
   ClusterView seen;
   RecordingStore store(*store_, seen);
-  bool any_seen = false;
   auto stop_serving = [&](const std::vector<int>& leaving) {
     std::set<int> kept;
     {
@@ -170,10 +169,9 @@ void ClusterNode::round(AgentCore& core) {
     rebuild_due_ = true;
   };
   RoundResult r = run_lease_round(keeper_, store, session_, clock_.monotonic_ms(), stop_serving);
-  any_seen = !seen.members.empty();
   {
     std::lock_guard lock(mu_);
-    if (any_seen) view_ = seen;
+    if (!seen.members.empty()) view_ = seen;  // empty: the heartbeat failed
     if (!r.status.ok()) ++counters_.rounds_failed;
     counters_.shards_gained += static_cast<int64_t>(r.changes.gained.size());
     counters_.shards_lost += static_cast<int64_t>(r.changes.lost.size());

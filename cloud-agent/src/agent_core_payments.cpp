@@ -17,17 +17,15 @@ constexpr const char* kUnknownOrderRefunded = "unknown_order_refunded";
 using detail::OrderRec;
 using detail::PayStep;
 
-Result<std::optional<detail::PaymentRec>> AgentCore::State::find_payment(
-    const std::string& payment_id) {
-  auto it = payments.find(payment_id);
-  if (it != payments.end()) return std::optional<detail::PaymentRec>(it->second);
-  if (all_orders_in_memory) return std::optional<detail::PaymentRec>();
+Result<std::optional<PaymentRecord>> AgentCore::State::find_payment(const std::string& payment_id) {
+  if (const PaymentRecord* p = payments.find(payment_id)) return std::optional(*p);
+  if (all_orders_in_memory) return std::optional<PaymentRecord>();
   auto stored = repo.find_payment(payment_id);  // an order evicted from memory
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
-  if (!stored->has_value()) return std::optional<detail::PaymentRec>();
+  if (!stored->has_value()) return std::optional<PaymentRecord>();
   const StoredPayment& p = **stored;
-  return std::optional<detail::PaymentRec>(
-      detail::PaymentRec{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
+  return std::optional(
+      PaymentRecord{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
 }
 
 Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::string& payment_id,
@@ -42,7 +40,7 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
   auto found = find_or_load_order(order_id);
   if (!found.ok()) return found.error();
   if (known->has_value()) {
-    const detail::PaymentRec& p = **known;
+    const PaymentRecord& p = **known;
     if (p.order_id != order_id) {
       return make_error("conflict", "payment " + payment_id + " belongs to order " + p.order_id);
     }
@@ -89,7 +87,7 @@ PayStep AgentCore::State::refund_unknown_order(const std::string& order_id,
       StoredPayment{payment_id, order_id, amount_cents, kUnknownOrderRefunded, now});
   add_refund(changes, new_refund(payment_id, order_id, amount_cents, "unknown_order", now));
   Ticket t = commit(std::move(changes));
-  payments[payment_id] = detail::PaymentRec{order_id, amount_cents, kUnknownOrderRefunded, t};
+  payments.record(payment_id, PaymentRecord{order_id, amount_cents, kUnknownOrderRefunded, t});
   log.warn(detail::kLog, "payment " + payment_id + " for unknown order " + order_id + ": refunded");
   return PayStep{unknown_order(order_id), kUnknownOrderRefunded, t};
 }
@@ -114,7 +112,7 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
                     rec.order.dispatch_expires_at_ms + options.expiry_skew_ms);
   Ticket t = commit(std::move(changes));
   rec.last_write = rec.durable = t;
-  payments[payment_id] = detail::PaymentRec{rec.order.id, amount_cents, kApplied, t};
+  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, kApplied, t});
   rec.payment_ids.push_back(payment_id);
   return PayStep{rec.order, kApplied, t};
 }
@@ -143,7 +141,7 @@ PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payme
   }
   Ticket t = commit(std::move(changes));
   rec.last_write = t;
-  payments[payment_id] = detail::PaymentRec{rec.order.id, amount_cents, outcome, t};
+  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, outcome, t});
   rec.payment_ids.push_back(payment_id);
   log.info(detail::kLog, "payment " + payment_id + " for " + to_string(state) + " order " +
                              rec.order.id + ": " + outcome);

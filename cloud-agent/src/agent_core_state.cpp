@@ -53,6 +53,8 @@ AgentCore::State::State(Repository& repo_, const Clock& clock_, Random& random_,
       log(log_),
       options(options_),
       wheel(clock_.wall_ms(), 10),
+      payments(RefundRetryPolicy{options_.refund_retry_base_ms, options_.refund_retry_max_ms,
+                                 options_.refund_max_attempts}),
       ops_views(options_.ops_interval_ms),
       reject_log(clock_, log_, RateLimitedLog::Options{options_.reject_log_interval_ms, 256}) {}
 
@@ -65,7 +67,7 @@ Status AgentCore::State::start() {
   if (owns) keep_owned(*loaded);
   if (auto s = load_devices(*loaded); !s.ok()) return s;
   load_orders(*loaded);
-  load_refunds(*loaded);
+  payments.load_refunds(loaded->pending_refunds, clock.wall_ms());
   started = true;
   last_sweep_mono_ms = clock.monotonic_ms();
   for (auto& [id, dev] : devices) {
@@ -172,8 +174,8 @@ void AgentCore::State::load_orders(const LoadedState& loaded) {
     if (!it->idempotency_key.empty()) by_idempotency_key[it->idempotency_key] = it->id;
   }
   for (const auto& p : loaded.payments) {
-    payments[p.payment_id] =
-        detail::PaymentRec{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()};
+    payments.record(p.payment_id,
+                    PaymentRecord{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
     if (OrderRec* rec = find_order(p.order_id)) rec->payment_ids.push_back(p.payment_id);
   }
   int64_t total = 0;
@@ -229,7 +231,8 @@ Status AgentCore::State::writable() {
 
 // Cluster mode: the changeset names the devices whose data it writes, so
 // the fence checks their shards; the records without a device (token moves,
-// payments, refunds) name them through their orders.
+// payments, new refunds) name them through their orders; a refund's update
+// is fenced by refund_attempted().
 void AgentCore::State::fence_devices(Changeset& changes) {
   auto order_device = [&](const std::string& order_id) {
     if (OrderRec* rec = find_order(order_id)) changes.fence_device(rec->order.device);
@@ -242,9 +245,6 @@ void AgentCore::State::fence_devices(Changeset& changes) {
       order_device(p->payment.order_id);
     } else if (const auto* r = std::get_if<change::InsertRefund>(&c)) {
       order_device(r->refund.order_id);
-    } else if (const auto* u = std::get_if<change::UpdateRefund>(&c)) {
-      auto out = refund_outbox.find(u->payment_id);
-      if (out != refund_outbox.end()) order_device(out->second.refund.order_id);
     }
   }
 }
@@ -255,14 +255,14 @@ Ticket AgentCore::State::commit(Changeset changes) {
   if (!ticket.ok()) {
     fail_storage("submit refused after writable(): " + ticket.error().to_string());
     touched.clear();
-    refunds_to_queue.clear();
+    payments.drop_staged();
     return detail::ready_ticket(ticket.error());
   }
   for (const auto& id : touched) {
     if (OrderRec* rec = find_order(id)) rec->last_write = *ticket;
   }
   touched.clear();
-  queue_refunds(*ticket);
+  payments.committed(*ticket);
   return *ticket;
 }
 
@@ -421,7 +421,7 @@ void AgentCore::State::evict_finished() {
     if (it != orders.end()) {
       OrderRec& rec = it->second;
       if (!detail::is_ready(rec.last_write)) return;  // not durable yet: keep it
-      for (const auto& p : rec.payment_ids) payments.erase(p);
+      for (const auto& p : rec.payment_ids) payments.forget(p);
       by_idempotency_key.erase(rec.order.idempotency_key);
       stock.forget(rec.order.token, rec.order.id);
       orders.erase(it);
@@ -443,7 +443,7 @@ AgentMetrics AgentCore::State::take_metrics() {
   }
   m.stock_total = stock.pool_total();
   m.storage_failed = storage_failed;
-  m.refunds_pending = static_cast<int64_t>(refund_outbox.size());
+  m.refunds_pending = static_cast<int64_t>(payments.refunds_pending());
   m.alerts_active = alerts.counts_by_code();
   return m;
 }

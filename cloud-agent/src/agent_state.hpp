@@ -24,6 +24,7 @@
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/device_link.hpp"
 #include "vend/agent/ops_feed.hpp"
+#include "vend/agent/payments.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
@@ -93,27 +94,11 @@ struct OrderRec {
   std::string client;
 };
 
-struct PaymentRec {
-  std::string order_id;
-  int64_t amount_cents = 0;
-  std::string outcome;
-  Ticket recorded;
-};
-
 // What pay() does after the lock: wait for `wait`, then finish.
 struct PayStep {
   Order answer;
   std::string outcome;
   Ticket wait;
-};
-
-// A refund in the outbox: delivered to the gateway once its insert is
-// durable, retried with backoff until the gateway confirms or it is given up.
-struct RefundRec {
-  StoredRefund refund;
-  Ticket recorded;
-  int64_t next_attempt_ms = 0;  // wall clock
-  bool in_flight = false;       // taken by the sender, no outcome yet
 };
 
 // What a durable operator call waits for before answering.
@@ -224,7 +209,7 @@ struct AgentCore::State {
   // ---- agent_core_payments.cpp ----
   Result<detail::PayStep> pay(const std::string& order_id, const std::string& payment_id,
                               int64_t amount_cents);
-  Result<std::optional<detail::PaymentRec>> find_payment(const std::string& payment_id);
+  Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
   detail::PayStep dispatch_paid(detail::OrderRec& rec, const std::string& payment_id,
                                 int64_t amount_cents);
   // The payment cannot be honoured (the order is not RESERVED, or
@@ -243,13 +228,10 @@ struct AgentCore::State {
   // ---- agent_core_refunds.cpp: the refund outbox ----
   // Records a refund in `changes`; it enters the outbox at the next commit().
   void add_refund(Changeset& changes, StoredRefund refund);
-  void queue_refunds(const Ticket& recorded);
-  void load_refunds(const LoadedState& loaded);
   std::vector<RefundDelivery> take_due_refunds(size_t max);
+  // Writes, counts, logs and alerts what `payments` decided of the attempt.
   void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
                         const std::string& detail);
-  void give_up_refund(detail::RefundRec& rec, const std::string& why);
-  int64_t refund_backoff_ms(int attempts) const;
 
   // ---- agent_core_devices.cpp ----
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
@@ -425,7 +407,8 @@ struct AgentCore::State {
   // memory is a miss, with no repository look-up on the request path.
   bool all_orders_in_memory = true;
   std::unordered_map<std::string, std::string> by_idempotency_key;  // key -> order id
-  std::unordered_map<std::string, detail::PaymentRec> payments;     // payment id -> record
+  // Payment records by id (of the orders in memory) and the refund outbox.
+  Payments payments;
   // The slots, their token pools and counters, and who holds which token.
   Stock stock;
   // (device, restock id) -> restock seen this run or pending. Per device:
@@ -442,9 +425,7 @@ struct AgentCore::State {
   AlertBook alerts;
   OrderEventBatch pending_order_events;  // since the last tick
 
-  std::vector<std::string> touched;            // orders set_state() changed since the last commit()
-  std::vector<StoredRefund> refunds_to_queue;  // add_refund() since the last commit()
-  std::map<std::string, detail::RefundRec> refund_outbox;  // payment id -> PENDING refund
+  std::vector<std::string> touched;  // orders set_state() changed since the last commit()
   std::array<int64_t, detail::kStateCount> state_counts{};
   AgentMetrics counters;  // the monotonic counters and latency samples
   // Lines an outsider can trigger (rejected messages): bounded rate.

@@ -40,19 +40,6 @@ std::optional<RefundState> parse_refund_state(std::string_view text) {
   return std::nullopt;
 }
 
-std::string refund_id_of(const std::string& payment_id) { return "rfd-" + payment_id; }
-
-StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
-                        std::string reason, int64_t at_ms) {
-  StoredRefund r;
-  r.payment_id = std::move(payment_id);
-  r.order_id = std::move(order_id);
-  r.amount_cents = amount_cents;
-  r.reason = std::move(reason);
-  r.at_ms = r.updated_ms = at_ms;
-  return r;
-}
-
 namespace detail {
 
 namespace {

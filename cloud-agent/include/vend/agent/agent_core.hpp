@@ -37,6 +37,7 @@
 
 #include "vend/agent/core_runner.hpp"
 #include "vend/agent/order.hpp"
+#include "vend/agent/refund.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/ops.hpp"
@@ -94,20 +95,6 @@ struct OrderHistory {
   std::vector<StoredPayment> payments;
   std::vector<StoredRefund> refunds;
 };
-
-// One refund for the shell to deliver to the payment gateway.
-struct RefundDelivery {
-  std::string refund_id;  // the gateway's idempotency key
-  std::string payment_id;
-  std::string order_id;
-  int64_t amount_cents = 0;
-  std::string reason;
-  int attempt = 1;  // 1 for the first delivery
-};
-
-// What the gateway said: confirmed (2xx), try again later (no answer, 5xx,
-// 408, 429), or refused for good (another 4xx: given up, alerted).
-enum class RefundOutcome { kDelivered, kRetry, kRejected };
 
 struct ProvisionedDevice {
   std::string id;

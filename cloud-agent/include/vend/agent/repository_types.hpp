@@ -114,11 +114,19 @@ struct StoredRefund {
 };
 
 // A new PENDING refund of `payment_id`, recorded at `at_ms`.
-StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
-                        std::string reason, int64_t at_ms);
+inline StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
+                               std::string reason, int64_t at_ms) {
+  StoredRefund r;
+  r.payment_id = std::move(payment_id);
+  r.order_id = std::move(order_id);
+  r.amount_cents = amount_cents;
+  r.reason = std::move(reason);
+  r.at_ms = r.updated_ms = at_ms;
+  return r;
+}
 
 // "rfd-<payment id>": the idempotency key of a refund at the gateway.
-std::string refund_id_of(const std::string& payment_id);
+inline std::string refund_id_of(const std::string& payment_id) { return "rfd-" + payment_id; }
 
 struct StoredRestock {
   std::string restock_id;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -42,6 +43,13 @@ void init_libraries(bool tls) {
     MQTTAsync_init_options init = MQTTAsync_init_options_initializer;
     init.do_openssl_init = 0;
     MQTTAsync_global_init(&init);
+    // Paho C records every function entry and exit in a 400-entry trace ring
+    // (122 KiB of heap, written all over, under a mutex) that nothing reads
+    // unless MQTT_C_CLIENT_TRACE sends it somewhere. ERROR keeps only errors
+    // in it; an operator who sets MQTT_C_CLIENT_TRACE gets Paho's tracing.
+    if (std::getenv("MQTT_C_CLIENT_TRACE") == nullptr) {
+      MQTTAsync_setTraceLevel(MQTTASYNC_TRACE_ERROR);
+    }
   });
   if (!tls) return;
   static std::once_flag ssl;

@@ -30,12 +30,19 @@ endfunction()
 vend_debian_arch(VEND_DEB_ARCH)
 
 # Versions as dpkg-shlibdeps computes them for a native Debian 12 build.
+# SQLite is linked into vend-firmware (common/CMakeLists.txt): a SQLite
+# security update reaches the devices with a rebuilt package, not through
+# libsqlite3-0. Packed relative relocations (DT_RELR) need glibc 2.36.
+if(VEND_HAVE_PACK_RELATIVE_RELOCS)
+  set(VEND_DEB_LIBC "libc6 (>= 2.36)")
+else()
+  set(VEND_DEB_LIBC "libc6 (>= 2.34)")
+endif()
 set(VEND_DEB_DEPENDS
-  "libc6 (>= 2.34)"
+  "${VEND_DEB_LIBC}"
   "libgcc-s1 (>= 3.0)"
   "libpaho-mqtt1.3 (>= 1.3.0)"
   "libpaho-mqttpp3-1 (>= 1.2.0)"
-  "libsqlite3-0 (>= 3.7.15)"
   "libssl3 (>= 3.0.0)"
   "libstdc++6 (>= 12)")
 if(GPIOD_FOUND)

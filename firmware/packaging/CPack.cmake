@@ -33,7 +33,7 @@ vend_debian_arch(VEND_DEB_ARCH)
 # SQLite is linked into vend-firmware (common/CMakeLists.txt): a SQLite
 # security update reaches the devices with a rebuilt package, not through
 # libsqlite3-0. Packed relative relocations (DT_RELR) need glibc 2.36.
-if(VEND_HAVE_PACK_RELATIVE_RELOCS)
+if(VEND_LINKER_PACKS_RELATIVE_RELOCS)
   set(VEND_DEB_LIBC "libc6 (>= 2.36)")
 else()
   set(VEND_DEB_LIBC "libc6 (>= 2.34)")

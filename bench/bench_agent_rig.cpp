@@ -39,11 +39,12 @@ bool agent_ready(int port) {
          res->body.find("\"mqtt_connected\":true") != std::string::npos;
 }
 
-sim::AgentEndpoint endpoint_of(const AgentServer& server) {
+sim::AgentEndpoint endpoint_of(const FleetTarget& target) {
   sim::AgentEndpoint e;
-  e.port = server.http_port();
-  e.operator_token = server.operator_token();
-  e.gateway_secret = server.gateway_secret();
+  e.port = target.http_port;
+  e.operator_token = target.operator_token;
+  e.gateway_secret = target.gateway_secret;
+  for (int port : target.more_ports) e.more.push_back(sim::AgentAddress{"127.0.0.1", port});
   return e;
 }
 
@@ -99,13 +100,24 @@ std::string AgentServer::metrics() const {
   return res && res->status == 200 ? res->body : std::string();
 }
 
+FleetTarget AgentServer::target() const {
+  return FleetTarget{http_port_, broker_.url(), operator_token_, gateway_secret_, dir_.path(), true,
+                     {}};
+}
+
 // ---- Fleet -------------------------------------------------------------------
 
-Fleet::Fleet(FleetSpec spec, const AgentServer& server) : spec_(std::move(spec)), server_(server) {}
+Fleet::Fleet(FleetSpec spec, FleetTarget target)
+    : spec_(std::move(spec)), server_(std::move(target)) {}
 
 Result<std::unique_ptr<Fleet>> Fleet::start(const FleetSpec& spec, const AgentServer& server,
                                             Logger& log) {
-  std::unique_ptr<Fleet> fleet(new Fleet(spec, server));
+  return start(spec, server.target(), log);
+}
+
+Result<std::unique_ptr<Fleet>> Fleet::start(const FleetSpec& spec, FleetTarget target,
+                                            Logger& log) {
+  std::unique_ptr<Fleet> fleet(new Fleet(spec, std::move(target)));
   if (Status s = fleet->provision_and_boot(log); !s.ok()) return s.error();
   fleet->run_ = true;
   size_t threads = static_cast<size_t>(std::max(1, spec.step_threads));
@@ -139,8 +151,8 @@ Status Fleet::provision_and_boot(Logger& log) {
     core.snapshot_interval_ms = 0;
     sim::LiveMachineSetup setup{id,
                                 *key,
-                                server_.dir().file(std::string(id) + ".ledger.db"),
-                                server_.broker_url(),
+                                server_.ledger_dir + "/" + id + ".ledger.db",
+                                server_.broker_url,
                                 slots,
                                 core,
                                 fw::SimulatedMachineOptions{spec_.motor_run_ms, 0.0},
@@ -178,8 +190,17 @@ int Fleet::online() const {
 }
 
 Status Fleet::wait_online(std::chrono::seconds timeout) {
-  HttpCustomer op(server_.http_port(), server_.gateway_secret(), server_.operator_token());
+  HttpCustomer op(server_.http_port, server_.gateway_secret, server_.operator_token);
   auto deadline = SteadyClock::now() + timeout;
+  while (!server_.wait_online) {
+    if (online() == static_cast<int>(machines_.size())) return {};
+    if (SteadyClock::now() > deadline) {
+      return make_error("bench_setup", std::to_string(online()) + " of " +
+                                           std::to_string(machines_.size()) +
+                                           " machines connected");
+    }
+    std::this_thread::sleep_for(100ms);
+  }
   for (;;) {
     auto r = op.get("/v1/devices", true);
     Json j = Json::parse(r.body, nullptr, false);

@@ -38,6 +38,22 @@ class LiveMachine;
 
 namespace vend::bench {
 
+// What a Fleet needs of the agent side: where to provision (an agent's HTTP
+// port: with several agents any one, the client follows redirects), the
+// broker, the secrets and a directory for the ledgers. `wait_online`: wait
+// until the agent's /v1/devices shows every machine online (one agent); with
+// several, each knows only its own machines, so the Fleet waits for every
+// machine's own MQTT session instead.
+struct FleetTarget {
+  int http_port = 0;
+  std::string broker_url;
+  std::string operator_token;
+  std::string gateway_secret;
+  std::string ledger_dir;
+  bool wait_online = true;
+  std::vector<int> more_ports;  // the other agents: provisioning and fills retry there on 503
+};
+
 // mosquitto and vend-agent on free loopback ports, files in a temp dir.
 // Non-copyable; stops both on destruction.
 class AgentServer {
@@ -57,6 +73,7 @@ class AgentServer {
   const test::TempDir& dir() const { return dir_; }
   // The agent's /metrics text ("" when unreachable).
   std::string metrics() const;
+  FleetTarget target() const;
   // SIGTERM to the agent; its exit code (-1: had to be killed).
   int stop_agent();
 
@@ -86,6 +103,8 @@ class Fleet {
   // stepping threads and waits until the agent sees all of them online.
   static Result<std::unique_ptr<Fleet>> start(const FleetSpec& spec, const AgentServer& server,
                                               Logger& log);
+  static Result<std::unique_ptr<Fleet>> start(const FleetSpec& spec, FleetTarget target,
+                                              Logger& log);
   ~Fleet();
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
@@ -102,13 +121,13 @@ class Fleet {
   int online() const;
 
  private:
-  Fleet(FleetSpec spec, const AgentServer& server);
+  Fleet(FleetSpec spec, FleetTarget target);
   Status provision_and_boot(Logger& log);
   void step_loop(size_t first, size_t stride);
   Status wait_online(std::chrono::seconds timeout);
 
   FleetSpec spec_;
-  const AgentServer& server_;
+  FleetTarget server_;
   std::vector<std::string> ids_;
   std::vector<std::unique_ptr<sim::LiveMachine>> machines_;
   std::vector<std::thread> steppers_;

@@ -20,7 +20,14 @@ Status MemoryLeaseStore::join(const std::string& instance, const std::string& se
     shard_count_ = shard_count;
     leases_.assign(static_cast<size_t>(shard_count), Lease{});
   }
-  members_[instance] = Member{session, now};  // a member once it heartbeats
+  members_[instance] = Member{session, now, ""};  // a member once it heartbeats
+  return {};
+}
+
+Status MemoryLeaseStore::advertise(const std::string& instance, const std::string& url) {
+  auto it = members_.find(instance);
+  if (it == members_.end()) return make_error("conflict", "instance " + instance + " never joined");
+  it->second.url = url;
   return {};
 }
 
@@ -34,7 +41,9 @@ Result<ClusterView> MemoryLeaseStore::heartbeat(const std::string& instance,
   it->second.expires_ms = now + member_ttl_ms;
   ClusterView view;
   for (const auto& [id, member] : members_) {
-    if (now < member.expires_ms) view.members.push_back(id);  // std::map: sorted
+    if (now >= member.expires_ms) continue;
+    view.members.push_back(id);  // std::map: sorted
+    if (!member.url.empty()) view.urls[id] = member.url;
   }
   for (size_t shard = 0; shard < leases_.size(); ++shard) {
     const Lease& lease = leases_[shard];

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS vend_shard_leases (
   owner text NOT NULL DEFAULT '',
   epoch bigint NOT NULL DEFAULT 0,
   expires_at timestamptz NOT NULL DEFAULT '-infinity');
+ALTER TABLE vend_members ADD COLUMN IF NOT EXISTS url text NOT NULL DEFAULT '';
 COMMIT;
 )sql";
 
@@ -137,6 +138,13 @@ Status PgLeaseStore::join(const std::string& instance, const std::string& sessio
   return {};
 }
 
+Status PgLeaseStore::advertise(const std::string& instance, const std::string& url) {
+  auto set = conn_->run("advertise", "UPDATE vend_members SET url = $2 WHERE instance = $1",
+                        {instance, url});
+  if (!set) return set.error();
+  return {};
+}
+
 Result<ClusterView> PgLeaseStore::heartbeat(const std::string& instance, const std::string& session,
                                             int64_t member_ttl_ms) {
   auto beat =
@@ -150,9 +158,14 @@ Result<ClusterView> PgLeaseStore::heartbeat(const std::string& instance, const s
   }
   ClusterView view;
   auto members = conn_->run(
-      "members", "SELECT instance FROM vend_members WHERE expires_at > now() ORDER BY instance");
+      "members",
+      "SELECT instance, url FROM vend_members WHERE expires_at > now() ORDER BY instance");
   if (!members) return members.error();
-  for (int r = 0; r < (*members)->rows(); ++r) view.members.push_back((*members)->text(r, 0));
+  for (int r = 0; r < (*members)->rows(); ++r) {
+    view.members.push_back((*members)->text(r, 0));
+    if (std::string url = (*members)->text(r, 1); !url.empty())
+      view.urls[view.members.back()] = url;
+  }
   auto leases = conn_->run("leases",
                            "SELECT shard, owner, epoch, owner <> '' AND expires_at > now() "
                            "FROM vend_shard_leases ORDER BY shard");
@@ -172,7 +185,9 @@ Result<std::vector<Grant>> PgLeaseStore::acquire(const std::string& instance,
   auto granted = conn_->run("acquire",
                             "UPDATE vend_shard_leases SET owner = $1, epoch = epoch + 1, "
                             "expires_at = now() + $3::bigint * interval '1 ms' "
-                            "WHERE shard = ANY($2::int[]) AND (owner = '' OR expires_at <= now()) "
+                            "WHERE shard IN (SELECT shard FROM vend_shard_leases "
+                            "WHERE shard = ANY($2::int[]) ORDER BY shard FOR UPDATE) "
+                            "AND (owner = '' OR expires_at <= now()) "
                             "RETURNING shard, epoch",
                             {instance, int_array(shards), std::to_string(lease_ms)});
   if (!granted) return granted.error();
@@ -199,6 +214,8 @@ Result<std::vector<int>> PgLeaseStore::renew(const std::string& instance,
       "UPDATE vend_shard_leases AS l SET expires_at = now() + $4::bigint * interval '1 ms' "
       "FROM unnest($2::int[], $3::bigint[]) AS h(shard, epoch) "
       "WHERE l.shard = h.shard AND l.owner = $1 AND l.epoch = h.epoch AND l.expires_at > now() "
+      "AND l.shard IN (SELECT shard FROM vend_shard_leases WHERE shard = ANY($2::int[]) "
+      "ORDER BY shard FOR UPDATE) "
       "RETURNING l.shard",
       {instance, int_array(shards), epochs, std::to_string(lease_ms)});
   if (!extended) return extended.error();
@@ -221,7 +238,8 @@ Status PgLeaseStore::release(const std::string& instance, const Grant& grant) {
 Status PgLeaseStore::leave(const std::string& instance) {
   auto released = conn_->run("leave",
                              "UPDATE vend_shard_leases SET expires_at = now() "
-                             "WHERE owner = $1 AND expires_at > now()",
+                             "WHERE shard IN (SELECT shard FROM vend_shard_leases WHERE owner = $1 "
+                             "ORDER BY shard FOR UPDATE) AND owner = $1 AND expires_at > now()",
                              {instance});
   if (!released) return released.error();
   auto gone = conn_->run("leave", "DELETE FROM vend_members WHERE instance = $1", {instance});

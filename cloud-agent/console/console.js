@@ -4,10 +4,14 @@
 // /v1/ops/stream, Server-Sent Events read with fetch() so the token goes in
 // the Authorization header, never in the URL): the page updates in place
 // from its events. While the stream is down the page polls every 2 s, the
-// header says so, and the stream is retried with a backoff.
+// header says so, and the stream is retried with a backoff. The header's
+// badge also says when the agent itself is cut off from its machines: the
+// stream's hello and `agent` events carry its broker connection, and
+// /healthz (every HEALTH_MS, and with each poll) its other reasons.
 'use strict';
 
 const POLL_MS = 2000;
+const HEALTH_MS = 10000;
 const ORDER_STATES = ['RESERVED', 'PAID', 'DISPATCHED', 'COMPLETED', 'EXPIRED', 'CANCELLED',
                       'FAILED', 'REFUNDED', 'NEEDS_REVIEW'];
 const TOKEN_KEY = 'vend.operatorToken';
@@ -91,6 +95,7 @@ function showLogin(error) {
   $('login-error').textContent = error || '';
   $('token').value = '';
   $('status').textContent = '';
+  stopHealth();
   $('token').focus();
 }
 
@@ -99,7 +104,7 @@ async function login(event) {
   const token = $('token').value.trim();
   sessionStorage.setItem(TOKEN_KEY, token);
   try {
-    await api('/v1/devices');
+    await api('/v1/fleet/summary');  // small at any fleet size
   } catch (e) {
     showLogin(e.status === 401 ? 'Wrong operator token: the agent refused it (401 ' + e.code + ').'
                                : 'Cannot reach the agent: ' + e.message);
@@ -112,21 +117,74 @@ async function login(event) {
   if (!location.hash || location.hash === '#/') location.hash = '#/fleet';
   else route();
   openStream();
+  startHealth();
 }
 
 // ---- live stream -----------------------------------------------------------
 
-const live = {up: false, controller: null, retryMs: 1000, retryTimer: null, events: 0};
+// up: the stream is open; broker: the agent's MQTT connection (null:
+// unknown); reasons: /healthz's, when it answers 503.
+const live = {up: false, controller: null, retryMs: 1000, retryTimer: null, events: 0,
+              broker: null, reasons: [], why: '', healthTimer: null};
 
 // The header's indicator; polling runs exactly while the stream is down.
 function setLive(up, why) {
   live.up = up;
-  const ind = $('live');
-  ind.textContent = up ? 'live' : 'polling every ' + POLL_MS / 1000 + ' s' + (why ? ': ' + why : '');
-  ind.className = 'live ' + (up ? 'up' : 'down');
-  ind.dataset.state = up ? 'live' : 'polling';
+  live.why = why || '';
+  renderLive();
   if (up) stopPolling();
   else startPolling();
+}
+
+// live (green) only when the stream is open and the agent hears its
+// machines; the stream open but the broker down is said as such: the fleet
+// shown is the agent's last word, not the machines' present.
+function renderLive() {
+  const ind = $('live');
+  const brokerDown = live.broker === false;
+  const others = live.reasons.filter((r) => r !== 'broker_down');
+  let text;
+  let state;
+  if (live.up && !brokerDown) {
+    text = 'live';
+    state = 'live';
+  } else if (live.up) {
+    text = 'agent cut off: its MQTT broker is down, machine state is stale';
+    state = 'broker-down';
+  } else {
+    text = 'polling every ' + POLL_MS / 1000 + ' s' + (live.why ? ': ' + live.why : '') +
+           (brokerDown ? '; the agent\'s MQTT broker is down' : '');
+    state = 'polling';
+  }
+  if (others.length) text += '; agent unhealthy: ' + others.join(', ');
+  ind.textContent = text;
+  ind.className = 'live ' + (state === 'live' && !others.length ? 'up' : 'down');
+  ind.dataset.state = state;
+  ind.dataset.broker = live.broker === null ? 'unknown' : live.broker ? 'up' : 'down';
+}
+
+// /healthz (public, small): the broker while the stream is down, and what
+// else makes the agent answer 503 (storage failed, input saturated).
+async function checkHealth() {
+  try {
+    const res = await fetch('/healthz', {cache: 'no-store'});
+    const h = await res.json();
+    live.reasons = h.reasons || [];
+    if (!live.up) live.broker = h.mqtt_connected;
+  } catch (e) {
+    live.reasons = ['agent unreachable'];
+  }
+  renderLive();
+}
+
+function startHealth() {
+  if (!live.healthTimer) live.healthTimer = setInterval(checkHealth, HEALTH_MS);
+  checkHealth();
+}
+
+function stopHealth() {
+  if (live.healthTimer) clearInterval(live.healthTimer);
+  live.healthTimer = null;
 }
 
 function closeStream() {
@@ -183,10 +241,19 @@ function onFrame(frame) {
   if (!data.length) return;
   let msg;
   try { msg = JSON.parse(data.join('\n')); } catch (_) { return; }
+  if (event === 'agent') {  // the agent's broker connection changed
+    live.broker = msg.broker_connected;
+    renderLive();
+    if (msg.broker_connected) refresh();  // what came meanwhile
+    return;
+  }
   if (event === 'hello' || event === 'resync') {
     // Up (again), or events were lost: one fetch of the state, then events.
     live.retryMs = 1000;
-    if (event === 'hello') setLive(true);
+    if (event === 'hello') {
+      if (msg.broker_connected !== undefined) live.broker = msg.broker_connected;
+      setLive(true);
+    }
     refresh();
     return;
   }
@@ -195,6 +262,7 @@ function onFrame(frame) {
                                                e.from_state === 'NEEDS_REVIEW')) {
     later('review-count', refreshReviewCount, 500);
   }
+  if (event === 'alert') later('review-count', refreshReviewCount, 500);
   if (!current) return;
   if (current.page.onEvent) current.page.onEvent(event, msg, current.arg);
   else later('page', refresh, POLL_MS);  // no in-place updates: one fetch per burst
@@ -234,8 +302,10 @@ function startPolling() {
 }
 
 async function refreshReviewCount() {
-  const review = await api('/v1/orders?state=NEEDS_REVIEW&limit=1000');
+  const [review, {alerts}] = await Promise.all([api('/v1/orders?state=NEEDS_REVIEW&limit=1000'),
+                                                api('/v1/alerts')]);
   $('review-count').textContent = review.orders.length ? String(review.orders.length) : '';
+  $('alert-count').textContent = alerts.length ? String(alerts.length) : '';
 }
 
 // One refresh at a time; one asked for meanwhile runs once after it (a new
@@ -255,6 +325,7 @@ async function refresh() {
   try {
     await page.page.update(page.arg);
     await refreshReviewCount();
+    if (!live.up) await checkHealth();  // polling: the broker too
     $('status').textContent = 'updated ' + new Date().toLocaleTimeString();
     $('status').classList.remove('stale');
   } catch (e) {
@@ -313,6 +384,7 @@ document.addEventListener('DOMContentLoaded', () => {
     $('login').hidden = true;
     route();
     openStream();
+    startHealth();
   } else {
     showLogin('');
   }

@@ -25,7 +25,31 @@ function fleetRowOf(st) {
           empty_slots: slots.filter((x) => x.pool === 0).length, pool: sum(slots, 'pool'),
           in_flight: sum(slots, 'reserved') + sum(slots, 'dispatched'), sold: sum(slots, 'sold'),
           burned: sum(slots, 'burned'), outbox_depth: st.outbox_depth,
-          last_verdict: st.last_verdict};
+          last_verdict: st.last_verdict,
+          stock: slots.map((x) => ({slot: x.slot, pool: x.pool, capacity: x.capacity}))};
+}
+
+// Stock per slot: one bar per slot, its height the pool's share of the
+// capacity (red: empty); the cell's text and title say "pool/capacity".
+function stockCell(stock) {
+  const w = 120;
+  const h = 18;
+  const bw = Math.max(1, Math.min(10, w / Math.max(1, stock.length)));
+  const bars = svg('svg', {class: 'stock', width: bw * stock.length, height: h,
+                           viewBox: `0 0 ${bw * stock.length} ${h}`});
+  stock.forEach((x, i) => {
+    const share = x.capacity > 0 ? Math.min(1, x.pool / x.capacity) : 0;
+    const bh = x.pool === 0 ? 2 : Math.max(2, share * h);
+    bars.append(svg('rect', {x: i * bw, y: h - bh, width: Math.max(1, bw - 1), height: bh,
+                             fill: x.pool === 0 ? '#b42318' : share < 0.25 ? '#b54708'
+                                                                              : '#067647'},
+                    svg('title', {}, 'slot ' + x.slot + ': ' + x.pool + '/' + x.capacity)));
+  });
+  const text = stock.map((x) => x.pool + '/' + x.capacity).join(' ');
+  // A few slots: their pools in figures too.
+  const figures = stock.length <= 6 ? el('span', {class: 'hint'},
+                                         ' ' + stock.map((x) => x.pool).join(' · ')) : null;
+  return el('td', {'data-field': 'stock', 'data-stock': text, title: text}, bars, figures);
 }
 
 function fleetRow(d) {
@@ -35,7 +59,7 @@ function fleetRow(d) {
                d.online ? 'online' : 'offline'),
             el('td', {'data-field': 'last_seen'}, ago(d.last_seen_ms)),
             num(d.clock_skew_ms, 'clock_skew_ms'), num(d.slots, 'slots'),
-            num(d.empty_slots, 'empty_slots'), num(d.pool, 'pool'),
+            num(d.empty_slots, 'empty_slots'), stockCell(d.stock || []), num(d.pool, 'pool'),
             num(d.in_flight, 'in_flight'), num(d.sold, 'sold'), num(d.burned, 'burned'),
             num(d.outbox_depth, 'outbox_depth'),
             el('td', {'data-field': 'verdict', class: d.last_verdict === 'alert' ? 'error' : null},
@@ -43,7 +67,8 @@ function fleetRow(d) {
 }
 
 const FLEET_HEADERS = ['Machine', 'Status', 'Last seen', {label: 'Clock skew ms', num: 1},
-  {label: 'Slots', num: 1}, {label: 'Empty slots', num: 1}, {label: 'Pool', num: 1},
+  {label: 'Slots', num: 1}, {label: 'Empty slots', num: 1}, 'Stock per slot',
+  {label: 'Pool', num: 1},
   {label: 'Reserved + dispatched', num: 1}, {label: 'Sold', num: 1}, {label: 'Burned', num: 1},
   {label: 'Outbox', num: 1}, 'Reconcile'];
 
@@ -195,14 +220,19 @@ pages.device = {
                 el('p', {id: 'device-msg', class: 'hint'}), el('h3', {}, 'Slots'),
                 el('div', {id: 'slots'}), el('h3', {}, 'Reconciliation report'),
                 el('div', {id: 'report'}), el('h3', {}, 'Recent orders'),
-                el('div', {id: 'device-orders'}));
+                el('div', {id: 'device-orders'}), el('h3', {}, 'Faults'),
+                el('div', {id: 'faults'}));
   },
+  // Only this machine's data (per-device endpoints): the page costs the
+  // same in a fleet of 10 or 10,000.
   async update(id) {
     const enc = encodeURIComponent(id);
-    const [{devices}, {slots}, {orders}, report] = await Promise.all([
-      api('/v1/devices'), api('/v1/devices/' + enc + '/slots'), api('/v1/orders?limit=1000'),
+    const base = '/v1/devices/' + enc;
+    const [device, {slots}, {orders}, {faults}, report] = await Promise.all([
+      api(base), api(base + '/slots'),
+      api('/v1/orders?device=' + enc + '&limit=' + DEVICE_ORDERS), api(base + '/faults?limit=20'),
       api('/v1/reconcile/' + enc).catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
-    deviceSummary(devices.find((x) => x.id === id) || {});
+    deviceSummary(device);
     $('slots').replaceChildren(table('slots-table', ['Slot', 'Product', {label: 'Price', num: 1},
       {label: 'Capacity', num: 1}, {label: 'Pool', num: 1}, {label: 'Reserved', num: 1},
       {label: 'Dispatched', num: 1}, {label: 'Sold', num: 1}, {label: 'Burned', num: 1}],
@@ -213,10 +243,18 @@ pages.device = {
                           num(s.burned, 'burned')))));
     $('report').replaceChildren(report ? reportView(report)
                                        : el('p', {class: 'hint'}, 'No reconciliation yet.'));
-    const mine = orders.filter((o) => o.device === id).slice(0, 20);
-    $('device-orders').replaceChildren(ordersTable(mine));
+    $('device-orders').replaceChildren(orders.length ? ordersTable(orders)
+                                                     : el('p', {class: 'hint'}, 'No orders yet.'));
+    $('faults').replaceChildren(faults.length
+        ? table('faults-table', ['When', 'Code', {label: 'Slot', num: 1}, 'What'],
+                faults.map((f) => el('tr', {}, el('td', {}, when(f.at_ms)),
+                                     el('td', {class: 'error'}, f.code), num(f.slot || '—'),
+                                     el('td', {}, f.message))))
+        : el('p', {class: 'hint', id: 'faults-none'}, 'No faults recorded.'));
   },
 };
+
+const DEVICE_ORDERS = 20;
 
 // The device page in place: its status and slots from device events, its
 // orders from order events, its report from reconcile events.
@@ -239,10 +277,12 @@ pages.device.onEvent = function(kind, msg, id) {
       const cell = document.querySelector(
           `#device-orders tr[data-order="${CSS.escape(e.order_id)}"] td[data-field=state]`);
       if (cell) cell.textContent = e.to_state;
-      else if (tbody) {
+      else if (!tbody) later('page', refresh, 500);  // its first order: the table appears
+      else {
         tbody.prepend(ordersTable([{id: e.order_id, device: e.device, slot: e.slot,
                                     state: e.to_state, reason: e.reason, created_ms: e.ts_ms,
                                     updated_ms: e.ts_ms}]).querySelector('tbody tr'));
+        while (tbody.rows.length > DEVICE_ORDERS) tbody.deleteRow(-1);
       }
     }
   } else if (kind === 'reconcile' && msg.device === id) {
@@ -282,40 +322,95 @@ function ordersTable(orders) {
                  el('td', {}, when(o.updated_ms)))));
 }
 
+// Searched by the agent: an order id is looked up (GET /v1/orders/{id}), a
+// machine id lists that machine's orders (?device=), with the state filter;
+// no list is downloaded to be filtered here.
+const ID_RE = /^[A-Za-z0-9._-]{1,64}$/;
+const ORDERS_LIMIT = 200;
+
 pages.orders = {
   mount(root) {
     const state = el('select', {id: 'orders-state', onchange: () => refresh()},
                      el('option', {value: ''}, 'any state'),
                      ORDER_STATES.map((s) => el('option', {value: s}, s)));
-    const search = el('input', {id: 'orders-search', placeholder: 'order or machine id',
-                                oninput: () => refresh()});
+    const search = el('input', {id: 'orders-search', placeholder: 'order id or machine id',
+                                oninput: () => later('orders-search', refresh, 250)});
     root.append(el('h2', {}, 'Orders'), el('div', {class: 'inline'}, 'State ', state, ' ', search),
                 el('p', {class: 'hint', id: 'orders-count'}), el('div', {id: 'orders'}));
   },
   async update() {
     const state = $('orders-state').value;
-    const q = $('orders-search').value.trim().toLowerCase();
-    const {orders} = await api('/v1/orders?limit=1000' + (state ? '&state=' + state : ''));
-    const shown = orders.filter((o) => !q || o.id.toLowerCase().includes(q) ||
-                                       o.device.toLowerCase().includes(q));
-    $('orders-count').textContent = shown.length + ' of the latest ' + orders.length + ' orders';
-    $('orders').replaceChildren(ordersTable(shown));
+    const q = $('orders-search').value.trim();
+    const filter = (state ? '&state=' + state : '');
+    if (q && !ID_RE.test(q)) {
+      $('orders-count').textContent = 'not an id: 1..64 of A-Z a-z 0-9 . _ -';
+      $('orders').replaceChildren();
+      return;
+    }
+    let orders;
+    let what;
+    if (!q) {
+      orders = (await api('/v1/orders?limit=' + ORDERS_LIMIT + filter)).orders;
+      what = 'the latest ' + (state || '') + ' orders';
+    } else {
+      const [one, ofDevice] = await Promise.all([
+        api('/v1/orders/' + encodeURIComponent(q))
+            .catch((e) => (e.status === 404 ? null : Promise.reject(e))),
+        api('/v1/orders?device=' + encodeURIComponent(q) + '&limit=' + ORDERS_LIMIT + filter)]);
+      orders = ofDevice.orders;
+      if (one && (!state || one.state === state)) orders = [one, ...orders];
+      what = one ? 'order ' + q : 'orders of machine ' + q;
+    }
+    $('orders-count').textContent = orders.length + ' shown: ' + what +
+        (orders.length >= ORDERS_LIMIT ? ' (the newest ' + ORDERS_LIMIT + ')' : '');
+    $('orders').replaceChildren(ordersTable(orders));
   },
 };
 
+// The order and its full history from the agent's log: every state change
+// (with who resolved a review and their note), its payments and refunds.
 pages.order = {
   mount(root, id) {
     root.append(el('h2', {}, 'Order ', el('span', {id: 'order-id'}, id)), el('div', {id: 'order'}),
-                el('div', {id: 'order-resolve'}));
+                el('div', {id: 'order-resolve'}), el('h3', {}, 'State history'),
+                el('div', {id: 'order-history'}), el('h3', {}, 'Payments and refunds'),
+                el('div', {id: 'order-money'}));
   },
   async update(id) {
-    const o = await api('/v1/orders/' + encodeURIComponent(id));
+    const enc = encodeURIComponent(id);
+    const [o, h] = await Promise.all([
+      api('/v1/orders/' + enc),
+      api('/v1/orders/' + enc + '/history')
+          .catch((e) => (e.status === 404 ? null : Promise.reject(e)))]);
     $('order').replaceChildren(el('table', {id: 'order-detail'}, el('tbody', {},
         Object.entries(o).map(([k, v]) => el('tr', {}, el('th', {}, k),
             el('td', {'data-field': k}, k.endsWith('_ms') && v > 1e12 ? when(v) : String(v)))))));
     const box = $('order-resolve');
     if (o.state !== 'NEEDS_REVIEW') box.replaceChildren();
     else if (!box.firstChild) box.append(el('h3', {}, 'Resolve'), resolveForm(o));
+    if (!h) {
+      $('order-history').replaceChildren(el('p', {class: 'hint'}, 'Not in the log yet.'));
+      $('order-money').replaceChildren();
+      return;
+    }
+    $('order-history').replaceChildren(table('history-table', ['When', 'From', 'To', 'Detail'],
+        h.events.map((e) => el('tr', {'data-to': e.to_state}, el('td', {}, when(e.at_ms)),
+                               el('td', {}, e.from_state || '(created)'),
+                               el('td', {'data-field': 'to_state'}, e.to_state),
+                               el('td', {'data-field': 'detail'}, e.detail)))));
+    const money = [
+      ...h.payments.map((p) => el('tr', {}, el('td', {}, when(p.at_ms)), el('td', {}, 'payment'),
+                                  el('td', {}, p.payment_id), num((p.amount_cents / 100).toFixed(2)),
+                                  el('td', {}, p.outcome))),
+      ...h.refunds.map((r) => el('tr', {'data-refund': r.refund_id}, el('td', {}, when(r.at_ms)),
+                                 el('td', {}, 'refund'), el('td', {}, r.refund_id),
+                                 num((r.amount_cents / 100).toFixed(2)),
+                                 el('td', {class: r.state === 'GAVE_UP' ? 'error' : null},
+                                    r.state + ' (' + r.attempts + ' attempts)' +
+                                        (r.last_error ? ': ' + r.last_error : ''))))];
+    $('order-money').replaceChildren(money.length
+        ? table('money-table', ['When', 'What', 'Id', {label: 'Amount', num: 1}, 'Outcome'], money)
+        : el('p', {class: 'hint'}, 'No payment.'));
   },
 };
 
@@ -411,37 +506,55 @@ pages.refunds = {
     const state = $('refunds-state').value;
     const {refunds} = await api('/v1/refunds?limit=1000' + (state ? '&state=' + state : ''));
     $('refunds').replaceChildren(table('refunds-table', ['Refund', 'Order', 'Payment',
-      {label: 'Amount', num: 1}, 'State', {label: 'Attempts', num: 1}, 'Last error', 'Updated'],
-      refunds.map((r) => el('tr', {},
-        el('td', {}, r.refund_id), el('td', {}, el('a', {href: '#/order/' +
-                                                       encodeURIComponent(r.order_id)},
-                                                   r.order_id)),
-        el('td', {}, r.payment_id), num((r.amount_cents / 100).toFixed(2)),
-        el('td', {class: r.state === 'GAVE_UP' ? 'error' : null}, r.state), num(r.attempts),
-        el('td', {}, r.last_error || ''), el('td', {}, when(r.updated_ms))))));
+      {label: 'Amount', num: 1}, 'Delivery', {label: 'Attempts', num: 1}, 'Last error', 'Why',
+      'Updated'],
+      refunds.map((r) => el('tr', {'data-order': r.order_id, 'data-refund': r.refund_id},
+        el('td', {class: 'id'}, r.refund_id),
+        el('td', {class: 'id'}, el('a', {href: '#/order/' + encodeURIComponent(r.order_id)},
+                                   r.order_id)),
+        el('td', {class: 'id'}, r.payment_id), num((r.amount_cents / 100).toFixed(2)),
+        el('td', {class: r.state === 'GAVE_UP' ? 'error' : null, 'data-field': 'state'}, r.state),
+        num(r.attempts, 'attempts'),
+        el('td', {class: 'id', 'data-field': 'last_error'}, r.last_error || ''),
+        el('td', {}, r.reason), el('td', {}, when(r.updated_ms))))));
   },
 };
 
 // ---- alerts ----------------------------------------------------------------
 
+// One row per active alert (GET /v1/alerts); the stream's alert events add,
+// update and remove rows in place.
+function alertRow(a) {
+  return el('tr', {'data-alert': a.device + '/' + a.slot + '/' + a.code},
+            el('td', {class: a.severity === 'critical' ? 'error' : 'warn'}, a.severity),
+            el('td', {'data-field': 'code'}, a.code),
+            el('td', {class: 'nowrap'},
+               a.device ? el('a', {href: '#/device/' + encodeURIComponent(a.device)}, a.device)
+                        : 'fleet'),
+            num(a.slot || '—'), el('td', {}, a.message), el('td', {}, when(a.ts_ms)));
+}
+
 pages.alerts = {
   mount(root) {
     root.append(el('h2', {}, 'Active alerts'),
-                el('p', {class: 'hint'}, 'The agent reports active alerts as counts by code ' +
-                   '(vend_alerts_active in /metrics). Each alert, with its device and slot, ' +
-                   'is published on the MQTT ops topics (vendctl watch); the JSON API has no ' +
-                   'per-alert list yet.'), el('div', {id: 'alerts'}));
+                el('p', {class: 'hint'}, 'Raised by the agent and not cleared, one per machine, ' +
+                   'slot and code (also on the MQTT ops topics, vendctl watch, and as ' +
+                   'vend_alerts_active in /metrics for Prometheus).'), el('div', {id: 'alerts'}));
   },
   async update() {
-    const text = await api('/metrics', {raw: true});
-    const active = [];
-    for (const line of text.split('\n')) {
-      const m = /^vend_alerts_active\{code="([^"]+)"\} (\d+)/.exec(line);
-      if (m && Number(m[2]) > 0) active.push([m[1], Number(m[2])]);
-    }
-    $('alerts').replaceChildren(active.length
-        ? table('alerts-table', ['Code', {label: 'Active', num: 1}],
-                active.map(([code, n]) => el('tr', {}, el('td', {}, code), num(n))))
+    const {alerts} = await api('/v1/alerts');
+    $('alerts').replaceChildren(alerts.length
+        ? table('alerts-table', ['Severity', 'Code', 'Machine', {label: 'Slot', num: 1},
+                                 'Message', 'Since'], alerts.map(alertRow))
         : el('p', {id: 'alerts-none'}, 'No active alerts.'));
+  },
+  onEvent(kind, msg) {
+    if (kind !== 'alert') return;
+    const key = msg.device + '/' + msg.slot + '/' + msg.code;
+    const row = document.querySelector(`#alerts-table tr[data-alert="${CSS.escape(key)}"]`);
+    if (msg.state === 'cleared') row?.remove();
+    else if (row) row.replaceWith(alertRow(msg));
+    else return later('page', refresh, 300);  // a new one (or the first): the table again
+    if (!document.querySelector('#alerts-table tbody tr')) later('page', refresh, 300);
   },
 };

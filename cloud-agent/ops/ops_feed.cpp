@@ -34,6 +34,13 @@ bool AlertBook::active(const std::string& device, int slot, std::string_view cod
   return active_.count(Key{device, slot, std::string(code)}) != 0;
 }
 
+std::vector<ops::Alert> AlertBook::list() const {
+  std::vector<ops::Alert> out;
+  out.reserve(active_.size());
+  for (const auto& [key, alert] : active_) out.push_back(alert);
+  return out;
+}
+
 std::vector<std::pair<std::string, int64_t>> AlertBook::counts_by_code() const {
   std::map<std::string, int64_t> counts;
   for (const auto& [key, alert] : active_) ++counts[alert.code];

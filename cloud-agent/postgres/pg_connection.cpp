@@ -24,9 +24,10 @@ Error result_error(PGconn* conn, const PGresult* r, std::string_view what) {
   }
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   std::string sqlstate = state ? state : "";
-  if (sqlstate == "VD001") {
+  if (sqlstate == "VD001" || sqlstate == "VD002") {
     const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-    return make_error("conflict", primary ? primary : "conflict");
+    const char* code = sqlstate == "VD001" ? "conflict" : "fenced";
+    return make_error(code, primary ? primary : code);
   }
   std::string message = r ? PQresultErrorMessage(r) : PQerrorMessage(conn);
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();

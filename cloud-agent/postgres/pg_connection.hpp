@@ -37,8 +37,8 @@ class PgResult {
 };
 
 // A failed result as an Error: SQLSTATE VD001 (vend_expect_one()) is
-// "conflict", class 23 "pg_constraint", a broken connection "unavailable",
-// anything else "pg_error". The message names `what` and PostgreSQL's text.
+// "conflict", VD002 (vend_fence()) "fenced", class 23 "pg_constraint", a broken connection
+// "unavailable", anything else "pg_error". The message names `what` and PostgreSQL's text.
 Error result_error(PGconn* conn, const PGresult* r, std::string_view what);
 
 // The URL with its password replaced by "***" (for logs and errors).

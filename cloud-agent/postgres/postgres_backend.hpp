@@ -21,6 +21,10 @@ class PostgresBackend final : public RepositoryBackend {
   // One transaction per group, its writes pipelined (pg_pipeline.hpp), a
   // SAVEPOINT per changeset; see postgres_group.cpp.
   std::vector<Status> apply_group(const std::vector<const Changeset*>& group) override;
+  // Fenced changesets: a check before their changes and a locking one with
+  // the COMMIT (postgres_fence.cpp).
+  bool supports_fence() const override { return true; }
+  Status check_fence(const WriteFence& fence) override;
 
   Result<LoadedState> load(size_t recent_orders_max) override;
   Result<std::optional<Order>> find_order(const std::string& order_id) override;
@@ -41,9 +45,23 @@ class PostgresBackend final : public RepositoryBackend {
   Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) override;
 
  private:
-  enum class Together { kDone, kRetryAlone };
+  // kHold: every changeset is applied (or rolled back to its savepoint),
+  // the transaction is open, and its fence must be held with the COMMIT.
+  enum class Together { kDone, kRetryAlone, kHold };
   Together apply_together(const std::vector<const Changeset*>& group, std::vector<Status>& results);
   Status apply_alone(const Changeset& changes);
+  // The outcome of hold_and_commit(). kRefused: positions in the group of
+  // the changesets whose claims failed (their errors in `refusals`).
+  struct Held {
+    enum What { kCommitted, kRefused, kDeadlock, kFailed, kLost } what = kCommitted;
+    std::vector<size_t> refused;
+    std::vector<Status> refusals;
+    Status error;
+  };
+  // One message: lock and check the claims of `group` (except changesets
+  // already fenced), then COMMIT. Rolls back unless committed.
+  Held hold_and_commit(const std::vector<const Changeset*>& group,
+                       const std::vector<Status>& results);
   Status lost_status() const;
   Result<PgResult> read(const std::string& sql, const Params& params);
 

@@ -11,11 +11,24 @@
 // write too: the outcome of an unanswered COMMIT is unknown, so the writer
 // never reconnects and retries (the core fail-stops; a restart reads what
 // committed).
+//
+// Fenced changesets (cluster mode) start with a check of their claim
+// (vend_fence without lock) inside their savepoint, so a stale one fails
+// "fenced" before its changes can fail on the new owner's rows. The group's
+// COMMIT is then not pipelined: once every changeset is applied, ONE simple
+// query message locks and checks all the claims and commits
+// (hold_and_commit, postgres_fence.cpp). The lease rows are therefore
+// locked only while the server runs that message, never while it waits for
+// this process: a writer paused mid-pipeline (where no
+// idle_in_transaction_session_timeout runs) cannot hold up a takeover. A
+// refused claim rolls the group back; its changesets fail "fenced" and the
+// rest is applied again (each round drops at least one changeset).
 #include <utility>
 
 #include "pg_pipeline.hpp"
 #include "postgres_backend.hpp"
 #include "postgres_changes.hpp"
+#include "postgres_fence.hpp"
 
 namespace vend::agent::pg {
 
@@ -31,6 +44,12 @@ constexpr int kControl = -3;
 // the queued commands reach the server. Returns the raw change's error.
 Status queue_changes(Pipeline& p, std::vector<int>& owner, int index, const Changeset& changes,
                      int64_t faults_max, WriteContext& ctx) {
+  if (const FenceClaim* claim = changes.fence_claim()) {
+    FenceArrays a;
+    a.add(*claim);
+    p.send_prepared("fence_check", {a.instances(), a.shards(), a.epochs()});
+    owner.push_back(index);
+  }
   std::vector<Command> commands;
   for (const Change& change : changes.changes()) {
     if (const auto* raw = std::get_if<change::Raw>(&change)) {
@@ -62,13 +81,60 @@ Status PostgresBackend::lost_status() const {
 std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changeset*>& group) {
   if (!write_lost_ && !write_.ok()) write_lost_ = true;
   if (write_lost_) return std::vector<Status>(group.size(), lost_status());
-  std::vector<Status> results;
-  if (apply_together(group, results) == Together::kRetryAlone) {
-    (void)write_.exec("ROLLBACK");  // whatever is left of the group's transaction
-    results.clear();
-    for (const Changeset* c : group) {
-      results.push_back(write_lost_ ? lost_status() : apply_alone(*c));
+  std::vector<Status> results(group.size());
+  std::vector<size_t> todo(group.size());  // positions still to apply
+  for (size_t i = 0; i < group.size(); ++i) todo[i] = i;
+  int deadlocks = 0;
+  while (!todo.empty()) {
+    std::vector<const Changeset*> subset;
+    for (size_t i : todo) subset.push_back(group[i]);
+    std::vector<Status> sub;
+    Together together = apply_together(subset, sub);
+    if (together == Together::kRetryAlone) {
+      (void)write_.exec("ROLLBACK");  // whatever is left of the group's transaction
+      for (size_t i : todo) results[i] = write_lost_ ? lost_status() : apply_alone(*group[i]);
+      return results;
     }
+    Held held;
+    if (together == Together::kHold) held = hold_and_commit(subset, sub);
+    if (held.what == Held::kFailed) {
+      log_.error(kLog, "COMMIT of a group of " + std::to_string(subset.size()) +
+                           " writes failed: " + held.error.error().to_string() +
+                           "; retrying each write alone");
+      for (size_t i : todo) results[i] = write_lost_ ? lost_status() : apply_alone(*group[i]);
+      return results;
+    }
+    if (held.what == Held::kLost) {
+      for (auto& r : sub) {
+        if (r.ok()) r = held.error;
+      }
+    }
+    if (held.what == Held::kCommitted || held.what == Held::kLost) {
+      for (size_t j = 0; j < todo.size(); ++j) results[todo[j]] = std::move(sub[j]);
+      return results;
+    }
+    // Rolled back: refused changesets (and those fenced by their own check)
+    // are final; the others are applied again.
+    if (held.what == Held::kDeadlock) {
+      log_.warn(kLog, "the fence's lock met a deadlock (a lease change under way): " +
+                          held.error.error().to_string());
+      if (++deadlocks > 2) {  // give up: fenced, which the owner answers by rebuilding
+        held.refused = claimed(subset);
+        held.refusals.assign(held.refused.size(),
+                             make_error("fenced", "write fenced: " + held.error.error().message));
+      }
+    }
+    for (size_t k = 0; k < held.refused.size(); ++k) sub[held.refused[k]] = held.refusals[k];
+    std::vector<size_t> next;
+    for (size_t j = 0; j < todo.size(); ++j) {
+      bool final_fenced = !sub[j].ok() && sub[j].error().code == "fenced";
+      if (final_fenced) {
+        results[todo[j]] = std::move(sub[j]);
+      } else {
+        next.push_back(todo[j]);
+      }
+    }
+    todo.swap(next);
   }
   return results;
 }
@@ -76,6 +142,7 @@ std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changes
 PostgresBackend::Together PostgresBackend::apply_together(
     const std::vector<const Changeset*>& group, std::vector<Status>& results) {
   const int n = static_cast<int>(group.size());
+  const bool fenced = !claimed(group).empty();
   results.assign(group.size(), Status{});
   Pipeline p(write_.get());
   std::vector<int> owner;
@@ -88,7 +155,7 @@ PostgresBackend::Together PostgresBackend::apply_together(
       if (!results[i].ok()) queue_sql(p, owner, "ROLLBACK TO SAVEPOINT w", i);
       queue_sql(p, owner, "RELEASE SAVEPOINT w", i);
     }
-    queue_sql(p, owner, "COMMIT", kCommit);
+    if (!fenced) queue_sql(p, owner, "COMMIT", kCommit);
     PipelineOutcome out = p.run();
     if (out.lost) {
       write_lost_ = true;
@@ -98,7 +165,7 @@ PostgresBackend::Together PostgresBackend::apply_together(
       }
       return Together::kDone;
     }
-    if (!out.failed) return Together::kDone;  // committed
+    if (!out.failed) return fenced ? Together::kHold : Together::kDone;
     int who = owner[*out.failed];
     owner.clear();
     if (who < 0) {
@@ -118,6 +185,7 @@ PostgresBackend::Together PostgresBackend::apply_together(
 }
 
 Status PostgresBackend::apply_alone(const Changeset& changes) {
+  const bool fenced = changes.fence_claim() != nullptr;
   PipelineOutcome out;
   Status raw;
   {
@@ -125,7 +193,7 @@ Status PostgresBackend::apply_alone(const Changeset& changes) {
     std::vector<int> owner;
     queue_sql(p, owner, "BEGIN", kBegin);
     raw = queue_changes(p, owner, 0, changes, options_.faults_max, raw_ctx_);
-    queue_sql(p, owner, raw.ok() ? "COMMIT" : "ROLLBACK", kCommit);
+    if (!raw.ok() || !fenced) queue_sql(p, owner, raw.ok() ? "COMMIT" : "ROLLBACK", kCommit);
     out = p.run();
   }
   if (out.lost) {
@@ -136,7 +204,15 @@ Status PostgresBackend::apply_alone(const Changeset& changes) {
     (void)write_.exec("ROLLBACK");
     return out.error;
   }
-  return raw;
+  if (!raw.ok() || !fenced) return raw;
+  Held held = hold_and_commit({&changes}, {Status{}});
+  switch (held.what) {
+    case Held::kCommitted: return {};
+    case Held::kRefused: return held.refusals.front();
+    case Held::kDeadlock:  // alone: no second round; nothing committed
+      return make_error("fenced", "write fenced: " + held.error.error().message);
+    default: return held.error;
+  }
 }
 
 }  // namespace vend::agent::pg

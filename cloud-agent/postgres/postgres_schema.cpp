@@ -124,12 +124,52 @@ BEGIN
 END $$;
 )sql";
 
+// Version 2: the write fence of several agents (docs/design-decisions.md,
+// "The fence, built"). vend_fence() checks that each claim (instance,
+// shard, epoch) is the shard's current, unexpired lease in the lease store's
+// table (cloud-agent/cluster/pg_lease_store.cpp creates it; plpgsql resolves
+// the table only when called, so a database without it fails the call with
+// 42P01). clock_timestamp(), not now(): now() is the transaction's start.
+// With `hold` it first locks the claimed lease rows FOR SHARE, in shard
+// order, so a takeover's UPDATE waits for this transaction to end. Refused
+// claims raise SQLSTATE VD002 ("fenced"): the message names the first one,
+// the DETAIL lists the 1-based positions of all of them.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE FUNCTION vend_fence(instances TEXT[], shards INTEGER[], epochs BIGINT[], hold BOOLEAN)
+RETURNS VOID LANGUAGE plpgsql AS $$
+DECLARE
+  c RECORD;
+  refused TEXT := '';
+  first TEXT;
+BEGIN
+  IF hold THEN
+    PERFORM 1 FROM vend_shard_leases WHERE shard = ANY(shards) ORDER BY shard FOR SHARE;
+  END IF;
+  FOR c IN SELECT x.n, x.instance, x.shard, x.epoch, l.owner, l.epoch AS held,
+                  l.expires_at > clock_timestamp() AS live
+           FROM unnest(instances, shards, epochs) WITH ORDINALITY AS x(instance, shard, epoch, n)
+           LEFT JOIN vend_shard_leases l ON l.shard = x.shard ORDER BY x.n LOOP
+    CONTINUE WHEN c.owner = c.instance AND c.held = c.epoch AND c.live;
+    refused := refused || CASE WHEN refused = '' THEN '' ELSE ',' END || c.n;
+    IF first IS NULL THEN
+      first := format('write fenced: shard %s is not held by %s at epoch %s (its lease: %s at '
+                      'epoch %s, %s)', c.shard, c.instance, c.epoch,
+                      coalesce(nullif(c.owner, ''), 'nobody'), coalesce(c.held, 0),
+                      CASE WHEN c.live THEN 'unexpired' ELSE 'expired' END);
+    END IF;
+  END LOOP;
+  IF refused <> '' THEN
+    RAISE EXCEPTION USING ERRCODE = 'VD002', MESSAGE = first, DETAIL = refused;
+  END IF;
+END $$;
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {{1, kSchemaV1}};
-constexpr int kLatest = 1;
+const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}};
+constexpr int kLatest = 2;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -171,6 +211,9 @@ Status migrate(PgConnection& conn) {
 // (repository_types.hpp) uses each.
 const std::vector<NamedStatement>& write_statements() {
   static const std::vector<NamedStatement> all = {
+      // The fence's check before a fenced changeset's changes (no lock: see
+      // postgres_group.cpp); $1..$3 as vend_fence()'s arrays.
+      {"fence_check", "SELECT vend_fence($1::text[], $2::integer[], $3::bigint[], false)"},
       {"insert_device", "INSERT INTO devices(id, key_hex, created_ms) VALUES($1, $2, $3)"},
       {"insert_device_seq", "INSERT INTO device_seq(device, last_processed_seq) VALUES($1, 0)"},
       {"upsert_slot",

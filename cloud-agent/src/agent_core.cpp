@@ -48,6 +48,11 @@ bool AgentCore::post_step(std::function<void()> body) {
 // protocol (acks and requests are repeated, ops views re-published).
 void AgentCore::carry_out_effects() {
   detail::Effects fx = state_->take_effects();
+  for (const auto& filter : fx.unsubscribes) {
+    if (auto s = transport_.unsubscribe(filter); !s.ok()) {
+      state_->log.warn(detail::kLog, "unsubscribe " + filter + ": " + s.error().to_string());
+    }
+  }
   for (const auto& filter : fx.subscribes) {
     if (auto s = transport_.subscribe(filter, 1); !s.ok()) {
       state_->log.error(detail::kLog, "subscribe " + filter + ": " + s.error().to_string());
@@ -64,13 +69,76 @@ void AgentCore::carry_out_effects() {
 Status AgentCore::wait_durable(const Ticket& ticket, const std::string& what) {
   Status committed = state_->repo.wait(ticket);
   if (committed.ok()) return {};
-  (void)step([&] { state_->fail_storage(what + ": " + committed.error().to_string()); });
+  (void)step([&] { state_->write_failed(committed.error(), what); });
   return make_error("unavailable", what + " not stored: " + committed.error().message);
 }
 
-Status AgentCore::start() {
+Status AgentCore::start(Ownership owns) {
   Status out;
-  if (!step([&] { out = state_->start(); })) return refused();
+  if (!step([&] {
+        state_->owns = std::move(owns);
+        out = state_->start();
+      })) {
+    return refused();
+  }
+  return out;
+}
+
+// ---- several agents ----
+
+void AgentCore::restrict(Ownership owns) {
+  (void)step([&] { state_->owns = std::move(owns); });
+  state_->repo.flush();
+}
+
+Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) {
+  if (!step([&] { state_->draining = true; })) return refused();
+  // Every write of the old state becomes final. Two flushes: the first
+  // returns once its group's tickets are fulfilled, the second once that
+  // group's after_durable() callbacks have run too (the writer is one
+  // thread), so the steps they post are queued before the swap below and
+  // answer their requests from the old state (the runner is FIFO).
+  state_->repo.flush();
+  state_->repo.flush();
+  if (drained) drained();
+  Status out = refused();
+  if (!step([&] {
+        State& old = *state_;
+        auto fresh = std::make_unique<State>(old.repo, old.clock, old.random, old.log, old.options);
+        fresh->owns = std::move(owns);
+        fresh->connected = old.connected;
+        fresh->counters = std::move(old.counters);
+        fresh->counters.dispatch_latency_ms.clear();
+        // The old subscriptions are the new state's to keep or drop.
+        fresh->subscribed_devices = old.subscribed_devices;
+        out = fresh->start();
+        for (auto& [id, dev] : fresh->devices) {
+          auto was = old.devices.find(id);
+          if (was == old.devices.end()) continue;
+          dev.online = was->second.online;
+          dev.boot_id = was->second.boot_id;
+          dev.last_seen_ms = was->second.last_seen_ms;
+          dev.clock_skew = was->second.clock_skew;
+        }
+        for (auto it = fresh->subscribed_devices.begin(); it != fresh->subscribed_devices.end();) {
+          if (fresh->devices.count(*it) != 0) {
+            ++it;
+            continue;
+          }
+          fresh->effects.unsubscribes.push_back(topics::device_evt(*it));
+          fresh->effects.unsubscribes.push_back(topics::device_status(*it));
+          it = fresh->subscribed_devices.erase(it);
+        }
+        state_ = std::move(fresh);
+      })) {
+    return refused();
+  }
+  return out;
+}
+
+bool AgentCore::fenced() {
+  bool out = false;
+  (void)step([&] { out = state_->fenced; });
   return out;
 }
 
@@ -120,8 +188,9 @@ void AgentCore::create_order_async(const std::string& device, int slot, const st
     state_->repo.after_durable(
         state_->durable_ticket(order->id), [this, o = *order, reply](Status committed) {
           if (committed.ok()) return (*reply)(o);
-          std::string why = "order " + o.id + ": " + committed.error().to_string();
-          (void)post_step([this, why] { state_->fail_storage(why); });
+          (void)post_step([this, e = committed.error(), what = "order " + o.id] {
+            state_->write_failed(e, what);
+          });
           (*reply)(make_error("unavailable",
                               "order " + o.id + " not stored: " + committed.error().message));
         });
@@ -203,10 +272,27 @@ Result<std::vector<StoredRefund>> AgentCore::list_refunds(std::optional<RefundSt
   return state_->repo.refunds(state, limit);
 }
 
-Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit) {
+Result<std::vector<Order>> AgentCore::list_orders(std::optional<OrderState> state, size_t limit,
+                                                  const std::string& device) {
   std::vector<Order> out;
-  if (!step([&] { out = state_->list_orders(state, limit); })) return refused();
+  if (!step([&] { out = state_->list_orders(state, limit, device); })) return refused();
   return out;
+}
+
+// Repository reads (their connection has its own lock): no step needed.
+Result<OrderHistory> AgentCore::order_history(const std::string& order_id) {
+  OrderHistory h;
+  auto events = state_->repo.order_events(order_id);
+  if (!events.ok()) return events.error();
+  if (events->empty()) return make_error("not_found", "no order '" + order_id + "'");
+  h.events = std::move(events).value();
+  auto payments = state_->repo.payments_of(order_id);
+  if (!payments.ok()) return payments.error();
+  h.payments = std::move(payments).value();
+  auto refunds = state_->repo.refunds_of(order_id);
+  if (!refunds.ok()) return refunds.error();
+  h.refunds = std::move(refunds).value();
+  return h;
 }
 
 // ---- devices and slots ----
@@ -239,6 +325,33 @@ Result<DecommissionedDevice> AgentCore::decommission_device(const std::string& d
 std::vector<DeviceView> AgentCore::devices() {
   std::vector<DeviceView> out;
   (void)step([&] { out = state_->device_views(); });
+  return out;
+}
+
+Result<DeviceView> AgentCore::device(const std::string& device_id) {
+  Result<DeviceView> out = refused();
+  if (!step([&] {
+        auto it = state_->devices.find(device_id);
+        if (it == state_->devices.end()) {
+          out = make_error("not_found", "no device '" + device_id + "'");
+        } else {
+          out = State::device_view(it->second);
+        }
+      })) {
+    return refused();
+  }
+  return out;
+}
+
+Result<std::vector<StoredFault>> AgentCore::faults(const std::string& device_id, size_t limit) {
+  auto known = device(device_id);
+  if (!known.ok()) return known.error();
+  return state_->repo.faults(device_id, limit);
+}
+
+std::vector<ops::Alert> AgentCore::active_alerts() {
+  std::vector<ops::Alert> out;
+  (void)step([&] { out = state_->alerts.list(); });
   return out;
 }
 
@@ -336,6 +449,11 @@ void AgentCore::on_connection(bool connected) {
     // again; a persistent session that still holds the subscription would
     // not, and every device would look offline after an agent restart.
     // Commands that failed to publish meanwhile have resend timers.
+    if (st.owns) {  // cluster mode: this instance's machines only
+      st.subscribed_devices.clear();
+      for (const auto& [id, dev] : st.devices) st.subscribe_device(id);
+      return;
+    }
     for (const auto& filter : {topics::all_device_evt(), topics::all_device_status()}) {
       st.effects.subscribes.push_back(filter);
     }

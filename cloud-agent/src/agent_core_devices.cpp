@@ -41,6 +41,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
   if (!proto::is_valid_id(id)) {
     return make_error("bad_request", "device id must be 1..64 chars of [A-Za-z0-9._-]");
   }
+  if (auto owner = owner_check(id); !owner.ok()) return owner.error();
   std::set<int> seen;
   for (const auto& s : slots) {
     if (auto st = check_slot_spec(s); !st.ok()) return st.error();
@@ -65,6 +66,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
   Ticket t = commit(std::move(changes));
   schedule_reconcile(dev, first_reconcile_at(id));
   mark_device_dirty(id);
+  if (owns) subscribe_device(id);
   log.info(detail::kLog, "provisioned " + id + " with " + std::to_string(slots.size()) + " slots");
   return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
 }
@@ -72,12 +74,20 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
 std::vector<DeviceView> AgentCore::State::device_views() {
   std::vector<DeviceView> out;
   out.reserve(devices.size());
-  for (const auto& [id, d] : devices) {
-    out.push_back(DeviceView{id, d.online, d.boot_id, d.last_seen_ms, d.acks.last_processed(),
-                             d.ledger_id, d.keys.next().has_value(), d.decommissioned_ms != 0,
-                             d.clock_skew.skew_ms()});
-  }
+  for (const auto& [id, d] : devices) out.push_back(device_view(d));
   return out;
+}
+
+DeviceView AgentCore::State::device_view(const detail::DeviceRec& d) {
+  return DeviceView{d.id,
+                    d.online,
+                    d.boot_id,
+                    d.last_seen_ms,
+                    d.acks.last_processed(),
+                    d.ledger_id,
+                    d.keys.next().has_value(),
+                    d.decommissioned_ms != 0,
+                    d.clock_skew.skew_ms()};
 }
 
 // The estimate and its alert are ClockSkew's (device_link.hpp).
@@ -103,6 +113,7 @@ void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
 }
 
 Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& device_id) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   std::vector<SlotView> out;
@@ -115,6 +126,7 @@ Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& de
 }
 
 Result<Ticket> AgentCore::State::set_slot(const std::string& device_id, const SlotSpec& slot) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   if (auto s = check_slot_spec(slot); !s.ok()) return s.error();
   auto dev = devices.find(device_id);
   if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
@@ -129,6 +141,7 @@ Result<Ticket> AgentCore::State::set_slot(const std::string& device_id, const Sl
 
 Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock(
     const std::string& device_id, int slot, int count) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   if (count < 1 || count > proto::kMaxRestockCount) {
     return make_error("bad_request", "count must be 1.." + std::to_string(proto::kMaxRestockCount));
   }

@@ -21,6 +21,14 @@ void AgentCore::State::on_message(const Message& message) {
                    "message from " + topic->device + " before start(): dropped");
     return;
   }
+  if (!serves(topic->device)) {
+    // Another instance's machine (a subscription not yet gone after its
+    // shard moved): left unacknowledged, so its owner gets it again.
+    ++counters.events_rejected_total;
+    reject_log.log(LogLevel::kDebug, detail::kLog, topic->device, "not_owner",
+                   "message from " + topic->device + ", served by another instance: dropped");
+    return;
+  }
   switch (topic->kind) {
     case topics::DeviceTopic::Kind::kEvt: on_event(topic->device, message.payload); break;
     case topics::DeviceTopic::Kind::kStatus:
@@ -225,7 +233,7 @@ void AgentCore::State::flush_acks() {
     }
     AckWindow::Flushed flushed = dev.acks.flush(now, options.ack_interval_ms);
     if (!flushed.status.ok()) {
-      return fail_storage("event write of " + id + ": " + flushed.status.error().to_string());
+      return write_failed(flushed.status.error(), "event write of " + id);
     }
     if (flushed.ack_upto) {
       (void)publish_command(dev, proto::Ack{id, *flushed.ack_upto, dev.ledger_id});

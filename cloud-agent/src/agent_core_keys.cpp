@@ -26,6 +26,7 @@ bool AgentCore::State::verify_signed(DeviceRec& dev, const std::string& canonica
 }
 
 Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const std::string& id) {
+  if (auto owner = owner_check(id); !owner.ok()) return owner.error();
   auto it = devices.find(id);
   if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
   DeviceRec& dev = it->second;
@@ -46,6 +47,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const st
 
 Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_device(
     const std::string& id) {
+  if (auto owner = owner_check(id); !owner.ok()) return owner.error();
   auto it = devices.find(id);
   if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
   DeviceRec& dev = it->second;

@@ -86,6 +86,7 @@ ops::DeviceStatus AgentCore::State::device_status(const DeviceRec& d) const {
   }
   out.ts_ms = clock.wall_ms();
   out.clock_skew_ms = d.clock_skew.skew_ms();
+  out.owner = options.instance_id;
   return out;
 }
 
@@ -103,6 +104,7 @@ ops::FleetSummary AgentCore::State::fleet_summary() const {
   f.orders_total = orders_created;
   f.alerts_active = static_cast<int64_t>(alerts.size());
   f.storage_ok = !storage_failed;
+  f.instance = options.instance_id;
   return f;
 }
 
@@ -116,7 +118,10 @@ void AgentCore::State::publish_ops_views() {
     publish_ops(topics::ops_device(id), ops::encode(device_status(dev->second)), 1, true);
   }
   if (ops_views.take_fleet_due(now)) {
-    publish_ops(topics::ops_fleet(), ops::encode(fleet_summary()), 1, true);
+    // Several agents: each its own summary (of its machines).
+    publish_ops(options.instance_id.empty() ? topics::ops_fleet()
+                                            : topics::ops_fleet_of(options.instance_id),
+                ops::encode(fleet_summary()), 1, true);
   }
 }
 

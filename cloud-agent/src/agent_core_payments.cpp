@@ -153,7 +153,7 @@ PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payme
 Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const PayStep& step,
                                            const Status& committed) {
   if (!committed.ok()) {
-    fail_storage("payment for " + order_id + ": " + committed.error().to_string());
+    write_failed(committed.error(), "payment for " + order_id);
     return make_error("unavailable", "payment not stored: " + committed.error().message);
   }
   auto found = find_or_load_order(order_id);

@@ -38,6 +38,7 @@ void AgentCore::State::on_reconcile_timer(const std::string& device_id) {
 }
 
 Result<std::string> AgentCore::State::request_reconcile(const std::string& device_id) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   auto it = devices.find(device_id);
   if (it == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   DeviceRec& dev = it->second;
@@ -53,6 +54,7 @@ Result<std::string> AgentCore::State::request_reconcile(const std::string& devic
 }
 
 Result<std::string> AgentCore::State::reconcile_report(const std::string& device_id) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   auto it = devices.find(device_id);
   if (it == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
   if (!it->second.last_report.empty()) return it->second.last_report;

@@ -62,6 +62,7 @@ Status AgentCore::State::start() {
   if (started) return make_error("invalid_state", "start() was already called");
   auto loaded = repo.load(options.finished_orders_max);
   if (!loaded.ok()) return loaded.error();
+  if (owns) keep_owned(*loaded);
   if (auto s = load_devices(*loaded); !s.ok()) return s;
   load_orders(*loaded);
   load_refunds(*loaded);
@@ -70,6 +71,7 @@ Status AgentCore::State::start() {
   for (auto& [id, dev] : devices) {
     schedule_reconcile(dev, first_reconcile_at(id));
     mark_device_dirty(id);
+    if (owns) subscribe_device(id);
   }
   // A crash between the DISPATCHED commit and the publish loses the
   // command: publish every live one again (the device dedups by order id).
@@ -86,6 +88,48 @@ Status AgentCore::State::start() {
                              std::to_string(loaded->pool.size()) + " tokens for sale, " +
                              std::to_string(republished) + " commands re-sent");
   return {};
+}
+
+void AgentCore::State::keep_owned(LoadedState& loaded) const {
+  auto keep = [this](auto& rows, auto key_of) {
+    std::erase_if(rows, [&](const auto& row) { return !owns(key_of(row)); });
+  };
+  // A refund's order may be evicted from the load (finished long ago) or
+  // unknown: then its order id decides, as for the payment's record.
+  std::unordered_map<std::string, std::string> device_of;
+  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
+    for (const Order& o : *orders_of) device_of[o.id] = o.device;
+  }
+  keep(loaded.devices, [](const LoadedState::Device& d) { return d.id; });
+  keep(loaded.slots, [](const LoadedState::Slot& s) { return s.device; });
+  keep(loaded.pool, [](const LoadedState::PoolToken& t) { return t.device; });
+  keep(loaded.requested, [](const StoredRestock& r) { return r.device; });
+  keep(loaded.open_orders, [](const Order& o) { return o.device; });
+  keep(loaded.recent_orders, [](const Order& o) { return o.device; });
+  keep(loaded.payments, [&](const StoredPayment& p) {
+    auto it = device_of.find(p.order_id);
+    return it == device_of.end() ? p.order_id : it->second;
+  });
+  keep(loaded.pending_refunds, [&](const StoredRefund& r) {
+    auto it = device_of.find(r.order_id);
+    return it == device_of.end() ? r.order_id : it->second;
+  });
+  // The log's counts are the fleet's; this instance counts what it holds.
+  loaded.order_counts.clear();
+  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
+    for (const Order& o : *orders_of) ++loaded.order_counts[o.state];
+  }
+}
+
+Status AgentCore::State::owner_check(const std::string& device) const {
+  if (serves(device)) return {};
+  return make_error("not_owner", device);
+}
+
+void AgentCore::State::subscribe_device(const std::string& device) {
+  if (!subscribed_devices.insert(device).second) return;
+  effects.subscribes.push_back(topics::device_evt(device));
+  effects.subscribes.push_back(topics::device_status(device));
 }
 
 Status AgentCore::State::load_devices(const LoadedState& loaded) {
@@ -137,8 +181,10 @@ void AgentCore::State::load_orders(const LoadedState& loaded) {
     state_counts[static_cast<size_t>(state)] = n;
     total += n;
   }
-  all_orders_in_memory =
-      total == static_cast<int64_t>(loaded.open_orders.size() + loaded.recent_orders.size());
+  // Cluster mode: the log holds other instances' orders, which a request
+  // may name (answered not_owner, and redirected).
+  all_orders_in_memory = !owns && total == static_cast<int64_t>(loaded.open_orders.size() +
+                                                                loaded.recent_orders.size());
 }
 
 void AgentCore::State::restore_order(const Order& order) {
@@ -173,11 +219,38 @@ Status AgentCore::State::writable() {
   if (storage_failed) {
     return make_error("unavailable", "storage failed; restart the agent to recover");
   }
+  if (draining || fenced) {
+    return make_error("unavailable",
+                      "this instance's shards are moving between agents; retry in a second");
+  }
   if (!repo.accepting()) return make_error("unavailable", "write queue full; retry later");
   return {};
 }
 
+// Cluster mode: the changeset names the devices whose data it writes, so
+// the fence checks their shards; the records without a device (token moves,
+// payments, refunds) name them through their orders.
+void AgentCore::State::fence_devices(Changeset& changes) {
+  auto order_device = [&](const std::string& order_id) {
+    if (OrderRec* rec = find_order(order_id)) changes.fence_device(rec->order.device);
+  };
+  for (const auto& id : touched) order_device(id);
+  for (const Change& c : changes.changes()) {
+    if (const auto* m = std::get_if<change::MoveToken>(&c)) {
+      order_device(m->order_id);
+    } else if (const auto* p = std::get_if<change::InsertPayment>(&c)) {
+      order_device(p->payment.order_id);
+    } else if (const auto* r = std::get_if<change::InsertRefund>(&c)) {
+      order_device(r->refund.order_id);
+    } else if (const auto* u = std::get_if<change::UpdateRefund>(&c)) {
+      auto out = refund_outbox.find(u->payment_id);
+      if (out != refund_outbox.end()) order_device(out->second.refund.order_id);
+    }
+  }
+}
+
 Ticket AgentCore::State::commit(Changeset changes) {
+  if (owns) fence_devices(changes);
   auto ticket = repo.submit(std::move(changes));
   if (!ticket.ok()) {
     fail_storage("submit refused after writable(): " + ticket.error().to_string());
@@ -191,6 +264,15 @@ Ticket AgentCore::State::commit(Changeset changes) {
   touched.clear();
   queue_refunds(*ticket);
   return *ticket;
+}
+
+void AgentCore::State::write_failed(const Error& e, const std::string& what) {
+  if (e.code != "fenced") return fail_storage(what + ": " + e.to_string());
+  if (!fenced) {
+    log.warn(detail::kLog, "a write was refused by the fence (" + what + ": " + e.message +
+                               "): no more writes until the shards are rebuilt");
+  }
+  fenced = true;
 }
 
 void AgentCore::State::fail_storage(const std::string& why) {
@@ -244,6 +326,7 @@ Result<OrderRec*> AgentCore::State::find_or_load_order(const std::string& order_
   auto stored = repo.find_order(order_id);
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return static_cast<OrderRec*>(nullptr);
+  if (auto s = owner_check((*stored)->device); !s.ok()) return s.error();
   if (detail::is_open((*stored)->state)) {
     log.error(detail::kLog, "open order " + order_id + " was not in memory");
     return make_error("unavailable", "order " + order_id + " is inconsistent; restart");

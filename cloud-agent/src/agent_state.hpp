@@ -133,7 +133,8 @@ struct Publish {
 // What a step leaves for AgentCore to carry out after it.
 struct Effects {
   std::vector<Publish> publishes;
-  std::vector<std::string> subscribes;  // topic filters, QoS 1
+  std::vector<std::string> subscribes;    // topic filters, QoS 1
+  std::vector<std::string> unsubscribes;  // cluster mode: devices no longer served
 };
 
 bool is_open(OrderState state);
@@ -156,6 +157,8 @@ struct AgentCore::State {
 
   // ---- agent_core_state.cpp: start-up, writes, timers, metrics ----
   Status start();
+  // Cluster mode: drops from `loaded` what `owns` does not accept.
+  void keep_owned(LoadedState& loaded) const;
   Status load_devices(const LoadedState& loaded);
   void load_orders(const LoadedState& loaded);
   void restore_order(const Order& order);
@@ -165,7 +168,17 @@ struct AgentCore::State {
   // touched since the previous commit. A refused submit (writable() said
   // yes) fails storage.
   Ticket commit(Changeset changes);
+  void fence_devices(Changeset& changes);
   void fail_storage(const std::string& why);
+  // A write of `what` failed with `e`: refused by the fence (the shard's
+  // lease moved: fenced, the shell rebuilds) or a storage failure.
+  void write_failed(const Error& e, const std::string& what);
+  // ---- cluster mode (AgentCore::Ownership) ----
+  bool serves(const std::string& key) const { return !owns || owns(key); }
+  // not_owner (message: the device id) for a device this core does not serve.
+  Status owner_check(const std::string& device) const;
+  // Subscribes to the device's event and status topics (cluster mode), once.
+  void subscribe_device(const std::string& device);
   void set_state(detail::OrderRec& rec, OrderState to, Changeset& changes,
                  const std::string& detail);
   detail::OrderRec* find_order(const std::string& order_id);  // nullptr if unknown
@@ -202,7 +215,8 @@ struct AgentCore::State {
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
   void expire_reservation(detail::OrderRec& rec, const std::string& why);
-  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit);
+  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
+                                 const std::string& device);
   // Token moves of an order, with the slot counters.
   void token_to_pool(detail::OrderRec& rec, TokenState from, Changeset& changes);
   void token_spent(detail::OrderRec& rec, TokenState to, Changeset& changes);
@@ -241,6 +255,7 @@ struct AgentCore::State {
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
                                                               const std::vector<SlotSpec>& slots);
   std::vector<DeviceView> device_views();
+  static DeviceView device_view(const detail::DeviceRec& d);
   Result<std::vector<SlotView>> slot_views(const std::string& device_id);
   Result<Ticket> set_slot(const std::string& device_id, const SlotSpec& slot);
   Result<detail::Durable<proto::RestockCommand>> request_restock(const std::string& device_id,
@@ -389,6 +404,14 @@ struct AgentCore::State {
   bool started = false;
   int64_t presence_probe_due_mono_ms = 0;  // 0 = none pending (set on connect)
   bool storage_failed = false;
+  // Cluster mode: what this core serves (null: everything, one agent), the
+  // devices whose topics it subscribed, and the two ways it stops writing
+  // until AgentCore::rebuild(): draining (a rebuild is under way) and fenced
+  // (a write was refused by the fence).
+  AgentCore::Ownership owns;
+  std::set<std::string> subscribed_devices;
+  bool draining = false;
+  bool fenced = false;
   TimingWheel wheel;
   std::unordered_map<uint64_t, detail::TimerTarget> timers;  // wheel payload -> target
   uint64_t next_timer = 1;

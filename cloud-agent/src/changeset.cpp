@@ -1,4 +1,5 @@
 // Changeset: records typed changes; every backend applies them with its SQL.
+#include <algorithm>
 #include <utility>
 
 #include "vend/agent/repository.hpp"
@@ -7,18 +8,22 @@ namespace vend::agent {
 
 void Changeset::insert_device(const std::string& id, const std::string& key_hex,
                               int64_t created_ms) {
+  fence_device(id);
   changes_.push_back(change::InsertDevice{id, key_hex, created_ms});
 }
 
 void Changeset::upsert_slot(const std::string& device, const SlotSpec& slot) {
+  fence_device(device);
   changes_.push_back(change::UpsertSlot{device, slot});
 }
 
 void Changeset::insert_order(const Order& order, const std::string& detail) {
+  fence_device(order.device);
   changes_.push_back(change::InsertOrder{order, detail});
 }
 
 void Changeset::transition_order(const Order& after, OrderState from, const std::string& detail) {
+  fence_device(after.device);
   changes_.push_back(change::TransitionOrder{after, from, detail});
 }
 
@@ -30,10 +35,12 @@ void Changeset::move_token(const std::string& token, TokenState from, TokenState
 void Changeset::insert_pool_tokens(const std::string& device, int slot,
                                    const std::string& restock_id,
                                    const std::vector<std::string>& tokens) {
+  fence_device(device);
   changes_.push_back(change::InsertPoolTokens{device, slot, restock_id, tokens});
 }
 
 void Changeset::put_restock(const StoredRestock& restock, int64_t at_ms) {
+  fence_device(restock.device);
   changes_.push_back(change::PutRestock{restock, at_ms});
 }
 
@@ -51,36 +58,44 @@ void Changeset::update_refund(const std::string& payment_id, RefundState state, 
 }
 
 void Changeset::advance_device_seq(const std::string& device, uint64_t from, uint64_t to) {
+  fence_device(device);
   changes_.push_back(change::AdvanceDeviceSeq{device, from, to});
 }
 
 void Changeset::switch_ledger(const std::string& device, const std::string& from, uint64_t from_seq,
                               const std::string& to, int64_t at_ms) {
+  fence_device(device);
   changes_.push_back(change::SwitchLedger{device, from, from_seq, to, at_ms});
 }
 
 void Changeset::set_next_key(const std::string& device, const std::string& key_hex) {
+  fence_device(device);
   changes_.push_back(change::SetNextKey{device, key_hex});
 }
 
 void Changeset::promote_next_key(const std::string& device, const std::string& key_hex) {
+  fence_device(device);
   changes_.push_back(change::PromoteNextKey{device, key_hex});
 }
 
 void Changeset::decommission_device(const std::string& device, int64_t at_ms) {
+  fence_device(device);
   changes_.push_back(change::DecommissionDevice{device, at_ms});
 }
 
 void Changeset::put_snapshot(const std::string& device, const std::string& payload, int64_t at_ms) {
+  fence_device(device);
   changes_.push_back(change::PutSnapshot{device, payload, at_ms});
 }
 
 void Changeset::put_reconcile_report(const std::string& device, const std::string& report,
                                      int64_t at_ms) {
+  fence_device(device);
   changes_.push_back(change::PutReconcileReport{device, report, at_ms});
 }
 
 void Changeset::insert_fault(const StoredFault& fault) {
+  fence_device(fault.device);
   changes_.push_back(change::InsertFault{fault});
 }
 
@@ -120,5 +135,13 @@ struct ConflictName {
 }  // namespace
 
 std::string describe_conflict(const Change& change) { return std::visit(ConflictName{}, change); }
+
+void Changeset::fence_device(const std::string& device) {
+  // A handful of devices per changeset at most: a linear look-up.
+  if (std::find(fenced_devices_.begin(), fenced_devices_.end(), device) != fenced_devices_.end()) {
+    return;
+  }
+  fenced_devices_.push_back(device);
+}
 
 }  // namespace vend::agent

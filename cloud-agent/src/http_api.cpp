@@ -63,9 +63,12 @@ void HttpApi::add_routes() {
   route("POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
   route("POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
   route("POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
+  route("GET", order + "/history", &HttpApi::order_history, Access::kOperator);
   route("POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
   route("GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
+  route("GET", device, &HttpApi::get_device, Access::kOperator);
   route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
+  route("GET", device + "/faults", &HttpApi::list_faults, Access::kOperator);
   route("PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
   route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
   route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
@@ -75,8 +78,10 @@ void HttpApi::add_routes() {
   route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
   route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
+  route("GET", "/v1/alerts", &HttpApi::list_alerts, Access::kOperator);
   route("GET", "/v1/ops/stream", &HttpApi::ops_stream, Access::kOperator);
   route("GET", "/v1/ops/series", &HttpApi::ops_series, Access::kOperator);
+  route("GET", "/v1/cluster", &HttpApi::cluster, Access::kOperator);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);
   route("GET", "/healthz", &HttpApi::healthz, Access::kPublic);
   route("GET", "/console(/[A-Za-z0-9._-]*)?", &HttpApi::console, Access::kPublic);
@@ -179,6 +184,7 @@ Status HttpApi::authorize_operator(const httplib::Request& req) const {
 HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>& r) {
   if (r.ok()) return *r;
   const Error& e = r.error();
+  if (e.code == "not_owner") return redirect_to_owner(req, e.message);
   int status = http_status_of(e.code);
   if (status == 500) {
     log_.error(kLog, req.method + " " + req.path + ": " + e.to_string());
@@ -191,6 +197,29 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
   // cancelled or expires first; ask again a little later.
   if (e.code == "too_many_reservations") reply.headers.emplace_back("Retry-After", "10");
   return reply;
+}
+
+HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& device) {
+  std::optional<std::string> owner;
+  if (options_.owner_url) owner = options_.owner_url(device);
+  if (!owner || *owner == options_.self_url) {
+    HttpReply reply{503, http::error_body("unavailable", "machine " + device +
+                                                             " is moving between agent "
+                                                             "instances; retry in a second")};
+    reply.headers.emplace_back("Retry-After", "1");
+    return reply;
+  }
+  std::string location = *owner + req.target;
+  HttpReply reply{307, http::error_body("moved", "machine " + device + " is served by " + *owner)};
+  reply.headers.emplace_back("Location", location);
+  return reply;
+}
+
+Result<HttpReply> HttpApi::cluster(const httplib::Request&) {
+  if (!options_.cluster_view) {
+    return make_error("not_found", "this agent runs alone (no --instance-id)");
+  }
+  return HttpReply{200, options_.cluster_view()};
 }
 
 bool HttpApi::mqtt_connected() const {
@@ -217,6 +246,7 @@ Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
   std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics();
   if (options_.server_stats) text += render_http_metrics(options_.server_stats());
   if (options_.ops_hub != nullptr) text += options_.ops_hub->render_metrics();
+  if (options_.cluster_metrics) text += options_.cluster_metrics();
   return HttpReply{200, std::move(text), "text/plain; version=0.0.4; charset=utf-8"};
 }
 

@@ -105,6 +105,15 @@ struct HttpApiOptions {
   // /v1/ops/series); null: 404. Must outlive the HttpApi.
   OpsHub* ops_hub = nullptr;
   OpsSeries* ops_series = nullptr;
+  // Several agents (docs/deployment.md, "Several agents"); empty for one.
+  // A request about a machine another instance serves (the core answers
+  // not_owner) is answered 307 to the same path and query at that
+  // instance's base URL; while nobody serves it (its shard is moving), or
+  // this instance is taking it over, 503 with Retry-After: 1.
+  std::function<std::optional<std::string>(const std::string& device)> owner_url;
+  std::string self_url;
+  std::function<std::string()> cluster_metrics;  // appended to /metrics
+  std::function<std::string()> cluster_view;     // GET /v1/cluster (JSON)
 };
 
 // Non-copyable. `core` and `log` must outlive the HttpApi, and the HttpApi
@@ -161,11 +170,14 @@ class HttpApi {
   Result<HttpReply> cancel_order(const httplib::Request& req);
   Result<HttpReply> resolve_order(const httplib::Request& req);
   Result<HttpReply> list_orders(const httplib::Request& req);
+  Result<HttpReply> order_history(const httplib::Request& req);
   Result<HttpReply> list_refunds(const httplib::Request& req);
 
   // Devices (http_devices.cpp).
   Result<HttpReply> provision_device(const httplib::Request& req);
   Result<HttpReply> list_devices(const httplib::Request& req);
+  Result<HttpReply> get_device(const httplib::Request& req);
+  Result<HttpReply> list_faults(const httplib::Request& req);
   Result<HttpReply> list_slots(const httplib::Request& req);
   Result<HttpReply> update_slot(const httplib::Request& req);
   Result<HttpReply> restock(const httplib::Request& req);
@@ -191,9 +203,13 @@ class HttpApi {
   Result<HttpReply> ops_series(const httplib::Request& req);
   Result<HttpReply> fleet(const httplib::Request& req);
   Result<HttpReply> fleet_counts(const httplib::Request& req);
+  Result<HttpReply> list_alerts(const httplib::Request& req);
 
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);
+  Result<HttpReply> cluster(const httplib::Request& req);
+  // The answer to a core's not_owner about `device`: 307 or 503.
+  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& device);
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;

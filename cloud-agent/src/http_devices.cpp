@@ -13,6 +13,8 @@ constexpr int64_t kMaxPriceCents = 10'000'000;
 constexpr int64_t kMaxCapacity = 1000;  // the firmware's slot capacity range
 constexpr int64_t kMaxRestockCount = 1000;
 constexpr size_t kMaxSlots = 255;
+constexpr int64_t kDefaultFaults = 20;
+constexpr int64_t kMaxFaults = 100;
 
 Result<std::string> device_id_of(const httplib::Request& req) {
   std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
@@ -99,6 +101,36 @@ Result<HttpReply> HttpApi::list_devices(const httplib::Request&) {
   http::Json list = http::Json::array();
   for (const DeviceView& d : core_.devices()) list.push_back(http::device_json(d));
   return HttpReply{200, http::Json{{"devices", std::move(list)}}.dump()};
+}
+
+// One device of GET /v1/devices (the console's device page).
+Result<HttpReply> HttpApi::get_device(const httplib::Request& req) {
+  auto id = device_id_of(req);
+  if (!id.ok()) return id.error();
+  if (!req.params.empty()) return http::bad_request("GET /v1/devices/{id} takes no parameters");
+  auto device = core_.device(*id);
+  if (!device.ok()) return device.error();
+  return HttpReply{200, http::device_json(*device).dump()};
+}
+
+// ?limit=1..100 (20), most recent first.
+Result<HttpReply> HttpApi::list_faults(const httplib::Request& req) {
+  auto id = device_id_of(req);
+  if (!id.ok()) return id.error();
+  int64_t limit = kDefaultFaults;
+  for (const auto& [name, value] : req.params) {
+    if (name != "limit" || req.get_param_value_count(name) > 1) {
+      return http::bad_request("GET .../faults takes one query parameter, 'limit'");
+    }
+    auto n = http::integer_param(name, value, 1, kMaxFaults);
+    if (!n.ok()) return n.error();
+    limit = *n;
+  }
+  auto faults = core_.faults(*id, static_cast<size_t>(limit));
+  if (!faults.ok()) return faults.error();
+  http::Json list = http::Json::array();
+  for (const StoredFault& f : *faults) list.push_back(http::fault_json(f));
+  return HttpReply{200, http::Json{{"device", *id}, {"faults", std::move(list)}}.dump()};
 }
 
 Result<HttpReply> HttpApi::list_slots(const httplib::Request& req) {

@@ -1,5 +1,6 @@
 #include "http_json.hpp"
 
+#include <cstdlib>
 #include <limits>
 #include <set>
 #include <vector>
@@ -191,6 +192,49 @@ Json refund_json(const StoredRefund& r) {
           {"last_error", r.last_error},
           {"created_ms", r.at_ms},
           {"updated_ms", r.updated_ms}};
+}
+
+Result<int64_t> integer_param(const std::string& name, const std::string& value, int64_t lo,
+                              int64_t hi) {
+  char* end = nullptr;
+  long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || value.size() > 12 || *end != '\0' || n < lo || n > hi) {
+    return bad_request("query parameter '" + name + "' must be an integer in [" +
+                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int64_t>(n);
+}
+
+Json order_history_json(const std::string& order_id, const OrderHistory& h) {
+  Json events = Json::array();
+  for (const OrderEvent& e : h.events) {
+    events.push_back({{"from_state", e.from_state.empty() ? Json(nullptr) : Json(e.from_state)},
+                      {"to_state", e.to_state},
+                      {"at_ms", e.at_ms},
+                      {"detail", e.detail}});
+  }
+  Json payments = Json::array();
+  for (const StoredPayment& p : h.payments) {
+    payments.push_back({{"payment_id", p.payment_id},
+                        {"amount_cents", p.amount_cents},
+                        {"outcome", p.outcome},
+                        {"at_ms", p.at_ms}});
+  }
+  Json refunds = Json::array();
+  for (const StoredRefund& r : h.refunds) refunds.push_back(refund_json(r));
+  return {{"order_id", order_id},
+          {"events", std::move(events)},
+          {"payments", std::move(payments)},
+          {"refunds", std::move(refunds)}};
+}
+
+Json fault_json(const StoredFault& f) {
+  return {{"code", f.code}, {"message", f.message}, {"slot", f.slot}, {"at_ms", f.at_ms}};
+}
+
+Json alert_json(const ops::Alert& a) {
+  return {{"code", a.code}, {"severity", a.severity}, {"state", a.state}, {"device", a.device},
+          {"slot", a.slot}, {"message", a.message},   {"ts_ms", a.ts_ms}};
 }
 
 Json order_json(const Order& order) {

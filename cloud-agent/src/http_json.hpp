@@ -62,6 +62,10 @@ class FieldReader {
 // A "bad_request" error.
 Error bad_request(std::string message);
 
+// The integer query parameter `name` in [lo, hi]; else bad_request naming it.
+Result<int64_t> integer_param(const std::string& name, const std::string& value, int64_t lo,
+                              int64_t hi);
+
 // True for 1..64 chars of [A-Za-z0-9._-] (ids in URLs and bodies).
 bool is_valid_id(std::string_view id);
 
@@ -72,6 +76,11 @@ Json order_json(const Order& order);
 Json refund_json(const StoredRefund& refund);
 Json slot_json(const SlotView& slot);
 Json device_json(const DeviceView& device);
+// GET /v1/orders/{id}/history: {"order_id", "events", "payments", "refunds"}.
+Json order_history_json(const std::string& order_id, const OrderHistory& history);
+Json fault_json(const StoredFault& fault);
+// An active alert, with the fields of the ops alert message (vend/ops.hpp).
+Json alert_json(const ops::Alert& alert);
 // {"error":{"code":...,"message":...}}
 std::string error_body(const std::string& code, const std::string& message);
 

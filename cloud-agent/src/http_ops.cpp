@@ -4,6 +4,7 @@
 //   GET /v1/fleet        fleet summary counts and one page of the fleet
 //                        table, filtered server-side, for 1,000+ machines
 //   GET /v1/fleet/summary  the counts alone
+//   GET /v1/alerts       the active alerts, one per device, slot and code
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -26,17 +27,6 @@ struct FleetQuery {
   std::string q;  // id substring
 };
 
-Result<int64_t> integer_param(const std::string& name, const std::string& value, int64_t lo,
-                              int64_t hi) {
-  char* end = nullptr;
-  long long n = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || value.size() > 12 || *end != '\0' || n < lo || n > hi) {
-    return http::bad_request("query parameter '" + name + "' must be an integer in [" +
-                             std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(n);
-}
-
 Result<FleetQuery> fleet_query(const httplib::Request& req) {
   FleetQuery out;
   for (const auto& [name, value] : req.params) {
@@ -44,8 +34,8 @@ Result<FleetQuery> fleet_query(const httplib::Request& req) {
       return http::bad_request("query parameter '" + name + "' given more than once");
     }
     if (name == "offset" || name == "limit") {
-      auto n = name == "offset" ? integer_param(name, value, 0, 1'000'000'000)
-                                : integer_param(name, value, 1, kMaxFleetPage);
+      auto n = name == "offset" ? http::integer_param(name, value, 0, 1'000'000'000)
+                                : http::integer_param(name, value, 1, kMaxFleetPage);
       if (!n.ok()) return n.error();
       (name == "offset" ? out.offset : out.limit) = *n;
     } else if (name == "filter") {
@@ -90,7 +80,9 @@ bool matches(const ops::DeviceStatus& d, const FleetQuery& q) {
 
 http::Json fleet_row(const ops::DeviceStatus& d) {
   int64_t pool = 0, in_flight = 0, sold = 0, burned = 0;
+  http::Json stock = http::Json::array();
   for (const auto& s : d.slots) {
+    stock.push_back({{"slot", s.slot}, {"pool", s.pool}, {"capacity", s.capacity}});
     pool += s.pool;
     in_flight += s.reserved + s.dispatched;
     sold += s.sold;
@@ -108,7 +100,8 @@ http::Json fleet_row(const ops::DeviceStatus& d) {
                     {"burned", burned},
                     {"outbox_depth", d.outbox_depth},
                     {"unacked_events", d.unacked_events},
-                    {"last_verdict", d.last_verdict}};
+                    {"last_verdict", d.last_verdict},
+                    {"stock", std::move(stock)}};
   if (d.clock_skew_ms) row["clock_skew_ms"] = *d.clock_skew_ms;
   return row;
 }
@@ -174,6 +167,13 @@ Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
                      {"offset", query->offset},       {"limit", query->limit},
                      {"filter", query->filter},       {"devices", std::move(rows)}};
   return HttpReply{200, body.dump()};
+}
+
+Result<HttpReply> HttpApi::list_alerts(const httplib::Request& req) {
+  if (!req.params.empty()) return http::bad_request("GET /v1/alerts takes no parameters");
+  http::Json list = http::Json::array();
+  for (const ops::Alert& a : core_.active_alerts()) list.push_back(http::alert_json(a));
+  return HttpReply{200, http::Json{{"alerts", std::move(list)}}.dump()};
 }
 
 Result<HttpReply> HttpApi::fleet_counts(const httplib::Request& req) {

@@ -74,13 +74,15 @@ template <typename State>
 struct ListQuery {
   std::optional<State> state;
   size_t limit = kDefaultListLimit;
+  std::string device;  // "" = any; only where `with_device`
 };
 
-// ?state=…&limit=…, each at most once and nothing else. `parse_state` maps
-// a state name (nullopt: unknown, answered with `unknown_state(value)`).
+// ?state=…&limit=… (and &device=… `with_device`), each at most once and
+// nothing else. `parse_state` maps a state name (nullopt: unknown, answered
+// with `unknown_state(value)`).
 template <typename State, typename Parse, typename Message>
 Result<ListQuery<State>> list_query(const httplib::Request& req, Parse parse_state,
-                                    Message unknown_state) {
+                                    Message unknown_state, bool with_device = false) {
   ListQuery<State> out;
   for (const auto& [name, value] : req.params) {
     if (req.get_param_value_count(name) > 1) {
@@ -93,6 +95,12 @@ Result<ListQuery<State>> list_query(const httplib::Request& req, Parse parse_sta
       auto n = parse_limit(value);
       if (!n.ok()) return n.error();
       out.limit = static_cast<size_t>(*n);
+    } else if (name == "device" && with_device) {
+      if (!http::is_valid_id(value)) {
+        return http::bad_request(
+            "query parameter 'device' must be a device id (1..64 of [A-Za-z0-9._-])");
+      }
+      out.device = value;
     } else {
       return http::bad_request("unknown query parameter '" + name + "'");
     }
@@ -119,6 +127,12 @@ void HttpApi::create_order(const httplib::Request& req, Done done) {
   if (!key.ok()) return done(key.error());
   auto client = client_of(req);
   if (!client.ok()) return done(client.error());
+  // Another instance's machine: redirected before its rate limits count it
+  // (the owner counts it when the client follows).
+  if (options_.owner_url) {
+    auto owner = options_.owner_url(*device);
+    if (owner && *owner != options_.self_url) return done(redirect_to_owner(req, *device));
+  }
   if (auto limited = order_rate_limited(*device, *client)) return done(*limited);
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
@@ -217,6 +231,16 @@ Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
   return order_reply(200, *order);
 }
 
+// Operator only: the history names who resolved a review and why.
+Result<HttpReply> HttpApi::order_history(const httplib::Request& req) {
+  auto id = order_id_of(req);
+  if (!id.ok()) return id.error();
+  if (!req.params.empty()) return http::bad_request("GET .../history takes no parameters");
+  auto history = core_.order_history(*id);
+  if (!history.ok()) return history.error();
+  return HttpReply{200, http::order_history_json(*id, *history).dump()};
+}
+
 Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
   auto query = list_query<RefundState>(req, parse_refund_state, [](const std::string&) {
     return "query parameter 'state' must be PENDING, DELIVERED or GAVE_UP";
@@ -230,11 +254,14 @@ Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
 }
 
 Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {
-  auto query = list_query<OrderState>(req, parse_order_state, [](const std::string& value) {
-    return "query parameter 'state': unknown state '" + value + "'";
-  });
+  auto query = list_query<OrderState>(
+      req, parse_order_state,
+      [](const std::string& value) {
+        return "query parameter 'state': unknown state '" + value + "'";
+      },
+      /*with_device=*/true);
   if (!query.ok()) return query.error();
-  auto orders = core_.list_orders(query->state, query->limit);
+  auto orders = core_.list_orders(query->state, query->limit, query->device);
   if (!orders.ok()) return orders.error();
   http::Json list = http::Json::array();
   for (const Order& o : *orders) list.push_back(http::order_json(o));

@@ -191,7 +191,7 @@ class HttpServer {
   Result<int> bind(const std::string& host, int port);
   // Starts the event threads and the deadline reaper. REQUIRES: bind() ok.
   Status start();
-  // Stops accepting, waits (up to 10 s) for outstanding responders, closes
+  // Closes each new connection at accept, waits (up to 10 s) for outstanding responders, closes
   // every connection and joins the threads. Idempotent.
   void stop();
   bool running() const { return running_.load(); }

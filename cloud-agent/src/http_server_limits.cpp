@@ -111,6 +111,13 @@ void HttpServer::State::reap_once(int64_t now_ms) {
   reject_log.flush();
 }
 
+size_t HttpServer::State::answering() {
+  std::lock_guard lock(mu);
+  size_t n = 0;
+  for (const ConnState* cs : conns) n += cs->stage == Stage::kHandling;
+  return n;
+}
+
 void HttpServer::State::abandon_outstanding() {
   std::lock_guard lock(mu);
   for (ConnState* cs : conns) {

@@ -100,6 +100,8 @@ struct HttpServer::State {
   std::unordered_set<ConnState*> conns;
   RateLimitedLog reject_log;
 
+  // stop() began: new connections are closed at accept (accept_policy).
+  std::atomic<bool> stopping{false};
   std::atomic<uint64_t> open{0}, accepted{0}, requests{0}, idle_closed{0};
   std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
   std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
@@ -120,6 +122,8 @@ struct HttpServer::State {
   // The reaper's loop, and one pass of it.
   void reap_loop();
   void reap_once(int64_t now_ms);
+  // Connections whose request is handed over and not yet fully answered.
+  size_t answering();
   // Resumes every suspended exchange with 503 (stop() after its wait).
   void abandon_outstanding();
   // Ticks every open stream (the reaper), ends them all (stop()).

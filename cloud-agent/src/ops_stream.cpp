@@ -48,9 +48,12 @@ struct OpsHub::Shared {
   Shared(OpsHubOptions o, const Clock& c) : options(o), clock(c) {}
   const OpsHubOptions options;
   const Clock& clock;
-  std::mutex mu;  // guards subscribers and next_id
+  // Guards subscribers, next_id and broker_connected; taken before a
+  // subscriber's own lock, never inside it.
+  std::mutex mu;
   std::vector<std::shared_ptr<OpsSubscriber>> subscribers;
   uint64_t next_id = 1;
+  bool broker_connected = false;
   std::atomic<uint64_t> events{0}, dropped{0}, resyncs{0}, refused{0};
 
   void remove(const OpsSubscriber* sub);
@@ -177,21 +180,30 @@ void OpsHub::publish(const Message& message) {
   for (const auto& s : subs) s->push(frame);
 }
 
+void OpsHub::set_broker_connected(bool connected) {
+  std::lock_guard lock(shared_->mu);  // held while pushing: no stream sees the changes reordered
+  if (shared_->broker_connected == connected) return;
+  shared_->broker_connected = connected;
+  auto frame = std::make_shared<const std::string>(
+      std::string("event: agent\ndata: {\"v\":1,\"broker_connected\":") +
+      (connected ? "true" : "false") + "}\n\n");
+  for (const auto& s : shared_->subscribers) s->push(frame);
+}
+
 Result<std::shared_ptr<HttpStreamSource>> OpsHub::subscribe() {
   auto sub = std::make_shared<OpsSubscriber>(shared_);
-  {
-    std::lock_guard lock(shared_->mu);
-    if (shared_->subscribers.size() >= shared_->options.max_subscribers) {
-      ++shared_->refused;
-      return make_error("unavailable", "too many event streams open (at most " +
-                                           std::to_string(shared_->options.max_subscribers) + ")");
-    }
-    shared_->subscribers.push_back(sub);
+  std::lock_guard lock(shared_->mu);  // the hello's broker state stays current until queued
+  if (shared_->subscribers.size() >= shared_->options.max_subscribers) {
+    ++shared_->refused;
+    return make_error("unavailable", "too many event streams open (at most " +
+                                         std::to_string(shared_->options.max_subscribers) + ")");
   }
+  shared_->subscribers.push_back(sub);
   sub->push(std::make_shared<const std::string>(
       "event: hello\ndata: {\"v\":1,\"heartbeat_ms\":" +
       std::to_string(shared_->options.heartbeat_ms) +
-      ",\"queue_events\":" + std::to_string(shared_->options.queue_events) + "}\n\n"));
+      ",\"queue_events\":" + std::to_string(shared_->options.queue_events) +
+      ",\"broker_connected\":" + (shared_->broker_connected ? "true" : "false") + "}\n\n"));
   return std::shared_ptr<HttpStreamSource>(std::move(sub));
 }
 

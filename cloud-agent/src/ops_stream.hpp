@@ -16,6 +16,10 @@
 //
 // Frames: "id: <n>\nevent: <kind>\ndata: <the ops JSON>\n\n", kind one of
 // fleet, device, orders, alert, reconcile; <n> counts the hub's events.
+// Besides: `hello` ({"v":1,"heartbeat_ms","queue_events","broker_connected"})
+// first, and `agent` ({"v":1,"broker_connected":b}) whenever the agent's
+// broker connection goes down or up, so the console never shows a live
+// fleet while the agent hears nothing from it.
 #pragma once
 
 #include <atomic>
@@ -71,6 +75,11 @@ class OpsHub {
   // MUST be O(1) and never block. Add before publishing starts.
   void add_listener(std::function<void(const std::string& kind, const std::string& payload)> l);
 
+  // The agent's broker connection went up or down (any thread; the
+  // transport's): an `agent` event to every stream when it changed. Down
+  // until first called.
+  void set_broker_connected(bool connected);
+
   // A new stream; "unavailable" beyond max_subscribers.
   Result<std::shared_ptr<HttpStreamSource>> subscribe();
 
@@ -102,6 +111,9 @@ class OpsTee final : public Transport {
   Status publish(const Message& message) override;
   Status subscribe(const std::string& topic_filter, int qos) override {
     return inner_.subscribe(topic_filter, qos);
+  }
+  Status unsubscribe(const std::string& topic_filter) override {
+    return inner_.unsubscribe(topic_filter);
   }
 
  private:

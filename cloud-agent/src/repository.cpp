@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "vend/agent/shard_map.hpp"
+
 namespace vend::agent {
 
 namespace {
@@ -50,7 +52,7 @@ void Repository::after_durable(const Ticket& ticket, std::function<void(Status)>
   }
   // A marker behind every write queued so far: writes are fulfilled in queue
   // order, so when the marker's group is, `ticket` is too.
-  Pending marker{Changeset{}, {}, true, nullptr};
+  Pending marker{Changeset{}, {}, nullptr, true, nullptr};
   marker.after = [ticket, fn = std::move(fn)] { fn(ticket.get()); };
   std::function<void()> run_now;
   {
@@ -94,10 +96,11 @@ void Repository::apply_queued() {
 // ---- submission -----------------------------------------------------------
 
 Result<Ticket> Repository::enqueue(Changeset changes, bool bounded) {
-  Pending pending{std::move(changes), {}, false, nullptr};
+  Pending pending{std::move(changes), {}, nullptr, false, nullptr};
   Ticket ticket = pending.done.get_future().share();
   {
     std::lock_guard lock(mu_);
+    pending.fence = fence_;
     if (stopping_) {
       ++stats_.rejected_full;
       return make_error("unavailable", "repository is stopping");
@@ -126,6 +129,23 @@ void Repository::flush() {
   // changeset commits nothing, but is fulfilled in queue order.
   auto ticket = enqueue(Changeset{}, false);
   if (ticket.ok()) (void)wait(*ticket);
+}
+
+Status Repository::set_fence(std::shared_ptr<const WriteFence> fence) {
+  if (fence) {
+    if (!backend_->supports_fence()) {
+      return make_error("config",
+                        "this repository's backend (SQLite) cannot fence writes: "
+                        "several agents need PostgreSQL");
+    }
+    if (fence->instance.empty() || fence->shard_count <= 0) {
+      return make_error("config", "a write fence needs an instance id and a positive shard count");
+    }
+    if (auto s = backend_->check_fence(*fence); !s.ok()) return s;
+  }
+  std::lock_guard lock(mu_);
+  fence_ = std::move(fence);
+  return {};
 }
 
 bool Repository::accepting() const {
@@ -179,11 +199,40 @@ void Repository::run_ready(std::vector<Pending>& ready) {
   }
 }
 
+Status Repository::claim_fence(Pending& pending) {
+  const WriteFence* fence = pending.fence.get();
+  const auto& devices = pending.changes.fenced_devices();
+  if (!fence || devices.empty()) return {};
+  std::vector<int> shards;
+  for (const auto& device : devices) shards.push_back(shard_of(device, fence->shard_count));
+  std::sort(shards.begin(), shards.end());
+  shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  FenceClaim claim{fence->instance, {}};
+  for (int shard : shards) {
+    auto held = fence->epochs.find(shard);
+    if (held == fence->epochs.end()) {
+      return make_error("fenced", "write fenced: instance " + fence->instance +
+                                      " does not hold shard " + std::to_string(shard) +
+                                      " (refused before the database)");
+    }
+    claim.shards.emplace_back(shard, held->second);
+  }
+  pending.changes.claim_ = std::move(claim);
+  return {};
+}
+
 void Repository::apply_group(std::vector<Pending>& group) {
+  // A changeset whose shard is not held never reaches the backend.
+  std::vector<std::optional<Status>> refused(group.size());
   std::vector<const Changeset*> writes;
   writes.reserve(group.size());
-  for (auto& p : group) {
-    if (!p.marker) writes.push_back(&p.changes);
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i].marker) continue;
+    if (auto s = claim_fence(group[i]); !s.ok()) {
+      refused[i] = std::move(s);
+      continue;
+    }
+    writes.push_back(&group[i].changes);
   }
   std::vector<Status> applied;
   if (!writes.empty()) applied = backend_->apply_group(writes);
@@ -192,9 +241,19 @@ void Repository::apply_group(std::vector<Pending>& group) {
   results.reserve(group.size());
   size_t next = 0;
   uint64_t failed = 0;
-  for (auto& p : group) {
-    results.push_back(p.marker ? Status{} : std::move(applied[next++]));
-    if (!results.back().ok()) {
+  int64_t fenced = 0;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i].marker) {
+      results.emplace_back();
+    } else {
+      results.push_back(refused[i] ? std::move(*refused[i]) : std::move(applied[next++]));
+    }
+    if (results.back().ok()) continue;
+    // Fenced: expected while a shard moves (the owner rebuilds); not a failure.
+    if (results.back().error().code == "fenced") {
+      ++fenced;
+      log_.warn(kLog, "write refused: " + results.back().error().message);
+    } else {
       ++failed;
       log_.error(kLog, "write failed: " + results.back().error().to_string());
     }
@@ -203,6 +262,7 @@ void Repository::apply_group(std::vector<Pending>& group) {
     std::lock_guard lock(mu_);
     stats_.writes += group.size();
     stats_.failed_writes += failed;
+    stats_.fenced_writes += fenced;
     stats_.batches += 1;
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, group.size());
   }

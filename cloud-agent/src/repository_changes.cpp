@@ -64,20 +64,19 @@ struct SqliteApply {
   }
 
   Status operator()(const change::InsertOrder& c) const {
+    static const std::string kInsert = std::string("INSERT INTO orders(") + kOrderColumns +
+                                       ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     const Order& order = c.order;
-    auto s = run(w,
-                 std::string("INSERT INTO orders(") + kOrderColumns +
-                     ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 [&](sql::Statement& st) {
-                   st.bind(1, order.id).bind(2, order.device).bind(3, order.slot);
-                   st.bind(4, order.token).bind(5, order.price_cents);
-                   st.bind(6, to_string(order.state)).bind(7, order.created_ms);
-                   st.bind(8, order.updated_ms).bind(9, order.reserve_deadline_ms);
-                   st.bind(10, order.dispatch_expires_at_ms);
-                   bind_optional(st, 11, order.payment_id);
-                   st.bind(12, order.reason);
-                   bind_optional(st, 13, order.idempotency_key);
-                 });
+    auto s = run(w, kInsert, [&](sql::Statement& st) {
+      st.bind(1, order.id).bind(2, order.device).bind(3, order.slot);
+      st.bind(4, order.token).bind(5, order.price_cents);
+      st.bind(6, to_string(order.state)).bind(7, order.created_ms);
+      st.bind(8, order.updated_ms).bind(9, order.reserve_deadline_ms);
+      st.bind(10, order.dispatch_expires_at_ms);
+      bind_optional(st, 11, order.payment_id);
+      st.bind(12, order.reason);
+      bind_optional(st, 13, order.idempotency_key);
+    });
     if (!s.ok()) return s;
     return insert_order_event(w, order.id, "", to_string(order.state), order.created_ms, c.detail);
   }

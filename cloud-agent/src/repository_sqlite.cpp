@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "repository_checkpointer.hpp"
 #include "repository_schema.hpp"
 
 namespace vend::agent {
@@ -17,9 +18,8 @@ Status fail_unavailable(const std::string& why) { return make_error("unavailable
 
 }  // namespace
 
-Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
-                                                     const RepositoryOptions& options,
-                                                     Logger& log) {
+Result<std::unique_ptr<RepositoryBackend>> Repository::open_sqlite_backend(
+    const std::string& path, const RepositoryOptions& options, Logger& log) {
   sql::OpenOptions open_options;
   open_options.synchronous = options.synchronous;
   open_options.busy_timeout_ms = options.busy_timeout_ms;
@@ -35,9 +35,26 @@ Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
   for (sql::Database* db : {&*write_db, &*read_db}) {
     if (auto s = db->exec(cache); !s.ok()) return s.error();
   }
-  auto backend = std::make_unique<detail::SqliteBackend>(std::move(write_db).value(),
-                                                         std::move(read_db).value(), options, log);
-  return std::make_unique<Repository>(std::move(backend), options, log);
+  // With a writer thread, WAL checkpoints run on a thread of their own
+  // (repository_checkpointer.hpp); manual_commit keeps SQLite's own, so the
+  // deterministic simulation starts no thread.
+  std::unique_ptr<detail::SqliteCheckpointer> checkpointer;
+  if (!options.manual_commit) {
+    auto started = detail::SqliteCheckpointer::start(path, open_options, {}, log);
+    if (!started.ok()) return started.error();
+    checkpointer = std::move(started).value();
+  }
+  return std::unique_ptr<RepositoryBackend>(std::make_unique<detail::SqliteBackend>(
+      std::move(write_db).value(), std::move(read_db).value(), std::move(checkpointer), options,
+      log));
+}
+
+Result<std::unique_ptr<Repository>> Repository::open(const std::string& path,
+                                                     const RepositoryOptions& options,
+                                                     Logger& log) {
+  auto backend = open_sqlite_backend(path, options, log);
+  if (!backend.ok()) return backend.error();
+  return std::make_unique<Repository>(std::move(backend).value(), options, log);
 }
 
 namespace detail {
@@ -54,11 +71,19 @@ Result<sql::Statement*> SqliteWriter::statement(const std::string& sql) {
 }
 
 SqliteBackend::SqliteBackend(sql::Database write_db, sql::Database read_db,
+                             std::unique_ptr<SqliteCheckpointer> checkpointer,
                              const RepositoryOptions& options, Logger& log)
     : options_(options),
       log_(log),
+      checkpointer_(std::move(checkpointer)),
       writer_(std::move(write_db), options_),
-      read_db_(std::move(read_db)) {}
+      read_db_(std::move(read_db)) {
+  if (checkpointer_) checkpointer_->attach(writer_.db());
+}
+
+SqliteBackend::~SqliteBackend() {
+  if (checkpointer_) checkpointer_->detach(writer_.db());
+}
 
 std::vector<Status> SqliteBackend::apply_group(const std::vector<const Changeset*>& group) {
   std::vector<Status> results;
@@ -77,6 +102,9 @@ std::vector<Status> SqliteBackend::apply_group(const std::vector<const Changeset
 bool SqliteBackend::apply_together(const std::vector<const Changeset*>& group,
                                    std::vector<Status>& results) {
   sql::Database& db = writer_.db();
+  // Between two groups, outside a transaction: the WAL is started over once
+  // it is checkpointed whole (repository_checkpointer.hpp).
+  if (checkpointer_ && checkpointer_->finish_due()) checkpointer_->finish_on(db);
   std::optional<sql::Transaction> tx;
   for (int attempt = 0; attempt < kBeginAttempts && !tx; ++attempt) {
     auto begun = sql::Transaction::begin(db);
@@ -114,13 +142,24 @@ Status SqliteBackend::apply_changes(const Changeset& changes) {
   return {};
 }
 
+// SAVEPOINT and RELEASE run twice per write: prepared once (sqlite3_exec
+// would parse them every time).
+Status SqliteBackend::run_savepoint_statement(const std::string& sql) {
+  auto stmt = writer_.statement(sql);
+  if (!stmt.ok()) return stmt.error();
+  auto ran = (*stmt)->run();
+  if (!ran.ok()) return ran.error();
+  return {};
+}
+
 Status SqliteBackend::run_in_savepoint(const Changeset& changes) {
+  static const std::string kSavepoint = "SAVEPOINT w", kRelease = "RELEASE w";
   sql::Database& db = writer_.db();
-  if (auto s = db.exec("SAVEPOINT w"); !s.ok()) return s;
+  if (auto s = run_savepoint_statement(kSavepoint); !s.ok()) return s;
   Status result = apply_changes(changes);
   if (!db.in_transaction()) return result.ok() ? fail_unavailable("transaction lost") : result;
   if (!result.ok()) (void)db.exec("ROLLBACK TO w");
-  if (auto s = db.exec("RELEASE w"); !s.ok() && result.ok()) return s;
+  if (auto s = run_savepoint_statement(kRelease); !s.ok() && result.ok()) return s;
   return result;
 }
 

@@ -1,5 +1,6 @@
 // Private to the repository: the SQLite backend (WAL; one write connection
-// owned by the writer thread, one read connection behind a mutex).
+// owned by the writer thread, one read connection behind a mutex, and with a
+// writer thread a checkpointer with a connection and thread of its own).
 // Non-copyable.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "repository_checkpointer.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/log.hpp"
 #include "vend/sqlite.hpp"
@@ -39,8 +41,11 @@ Status apply_change(SqliteWriter& writer, const Change& change);
 
 class SqliteBackend final : public RepositoryBackend {
  public:
-  SqliteBackend(sql::Database write_db, sql::Database read_db, const RepositoryOptions& options,
+  // `checkpointer` null: SQLite's auto-checkpoint (manual_commit).
+  SqliteBackend(sql::Database write_db, sql::Database read_db,
+                std::unique_ptr<SqliteCheckpointer> checkpointer, const RepositoryOptions& options,
                 Logger& log);
+  ~SqliteBackend() override;
 
   std::vector<Status> apply_group(const std::vector<const Changeset*>& group) override;
 
@@ -67,9 +72,12 @@ class SqliteBackend final : public RepositoryBackend {
   Status apply_alone(const Changeset& changes);
   Status apply_changes(const Changeset& changes);
   Status run_in_savepoint(const Changeset& changes);
+  Status run_savepoint_statement(const std::string& sql);
 
   RepositoryOptions options_;
   Logger& log_;
+  // Before writer_: destroyed after the connection whose commits it hears.
+  std::unique_ptr<SqliteCheckpointer> checkpointer_;
   SqliteWriter writer_;  // writer thread only
 
   std::mutex read_mu_;  // guards read_db_

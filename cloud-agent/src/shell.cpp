@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "cluster_node.hpp"
 #include "core_thread.hpp"
 #include "http_api.hpp"
 #include "http_server.hpp"
@@ -20,6 +21,7 @@
 #include "shell_options.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/embedded_rate_limiter.hpp"
+#include "vend/agent/pg_lease_store.hpp"
 #include "vend/agent/postgres_repository.hpp"
 #include "vend/agent/redis_rate_limiter.hpp"
 #include "vend/agent/repository.hpp"
@@ -72,6 +74,7 @@ class AgentProcess {
 
  private:
   Status open_storage();
+  Status join_cluster();
   void open_transport();
   Result<int> bind_http();  // the bound port
   void open_rate_limiter();
@@ -85,6 +88,7 @@ class AgentProcess {
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<Repository> repo_;
+  std::unique_ptr<ClusterNode> cluster_;  // with --instance-id
   // The core's one thread; outlives the transport that feeds it and the core
   // that runs on it.
   std::unique_ptr<CoreThread> core_thread_;
@@ -110,6 +114,9 @@ Status AgentProcess::open_storage() {
   RepositoryOptions ro;
   ro.synchronous = options_.sync_full ? sql::Sync::kFull : sql::Sync::kNormal;
   if (options_.repo_batch_max > 0) ro.batch_max = static_cast<size_t>(options_.repo_batch_max);
+  // Several agents: a writer paused mid-transaction must not hold the fence's
+  // row locks (and so a takeover) past its lease.
+  if (!options_.instance_id.empty()) ro.pg_idle_in_transaction_timeout_ms = options_.lease_ms / 2;
   auto repo = is_postgres_url(options_.db_path)
                   ? open_postgres_repository(options_.db_path, ro, log_)
                   : Repository::open(options_.db_path, ro, log_);
@@ -118,11 +125,46 @@ Status AgentProcess::open_storage() {
   return {};
 }
 
+// With --instance-id: the node that joins the agents sharing the database
+// (after the HTTP port is bound, so that a second process started by
+// mistake fails before it takes any shard) and wins the first shards before
+// the core loads them.
+Status AgentProcess::join_cluster() {
+  if (options_.instance_id.empty()) return {};
+  auto store = PgLeaseStore::open(options_.db_path);
+  if (!store.ok()) return store.error();
+  ClusterNodeOptions co;
+  co.lease.instance_id = options_.instance_id;
+  co.lease.shard_count = static_cast<int>(options_.shards);
+  co.lease.lease_ms = options_.lease_ms;
+  co.lease.renew_every_ms = options_.renew_ms;
+  co.lease.safety_ms = std::min<int64_t>(500, options_.lease_ms / 4);
+  if (std::string bad = check_lease_options(co.lease); !bad.empty()) {
+    return make_error("bad_usage", bad);
+  }
+  co.advertise_url = options_.advertise_url.empty()
+                         ? listen_url(options_.http_host, options_.http_port)
+                         : options_.advertise_url;
+  co.join_timeout_ms = 2 * options_.lease_ms + 1000;
+  cluster_ =
+      std::make_unique<ClusterNode>(co, std::move(store).value(), *repo_, clock_, random_, log_);
+  return {};
+}
+
 void AgentProcess::open_transport() {
   PahoOptions po;
   po.server_uri = options_.mqtt_url;
-  po.client_id = "vend-agent";
-  po.clean_session = false;  // events published while we were away are kept for us
+  if (options_.instance_id.empty()) {
+    po.client_id = "vend-agent";
+    po.clean_session = false;  // events published while we were away are kept for us
+  } else {
+    // One of several: its own id, and a clean session, so that it never
+    // keeps the subscriptions of machines it served before a restart (the
+    // core subscribes to its own machines; the devices re-send what is not
+    // acknowledged, and presence is retained).
+    po.client_id = "vend-agent-" + options_.instance_id;
+    po.clean_session = true;
+  }
   if (!options_.mqtt_username.empty()) po.username = options_.mqtt_username;
   po.password = secrets_.mqtt_password;
   if (!options_.mqtt_ca_file.empty()) {  // parse_options: set exactly with ssl://
@@ -136,6 +178,7 @@ void AgentProcess::open_transport() {
 // id) could take the running agent's session over.
 Status AgentProcess::start(std::ostream& out) {
   if (Status s = open_storage(); !s.ok()) return s;
+  if (Status s = join_cluster(); !s.ok()) return s;
   mqtt_down_since_ms_ = clock_.monotonic_ms();  // down until the first connect
   open_transport();
   AgentOptions ao;
@@ -147,13 +190,15 @@ Status AgentProcess::start(std::ostream& out) {
   ao.reject_log_interval_ms = options_.reject_log_interval_s * 1000;
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
   ao.max_open_reservations_per_client = static_cast<size_t>(options_.max_open_reservations);
+  ao.instance_id = options_.instance_id;
   core_thread_ =
       std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
   series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
-  OpsHubOptions hub_options;
-  // Within the server's connection timeout (the idle timeout + 5 s at least).
-  hub_options.heartbeat_ms =
-      std::clamp<int64_t>(options_.http_idle_timeout_s * 1000 / 2, 1000, 15'000);
+  OpsHubOptions hub_options;  // shell_options.hpp: the --ops-stream-* options
+  hub_options.max_subscribers = static_cast<size_t>(options_.ops_stream_max_subscribers);
+  hub_options.queue_events = static_cast<size_t>(options_.ops_stream_queue_events);
+  hub_options.queue_bytes = static_cast<size_t>(options_.ops_stream_queue_bytes);
+  hub_options.heartbeat_ms = ops_stream_heartbeat_ms(options_);
   hub_ = std::make_unique<OpsHub>(hub_options, clock_);
   OpsSeries* series = series_.get();
   hub_->add_listener([series](const std::string& kind, const std::string& payload) {
@@ -163,11 +208,16 @@ Status AgentProcess::start(std::ostream& out) {
   core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, ao, core_thread_.get());
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
-  if (Status s = core_->start(); !s.ok()) return s;  // before the core thread: inline
+  if (cluster_) {
+    if (Status s = cluster_->join(); !s.ok()) return s;
+  }
+  // Before the core thread: inline. One of several: its shards only.
+  if (Status s = core_->start(cluster_ ? cluster_->ownership() : nullptr); !s.ok()) return s;
   AgentCore& core = *core_;
   core_thread_->start(CoreThread::Handlers{[&core](const Message& m) { core.on_message(m); },
                                            [&core](bool up) { core.on_connection(up); },
                                            [&core] { core.tick(); }});
+  if (cluster_) cluster_->start(core);
   if (Status s = start_refunds(); !s.ok()) return s;
   if (Status s = start_mqtt(); !s.ok()) return s;
   if (Status s = server_->start(); !s.ok()) return s;
@@ -230,6 +280,13 @@ Result<int> AgentProcess::bind_http() {
   ho.server_stats = [this] { return server_->stats(); };
   ho.ops_hub = hub_.get();
   ho.ops_series = series_.get();
+  if (cluster_) {
+    ClusterNode* node = cluster_.get();
+    ho.owner_url = [node](const std::string& device) { return node->owner_url(device); };
+    ho.self_url = node->self_url();
+    ho.cluster_metrics = [node] { return node->metrics(); };
+    ho.cluster_view = [node] { return node->view_json(); };
+  }
   ho.on_rejected = [this](const std::string& limit, const std::string& source) {
     server_->note_rejected(limit, source);
   };
@@ -281,10 +338,13 @@ Status AgentProcess::start_mqtt() {
   transport_->on_message([&inbox](const Message& m) { inbox.push_message(m); });
   transport_->on_connection([this, &inbox](bool up) {
     mqtt_down_since_ms_ = up ? 0 : clock_.monotonic_ms();
+    hub_->set_broker_connected(up);  // the console's badge
     inbox.push_connection(up);
   });
   // Remembered while disconnected; sent (and restored) at every connect.
+  // Several agents: the core subscribes to its own machines' topics only.
   for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
+    if (cluster_) break;
     if (Status s = transport_->subscribe(filter, 1); !s.ok()) return s;
   }
   connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, "agent", "serving HTTP");
@@ -304,6 +364,7 @@ bool AgentProcess::wait_for_stop(const sigset_t& signals) {
       log_.error(kLog, "the HTTP server stopped unexpectedly");
       return false;
     }
+    if (cluster_ && cluster_->replaced()) return false;  // logged by the node
   }
 }
 
@@ -338,6 +399,9 @@ void AgentProcess::stop() {
   // Commits what is queued and runs its commit callbacks (they may refer to
   // the core) before the core goes; the destructor commits the rest too.
   if (repo_) repo_->flush();
+  // The rounds stop and the leases go (the others take the shards at their
+  // next round), after the last writes committed under them.
+  if (cluster_) cluster_->stop();
   core_.reset();  // nothing calls it any more
   log_.info(kLog, "stopped");
 }

@@ -1,6 +1,8 @@
 #include "shell_options.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <map>
 
@@ -84,6 +86,27 @@ Status parse_sync(const std::string& value, ShellOptions& o) {
   return {};
 }
 
+// 1..64 of [A-Za-z0-9._-]: it goes into the MQTT client id.
+Status parse_instance_id(const std::string& value, ShellOptions& o) {
+  bool ok = !value.empty() && value.size() <= 64;
+  for (char c : value) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  }
+  if (!ok) return bad_usage("--instance-id: expected 1..64 of [A-Za-z0-9._-], got '" + value + "'");
+  o.instance_id = value;
+  return {};
+}
+
+Status parse_advertise_url(const std::string& value, ShellOptions& o) {
+  if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0) {
+    return bad_usage("--advertise-url: expected http://HOST:PORT or https://…, got '" + value +
+                     "'");
+  }
+  o.advertise_url = value;
+  while (!o.advertise_url.empty() && o.advertise_url.back() == '/') o.advertise_url.pop_back();
+  return {};
+}
+
 const std::map<std::string, Setter>& valued_options() {
   static const std::map<std::string, Setter> kOptions = {
       {"--http", parse_listen},
@@ -133,6 +156,16 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::http_body_timeout_ms, "--http-body-timeout-ms", 100, 600'000)},
       {"--http-idle-timeout-s",
        set_int(&ShellOptions::http_idle_timeout_s, "--http-idle-timeout-s", 1, 3600)},
+      // The console's event stream (OpsHubOptions; check_ops_stream_options).
+      {"--ops-stream-max-subscribers", set_int(&ShellOptions::ops_stream_max_subscribers,
+                                               "--ops-stream-max-subscribers", 1, 100'000)},
+      {"--ops-stream-queue-events",
+       set_int(&ShellOptions::ops_stream_queue_events, "--ops-stream-queue-events", 1, 1 << 20)},
+      {"--ops-stream-queue-bytes",
+       set_int(&ShellOptions::ops_stream_queue_bytes, "--ops-stream-queue-bytes", 64 * 1024,
+               int64_t{1} << 30)},
+      {"--ops-stream-heartbeat-ms",
+       set_int(&ShellOptions::ops_stream_heartbeat_ms, "--ops-stream-heartbeat-ms", 0, 600'000)},
       {"--redis", parse_redis},
       {"--redis-timeout-ms",
        set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
@@ -144,6 +177,11 @@ const std::map<std::string, Setter>& valued_options() {
       {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
       {"--max-open-reservations",
        set_int(&ShellOptions::max_open_reservations, "--max-open-reservations", 0, 1'000'000)},
+      {"--instance-id", parse_instance_id},
+      {"--advertise-url", parse_advertise_url},
+      {"--shards", set_int(&ShellOptions::shards, "--shards", 1, 4096)},
+      {"--lease-ms", set_int(&ShellOptions::lease_ms, "--lease-ms", 500, 600'000)},
+      {"--renew-ms", set_int(&ShellOptions::renew_ms, "--renew-ms", 100, 600'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
   };
@@ -295,7 +333,67 @@ Status check_mqtt_options(const ShellOptions& o) {
   return {};
 }
 
+// Cluster mode needs the shared PostgreSQL, and its lease parameters must
+// leave a renewal room inside a lease.
+Status check_cluster_options(const ShellOptions& o) {
+  bool cluster_only =
+      !o.advertise_url.empty() || o.shards != 64 || o.lease_ms != 3000 || o.renew_ms != 1000;
+  if (o.instance_id.empty()) {
+    if (cluster_only) {
+      return bad_usage(
+          "--advertise-url, --shards, --lease-ms and --renew-ms are for several agents: they "
+          "need --instance-id");
+    }
+    return {};
+  }
+  if (o.db_path.rfind("postgresql://", 0) != 0 && o.db_path.rfind("postgres://", 0) != 0) {
+    return bad_usage(
+        "--instance-id: several agents share a PostgreSQL database; --db must be a "
+        "postgresql:// URL, got '" +
+        o.db_path + "'");
+  }
+  if (o.renew_ms * 2 > o.lease_ms) {
+    return bad_usage("--renew-ms " + std::to_string(o.renew_ms) +
+                     ": must be at most half of --lease-ms " + std::to_string(o.lease_ms) +
+                     " (a lease must survive one failed renewal)");
+  }
+  if (o.advertise_url.empty() && o.http_port == 0) {
+    return bad_usage("--instance-id with --http port 0: give a fixed port or --advertise-url");
+  }
+  if (o.advertise_url.empty() && (o.http_host == "0.0.0.0" || o.http_host == "::")) {
+    return bad_usage("--instance-id with --http on " + o.http_host +
+                     ": give --advertise-url, the address the other instances reach this one at");
+  }
+  return {};
+}
+
+// Every stream holds a connection, and its keep-alive comment must come
+// before the server closes it as idle.
+Status check_ops_stream_options(const ShellOptions& o) {
+  if (o.ops_stream_max_subscribers >= o.http_max_connections) {
+    return bad_usage(
+        "--ops-stream-max-subscribers " + std::to_string(o.ops_stream_max_subscribers) +
+        ": must be below --http-max-connections (" + std::to_string(o.http_max_connections) +
+        "), or event streams could hold every connection");
+  }
+  int64_t idle_ms = o.http_idle_timeout_s * 1000;
+  int64_t beat = o.ops_stream_heartbeat_ms;
+  if (beat != 0 && (beat < 100 || beat >= idle_ms)) {
+    return bad_usage("--ops-stream-heartbeat-ms " + std::to_string(beat) +
+                     ": expected 0 (half of --http-idle-timeout-s, at most 15000) or 100.." +
+                     std::to_string(idle_ms - 1) + " (below --http-idle-timeout-s " +
+                     std::to_string(o.http_idle_timeout_s) +
+                     " s, or idle streams would be closed)");
+  }
+  return {};
+}
+
 }  // namespace
+
+int64_t ops_stream_heartbeat_ms(const ShellOptions& o) {
+  if (o.ops_stream_heartbeat_ms != 0) return o.ops_stream_heartbeat_ms;
+  return std::clamp<int64_t>(o.http_idle_timeout_s * 1000 / 2, 100, 15'000);
+}
 
 Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
   auto split = split_args(args);
@@ -315,6 +413,8 @@ Result<ShellOptions> parse_options(const std::vector<std::string>& args) {
     if (Status s = apply_arg(a, o); !s.ok()) return s.error();
   }
   if (Status s = check_mqtt_options(o); !s.ok()) return s.error();
+  if (Status s = check_cluster_options(o); !s.ok()) return s.error();
+  if (Status s = check_ops_stream_options(o); !s.ok()) return s.error();
   return o;
 }
 
@@ -397,6 +497,22 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 this Redis (default: in process); if it fails, orders
                                 go through unlimited (fail open, counted in /metrics)
   --redis-timeout-ms N          bound of each --redis call (50; 1..10000)
+  --instance-id ID              run as one of several agents sharing the fleet through
+                                the postgresql:// --db (1..64 of [A-Za-z0-9._-], unique)
+  --advertise-url URL           where the other agents redirect requests for this one's
+                                machines (http://<--http address>)
+  --shards N                    shards the fleet is split into; the same for every
+                                instance, for ever (64; 1..4096)
+  --lease-ms N                  a shard's lease lasts N ms past its last renewal: how soon
+                                a dead instance's machines move (3000; 500..600000)
+  --renew-ms N                  lease round interval (1000; at most half of --lease-ms)
+  --ops-stream-max-subscribers N  console event streams open at once; more get 503
+                                (64; below --http-max-connections)
+  --ops-stream-queue-events N   events queued per stream; a slower reader loses the
+  --ops-stream-queue-bytes N    oldest, then gets `resync` (256 events, 1048576 bytes)
+  --ops-stream-heartbeat-ms N   keep-alive comment on an idle stream every N ms (0: half
+                                of --http-idle-timeout-s, at most 15000; else 100 ms
+                                up to below that timeout)
   --log-level debug|info|warn|error  (info)
   --help, --version
 

@@ -69,6 +69,25 @@ struct ShellOptions {
   // limits). nullopt: kept in process.
   std::optional<RedisLimiterOptions> shared_redis;
   int64_t redis_timeout_ms = 50;
+  // Several agents on one PostgreSQL (docs/deployment.md, "Several agents"):
+  // set by --instance-id, which needs a postgresql:// --db. The others are
+  // the lease parameters (cloud-agent/cluster lease_keeper.hpp) and the URL
+  // the other instances redirect this instance's machines' requests to
+  // (default: http://<--http address>, which must then not be 0.0.0.0).
+  std::string instance_id;
+  std::string advertise_url;
+  int64_t shards = 64;
+  int64_t lease_ms = 3000;
+  int64_t renew_ms = 1000;
+  // The console's event stream (GET /v1/ops/stream; ops_stream.hpp
+  // OpsHubOptions, docs/agent.md): streams open at once (more get 503), each
+  // stream's queue bound (a slow reader loses its oldest events, then gets
+  // a resync), and the keep-alive comment's period (0: half of
+  // --http-idle-timeout-s, at most 15 s; else below that timeout).
+  int64_t ops_stream_max_subscribers = 64;
+  int64_t ops_stream_queue_events = 256;
+  int64_t ops_stream_queue_bytes = 1024 * 1024;
+  int64_t ops_stream_heartbeat_ms = 0;
   // Hidden, for benchmarks only (docs/benchmarks.md #3): writes per group
   // commit; 1 = one fsync per write. 0: the repository default.
   int64_t repo_batch_max = 0;
@@ -80,7 +99,8 @@ struct ShellOptions {
 
 // `args` excludes argv[0]. Errors have code "bad_usage" and name the option,
 // including the rules between options (MQTT TLS files and the URL scheme,
-// --mqtt-password-file needs --mqtt-username).
+// --mqtt-password-file needs --mqtt-username, the event stream's cap and
+// heartbeat within the HTTP server's connections and idle timeout).
 //
 // With --config FILE, FILE's entries are applied first, so the command line
 // overrides them. Every option that takes a value is a key, and
@@ -90,6 +110,10 @@ struct ShellOptions {
 // in the file name "FILE:LINE: key: ..." (unknown key, bad or empty value, a
 // key set twice); the file itself must not be writable by group or others.
 Result<ShellOptions> parse_options(const std::vector<std::string>& args);
+
+// The event stream's heartbeat period: --ops-stream-heartbeat-ms, or for 0
+// half of --http-idle-timeout-s, 100..15000 ms.
+int64_t ops_stream_heartbeat_ms(const ShellOptions& options);
 
 // The keys a config file accepts (the option table's names without "--"),
 // sorted: the shipped agent.conf is tested to mention each one.

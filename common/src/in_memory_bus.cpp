@@ -224,6 +224,12 @@ void InMemoryBus::add_subscription(InMemoryClient* client, const std::string& fi
   subscribe_endpoint(endpoint, client->client_id_, filter, qos);
 }
 
+void InMemoryBus::remove_subscription(InMemoryClient* client, const std::string& filter) {
+  // From the session too, connected or not (a persistent one keeps it).
+  auto it = endpoints_.find(client->client_id_);
+  if (it != endpoints_.end() && it->second.client == client) it->second.subscriptions.erase(filter);
+}
+
 void InMemoryBus::subscribe_endpoint(Endpoint& endpoint, const std::string& client_id,
                                      const std::string& filter, int qos) {
   endpoint.subscriptions[filter] = qos;
@@ -407,6 +413,13 @@ Status InMemoryClient::subscribe(const std::string& topic_filter, int qos) {
   if (!valid_qos(qos)) return make_error("bad_qos", "qos " + std::to_string(qos));
   subscriptions_[topic_filter] = qos;
   bus_->add_subscription(this, topic_filter, qos);
+  return {};
+}
+
+Status InMemoryClient::unsubscribe(const std::string& topic_filter) {
+  if (bus_ == nullptr) return make_error("not_connected", "the bus is gone");
+  subscriptions_.erase(topic_filter);
+  bus_->remove_subscription(this, topic_filter);
   return {};
 }
 

@@ -196,6 +196,7 @@ FleetSummary read_fleet(Json& root, FieldReader& r) {
   m.orders_total = r.int64_in("orders_total", 0, kInt64Max);
   m.alerts_active = r.int64_in("alerts_active", 0, kInt64Max);
   m.storage_ok = r.boolean("storage_ok");
+  if (r.has("instance")) m.instance = r.text("instance");
   return m;
 }
 
@@ -213,6 +214,7 @@ DeviceStatus read_device(Json& /*root*/, FieldReader& r) {
   m.slots = read_objects<SlotStatus>(r, "slots", read_slot_status);
   m.ts_ms = r.int64_in("ts_ms", 0, kInt64Max);
   if (r.has("clock_skew_ms")) m.clock_skew_ms = r.int64_in("clock_skew_ms", -kInt64Max, kInt64Max);
+  if (r.has("owner")) m.owner = r.text("owner");
   return m;
 }
 
@@ -293,6 +295,7 @@ std::string encode(const FleetSummary& m) {
   j["orders_total"] = m.orders_total;
   j["alerts_active"] = m.alerts_active;
   j["storage_ok"] = m.storage_ok;
+  if (!m.instance.empty()) j["instance"] = m.instance;
   return dump(j);
 }
 
@@ -311,6 +314,7 @@ std::string encode(const DeviceStatus& m) {
   for (const SlotStatus& s : m.slots) j["slots"].push_back(to_json(s));
   j["ts_ms"] = m.ts_ms;
   if (m.clock_skew_ms) j["clock_skew_ms"] = *m.clock_skew_ms;
+  if (!m.owner.empty()) j["owner"] = m.owner;
   return dump(j);
 }
 

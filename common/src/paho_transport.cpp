@@ -312,6 +312,7 @@ struct PahoTransport::Impl {
   void disconnect();
   Status publish(const Message& message);
   Status subscribe(const std::string& filter, int qos);
+  Status unsubscribe(const std::string& filter);
 
   Result<bool> attempt_connect();
   void abort_connect();
@@ -736,6 +737,22 @@ Status PahoTransport::Impl::subscribe(const std::string& filter, int qos) {
   return status;
 }
 
+Status PahoTransport::Impl::unsubscribe(const std::string& filter) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (subscriptions.erase(filter) == 0) return {};
+  }
+  if (!up) return {};  // a session that comes back without it never had it restored
+  try {
+    client->unsubscribe(filter);
+    return {};
+  } catch (const std::exception& e) {
+    Error error = exception_error("unsubscribe '" + filter + "'", e);
+    log.warn(kLog, error.to_string());
+    return error;
+  }
+}
+
 // ---- PahoTransport ---------------------------------------------------------
 
 PahoTransport::PahoTransport(Options options, Logger& logger)
@@ -759,6 +776,9 @@ bool PahoTransport::connected() const { return impl_->up; }
 Status PahoTransport::publish(const Message& message) { return impl_->publish(message); }
 Status PahoTransport::subscribe(const std::string& topic_filter, int qos) {
   return impl_->subscribe(topic_filter, qos);
+}
+Status PahoTransport::unsubscribe(const std::string& topic_filter) {
+  return impl_->unsubscribe(topic_filter);
 }
 int PahoTransport::inflight() const { return impl_->inflight.count(); }
 

@@ -37,6 +37,10 @@ std::string all_device_evt() { return join(kDevicePrefix, "+/evt"); }
 std::string all_device_status() { return join(kDevicePrefix, "+/status"); }
 
 std::string ops_fleet() { return join(kOpsPrefix, "fleet"); }
+std::string ops_fleet_of(std::string_view instance) {
+  assert(is_valid_device_id(instance));  // the same alphabet as an instance id
+  return join(kOpsPrefix, "fleet/", instance);
+}
 std::string ops_device(std::string_view device) {
   assert(is_valid_device_id(device));
   return join(kOpsPrefix, "devices/", device);

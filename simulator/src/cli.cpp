@@ -76,6 +76,7 @@ std::map<std::string, Apply> valued(Command& c) {
          return Status{};
        }},
       {"--steps", num("--steps", w.steps)},
+      {"--agents", num("--agents", w.agents)},
       {"--trace", str(w.trace_path)},
       {"--work-dir", str(c.work_dir)},
       {"--machines", num("--machines", l.machines)},
@@ -193,8 +194,11 @@ std::string usage() {
 
 Live fleet (docs/simulator.md):
   --launch                   start mosquitto and vend-agent in the work dir, stop them after
-  --broker URL --agent URL --operator-token T --gateway-secret S [--agent-db PATH]
-                             attach to running ones instead
+  --broker URL --agent URL[,URL...] --operator-token T --gateway-secret S [--agent-db PATH]
+                             attach to running ones instead; several agents of one
+                             cluster: requests spread over them, follow 307s, and are
+                             retried on another after a 503 or no answer (--agent-db
+                             is SQLite's: a postgresql:// one is not checked)
   --machines N (20)  --slots N (8)  --capacity N (10)
   --customers N (8)  --rate ORDERS_PER_S (10)  --duration S (60)
   --abandon P (0.1)  --pay-twice P (0.05)
@@ -208,6 +212,7 @@ Deterministic:
   --seed S | --seeds A..B | --seeds N   one seed, a range, or seeds 1..N
   --scenario FILE            options from simulator/scenarios/*.json
   --steps N  --machines N  --slots N  --capacity N  --jam-rate P  --no-faults
+  --agents N                 N agent instances sharing the database with leases (1)
   --trace FILE               every trace line (one seed)
   --work-dir DIR             keep the ledgers and agent.db there (one seed)
   --json  --verbose

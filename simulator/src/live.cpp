@@ -117,7 +117,7 @@ Status LiveRun::start_services() {
 }
 
 Status LiveRun::start_fleet() {
-  AgentClient client(endpoint_);
+  AgentClient client(endpoint_, "sim-provisioner");
   uint64_t run_id = o_.seed * 0x9e3779b97f4a7c15ULL;
   char prefix[32];
   std::snprintf(prefix, sizeof prefix, "sim-%06llx", static_cast<unsigned long long>(run_id >> 40));
@@ -277,14 +277,23 @@ LiveReport LiveRun::check_and_report(double seconds) {
   r.orders = k.orders, r.refused = k.refused, r.http_errors = k.http_errors, r.paid = k.paid;
   r.double_payments = k.double_payments, r.abandoned = k.abandoned, r.completed = k.completed;
   r.expired = k.expired, r.refunded = k.refunded, r.needs_review = k.needs_review;
-  r.unfinished = k.in_flight, r.restocks = k.restocks;
+  r.unfinished = k.in_flight, r.restocks = k.restocks, r.retried = k.retried;
+  r.agents = static_cast<int>(endpoint_.addresses().size());
   r.machine_crashes = crashes_, r.offline_events = offline_, r.agent_restarts = agent_restarts_;
   r.latencies_ms = workload_->latencies();
   r.work_dir = dir_;
   FleetFiles files = fleet_files_in(dir_);
   files.agent_db = o_.launch ? dir_ + "/" + kAgentDbName : o_.agent_db;
+  if (files.agent_db.rfind("postgresql://", 0) == 0 ||
+      files.agent_db.rfind("postgres://", 0) == 0) {
+    r.agent_db_not_checked =
+        "the agent database is on PostgreSQL: its part of the check is not run";
+    files.agent_db.clear();
+  }
   r.checked_agent_db = !files.agent_db.empty();
   shut_down();  // machines and agent stopped: their files are complete
+  r.unsettled_paid = workload_->unsettled_paid();
+  r.oversold = workload_->oversold();
   InvariantChecker checker(files);
   auto violations = checker.check(CheckPhase::kSettled);
   if (!violations.ok()) {

@@ -2,8 +2,11 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "vend/crypto.hpp"
 #include "vend/webhook.hpp"
@@ -35,30 +38,73 @@ Result<OrderReply> order_of(const Result<std::string>& body) {
 
 }  // namespace
 
-Result<AgentEndpoint> AgentEndpoint::parse(const std::string& url) {
-  std::string rest = url;
-  if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  size_t colon = rest.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return make_error("bad_usage", "--agent: expected http://host:port, got '" + url + "'");
-  }
+Result<AgentEndpoint> AgentEndpoint::parse(const std::string& urls) {
   AgentEndpoint e;
-  e.host = rest.substr(0, colon);
-  e.port = std::atoi(rest.substr(colon + 1).c_str());
-  if (e.port <= 0 || e.port > 65535) return make_error("bad_usage", "--agent: bad port in " + url);
+  std::vector<AgentAddress> all;
+  size_t from = 0;
+  while (from <= urls.size()) {
+    size_t comma = urls.find(',', from);
+    std::string rest =
+        urls.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    from = comma == std::string::npos ? urls.size() + 1 : comma + 1;
+    if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return make_error(
+          "bad_usage",
+          "--agent: expected http://host:port[,http://host:port...], got '" + urls + "'");
+    }
+    AgentAddress a{rest.substr(0, colon), std::atoi(rest.substr(colon + 1).c_str())};
+    if (a.port <= 0 || a.port > 65535) {
+      return make_error("bad_usage", "--agent: bad port in " + urls);
+    }
+    all.push_back(a);
+  }
+  e.host = all.front().host;
+  e.port = all.front().port;
+  e.more.assign(all.begin() + 1, all.end());
   return e;
 }
 
-AgentClient::AgentClient(AgentEndpoint endpoint, std::string client_id)
-    : endpoint_(std::move(endpoint)),
-      client_id_(std::move(client_id)),
-      client_(std::make_unique<httplib::Client>(endpoint_.host, endpoint_.port)) {
-  client_->set_connection_timeout(std::chrono::seconds(2));
-  // No keep-alive: a connection kept across an agent restart would hang until
-  // the read timeout. A fresh loopback connection per request costs little.
-  client_->set_read_timeout(std::chrono::seconds(10));
-  client_->set_keep_alive(false);
+std::vector<AgentAddress> AgentEndpoint::addresses() const {
+  std::vector<AgentAddress> out{{host, port}};
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
+namespace {
+
+// Bounds of the retries with several agents: a failover takes the lease
+// (3 s by default) plus a renewal round and the rebuild, so 20 s covers one
+// with room; a paused agent costs at most the read timeout per attempt.
+constexpr int kMaxAttempts = 24;
+constexpr auto kRetryBudget = std::chrono::seconds(20);
+constexpr auto kRoundPause = std::chrono::milliseconds(250);
+constexpr auto kMaxRetryAfter = std::chrono::milliseconds(1000);
+
+}  // namespace
+
+AgentClient::AgentClient(AgentEndpoint endpoint, std::string client_id,
+                         std::atomic<int64_t>* retried)
+    : endpoint_(std::move(endpoint)), client_id_(std::move(client_id)), retried_(retried) {
+  std::vector<AgentAddress> addresses = endpoint_.addresses();
+  for (const AgentAddress& a : addresses) {
+    auto client = std::make_unique<httplib::Client>(a.host, a.port);
+    client->set_connection_timeout(std::chrono::seconds(2));
+    // No keep-alive: a connection kept across an agent restart would hang
+    // until the read timeout. A fresh loopback connection per request costs
+    // little. With several agents a paused one should not hold a customer
+    // long: another answers.
+    client->set_read_timeout(std::chrono::seconds(addresses.size() > 1 ? 4 : 10));
+    client->set_keep_alive(false);
+    // 307 to the machine's owner. cpp-httplib copies the request, headers
+    // (Authorization, Vend-Signature) and body included, for a 307.
+    client->set_follow_location(true);
+    clients_.push_back(std::move(client));
+  }
+  // Spread the clients' first requests over the agents.
+  next_ = std::hash<std::string>{}(client_id_) % clients_.size();
 }
 
 AgentClient::~AgentClient() = default;
@@ -66,6 +112,23 @@ AgentClient::~AgentClient() = default;
 Result<std::string> AgentClient::call(const char* method, const std::string& path,
                                       const std::string& body, bool operator_auth,
                                       const std::string& signed_for) {
+  auto deadline = std::chrono::steady_clock::now() + kRetryBudget;
+  for (int attempt = 1;; ++attempt) {
+    bool retry = false;
+    Result<std::string> r = call_once(method, path, body, operator_auth, signed_for, retry);
+    // One agent: its answer (or silence) is the result, as before clusters.
+    if (!retry || clients_.size() == 1 || attempt >= kMaxAttempts ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return r;
+    }
+    if (retried_ != nullptr) ++*retried_;
+    if (attempt % clients_.size() == 0) std::this_thread::sleep_for(kRoundPause);
+  }
+}
+
+Result<std::string> AgentClient::call_once(const char* method, const std::string& path,
+                                           const std::string& body, bool operator_auth,
+                                           const std::string& signed_for, bool& retry) {
   httplib::Headers headers;
   if (operator_auth) headers.emplace("Authorization", "Bearer " + endpoint_.operator_token);
   if (!client_id_.empty()) headers.emplace("X-Client-Id", client_id_);
@@ -76,13 +139,25 @@ Result<std::string> AgentClient::call(const char* method, const std::string& pat
     headers.emplace(webhook::kHeader,
                     webhook::sign(endpoint_.gateway_secret, now_s, signed_for, body));
   }
+  httplib::Client& client = *clients_[next_];
+  next_ = (next_ + 1) % clients_.size();  // the next request, or this one's retry, goes on
   httplib::Result res = std::string(method) == "GET"
-                            ? client_->Get(path, headers)
-                            : client_->Post(path, headers, body, "application/json");
-  if (!res)
+                            ? client.Get(path, headers)
+                            : client.Post(path, headers, body, "application/json");
+  if (!res) {
+    retry = true;
     return make_error("http_error",
                       std::string(method) + " " + path + ": " + httplib::to_string(res.error()));
+  }
   if (res->status >= 200 && res->status < 300) return res->body;
+  if (res->status == 503) {
+    retry = true;
+    int after_s = std::atoi(res->get_header_value("Retry-After").c_str());
+    if (after_s > 0 && clients_.size() > 1) {
+      std::this_thread::sleep_for(
+          std::min<std::chrono::milliseconds>(std::chrono::seconds(after_s), kMaxRetryAfter));
+    }
+  }
   auto j = parse_json(res->body);
   std::string code = "http_" + std::to_string(res->status);
   std::string message = res->body;

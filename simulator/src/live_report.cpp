@@ -25,10 +25,20 @@ std::string LiveReport::human() const {
     << "  outcome    dispensed " << completed << ", expired " << expired << ", refunded "
     << refunded << ", needs review " << needs_review << ", unfinished " << unfinished << "\n"
     << "  restocks   " << restocks << "; faults: machine crashes " << machine_crashes
-    << ", offline " << offline_events << ", agent restarts " << agent_restarts << "\n"
-    << "  latency    order->dispense ms: p50 " << percentile(latencies_ms, 50) << ", p90 "
+    << ", offline " << offline_events << ", agent restarts " << agent_restarts << "\n";
+  if (agents > 1) {
+    o << "  agents     " << agents << " addresses; requests retried on another " << retried
+      << " (503 while a shard moved, or no answer)\n";
+  }
+  o << "  latency    order->dispense ms: p50 " << percentile(latencies_ms, 50) << ", p90 "
     << percentile(latencies_ms, 90) << ", p99 " << percentile(latencies_ms, 99) << ", max "
     << percentile(latencies_ms, 100) << " (" << latencies_ms.size() << " samples)\n";
+  if (!agent_db_not_checked.empty()) o << "  note       " << agent_db_not_checked << "\n";
+  for (const auto& line : unsettled_paid) o << "  PROMISE BROKEN (HTTP): " << line << "\n";
+  for (const auto& line : oversold) o << "  PROMISE BROKEN (HTTP): " << line << "\n";
+  if (unsettled_paid.empty() && oversold.empty()) {
+    o << "  over HTTP  every paid order settled; no machine dispensed more than it was stocked\n";
+  }
   if (check_error) {
     o << "  invariants COULD NOT BE CHECKED: " << check_error_text << "\n";
   } else if (violations.empty()) {
@@ -71,7 +81,12 @@ std::string LiveReport::json() const {
                         {"p90", percentile(latencies_ms, 90)},
                         {"p99", percentile(latencies_ms, 99)},
                         {"max", percentile(latencies_ms, 100)}}},
+                      {"agents", agents},
+                      {"retried", retried},
+                      {"unsettled_paid", unsettled_paid},
+                      {"oversold", oversold},
                       {"checked_agent_db", checked_agent_db},
+                      {"agent_db_not_checked", agent_db_not_checked},
                       {"check_error", check_error_text},
                       {"violations", v},
                       {"work_dir", work_dir}};

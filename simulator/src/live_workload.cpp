@@ -40,7 +40,7 @@ LiveWorkload::LiveWorkload(const LiveOptions& options, AgentEndpoint endpoint,
 LiveWorkload::~LiveWorkload() { stop(); }
 
 void LiveWorkload::start_service() {
-  AgentClient client(endpoint_);
+  AgentClient client(endpoint_, "sim-restocker", &counters_.retried);
   restock_pass(client, true);
   service_run_ = true;
   tracker_ = std::thread([this] { tracker_loop(); });
@@ -73,7 +73,7 @@ std::vector<int64_t> LiveWorkload::latencies() const {
 }
 
 void LiveWorkload::customer_loop(int index) {
-  AgentClient client(endpoint_, "sim-customer-" + std::to_string(index));
+  AgentClient client(endpoint_, "sim-customer-" + std::to_string(index), &counters_.retried);
   uint64_t rng = options_.seed * 1000003 + static_cast<uint64_t>(index) + 1;
   int64_t payment_no = 0;
   double mean_ms = 1000.0 * options_.customers / options_.rate;
@@ -118,15 +118,16 @@ void LiveWorkload::one_customer_order(AgentClient& client, uint64_t& rng, int in
     }
   }
   std::lock_guard lock(mu_);
-  tracked_[order->id] = Tracked{order->id, paid};
+  tracked_[order->id] = Tracked{order->id, device, paid};
 }
 
-void LiveWorkload::finish(const OrderReply& order, bool paid) {
+void LiveWorkload::finish(const OrderReply& order, const Tracked& tracked) {
   --counters_.in_flight;
   if (order.state == "COMPLETED") {
     ++counters_.completed;
     std::lock_guard lock(mu_);
     latencies_.push_back(order.updated_ms - order.created_ms);
+    ++dispensed_[tracked.device];
   } else if (order.state == "EXPIRED") {
     ++counters_.expired;
   } else if (order.state == "REFUNDED") {
@@ -134,11 +135,33 @@ void LiveWorkload::finish(const OrderReply& order, bool paid) {
   } else if (order.state == "NEEDS_REVIEW") {
     ++counters_.needs_review;
   }
-  (void)paid;
+}
+
+std::vector<std::string> LiveWorkload::unsettled_paid() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, t] : tracked_) {
+    if (t.paid) out.push_back("paid order " + id + " on " + t.device + " never settled");
+  }
+  return out;
+}
+
+std::vector<std::string> LiveWorkload::oversold() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [device, n] : dispensed_) {
+    auto it = stocked_.find(device);
+    int64_t stocked = it == stocked_.end() ? 0 : it->second;
+    if (n > stocked) {
+      out.push_back(device + " dispensed " + std::to_string(n) + " orders, stocked with " +
+                    std::to_string(stocked));
+    }
+  }
+  return out;
 }
 
 void LiveWorkload::tracker_loop() {
-  AgentClient client(endpoint_);
+  AgentClient client(endpoint_, "sim-tracker", &counters_.retried);
   while (service_run_) {
     std::vector<Tracked> open;
     {
@@ -149,7 +172,7 @@ void LiveWorkload::tracker_loop() {
       if (!service_run_) return;
       auto order = client.get_order(t.id);
       if (!order.ok() || !is_final(order->state)) continue;
-      finish(*order, t.paid);
+      finish(*order, t);
       std::lock_guard lock(mu_);
       tracked_.erase(t.id);
     }
@@ -158,7 +181,7 @@ void LiveWorkload::tracker_loop() {
 }
 
 void LiveWorkload::restocker_loop() {
-  AgentClient client(endpoint_);
+  AgentClient client(endpoint_, "sim-restocker", &counters_.retried);
   while (service_run_) {
     nap(service_run_, 2000);
     if (service_run_) restock_pass(client, false);
@@ -169,21 +192,25 @@ void LiveWorkload::restocker_loop() {
 // restock order for the difference; `fill` restocks everything not full.
 void LiveWorkload::restock_pass(AgentClient& client, bool fill) {
   std::map<std::string, std::vector<int>> sellable;
+  std::map<std::string, int64_t> stocked;  // this pass's additions
   for (const std::string& device : devices_) {
-    if (!fill && !service_run_) return;
+    if (!fill && !service_run_) break;  // keep what this pass stocked
     auto slots = client.slots(device);
     if (!slots.ok()) continue;
     for (const SlotReply& s : *slots) {
       int64_t have = s.pool + s.reserved + s.dispatched;
+      if (fill) stocked[device] += have;  // what the machine held before the sim
       if (s.pool > 0) sellable[device].push_back(s.slot);
       bool low = fill ? have < s.capacity : have * 2 < s.capacity;
       if (low && client.restock(device, s.slot, static_cast<int>(s.capacity - have)).ok()) {
         ++counters_.restocks;
+        stocked[device] += s.capacity - have;
       }
     }
   }
   std::lock_guard lock(mu_);
   sellable_ = std::move(sellable);
+  for (const auto& [device, n] : stocked) stocked_[device] += n;
 }
 
 }  // namespace vend::sim

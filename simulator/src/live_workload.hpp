@@ -30,6 +30,7 @@ struct LiveCounters {
   std::atomic<int64_t> needs_review{0};
   std::atomic<int64_t> in_flight{0};  // tracked, not finished
   std::atomic<int64_t> restocks{0};
+  std::atomic<int64_t> retried{0};  // requests sent again (503, no answer; several agents)
 };
 
 class LiveWorkload {
@@ -51,10 +52,17 @@ class LiveWorkload {
   const LiveCounters& counters() const { return counters_; }
   // Order -> dispense latencies (agent timestamps), ms, of completed orders.
   std::vector<int64_t> latencies() const;
+  // The promise as seen over the HTTP API, after stop(): each paid order
+  // still not in a final state, and each machine that dispensed more of the
+  // sim's orders than it was stocked with (the first fill plus every
+  // restock the agent accepted). One line of evidence each.
+  std::vector<std::string> unsettled_paid() const;
+  std::vector<std::string> oversold() const;
 
  private:
   struct Tracked {
     std::string id;
+    std::string device;
     bool paid = false;
   };
   void customer_loop(int index);
@@ -62,7 +70,7 @@ class LiveWorkload {
   void tracker_loop();
   void restocker_loop();
   void restock_pass(AgentClient& client, bool fill);
-  void finish(const OrderReply& order, bool paid);
+  void finish(const OrderReply& order, const Tracked& tracked);
 
   LiveOptions options_;
   AgentEndpoint endpoint_;
@@ -78,6 +86,8 @@ class LiveWorkload {
   std::map<std::string, Tracked> tracked_;
   std::vector<int64_t> latencies_;
   std::map<std::string, std::vector<int>> sellable_;  // device -> slots with stock
+  std::map<std::string, int64_t> stocked_;            // device -> units filled or restocked
+  std::map<std::string, int64_t> dispensed_;          // device -> the sim's completed orders
 };
 
 }  // namespace vend::sim

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "vend/agent/lease_keeper.hpp"
 #include "vend/sim/world.hpp"
 
 namespace vend::sim {
@@ -42,7 +43,12 @@ std::map<std::string, Setter> world_fields(WorldOptions& o) {
           {"pay_twice", number(o.pay_twice)},
           {"late_pay", number(o.late_pay)},
           {"retry_pay", number(o.retry_pay)},
-          {"plant_violation_at_step", number(o.plant_violation_at_step)}};
+          {"plant_violation_at_step", number(o.plant_violation_at_step)},
+          {"agents", number(o.agents)},
+          {"shards", number(o.shards)},
+          {"lease_ms", number(o.lease_ms)},
+          {"renew_ms", number(o.renew_ms)},
+          {"lease_safety_ms", number(o.lease_safety_ms)}};
 }
 
 std::map<std::string, Setter> fault_fields(FaultRates& f) {
@@ -58,7 +64,11 @@ std::map<std::string, Setter> fault_fields(FaultRates& f) {
           {"clock_skew", number(f.clock_skew)},
           {"max_skew_ms", number(f.max_skew_ms)},
           {"jam", number(f.jam)},
-          {"presence_race", number(f.presence_race)}};
+          {"presence_race", number(f.presence_race)},
+          {"agent_pause", number(f.agent_pause)},
+          {"agent_db_partition", number(f.agent_db_partition)},
+          {"agent_clock_skew", number(f.agent_clock_skew)},
+          {"max_agent_drift_ppm", number(f.max_agent_drift_ppm)}};
 }
 
 Status apply(const Json& object, std::map<std::string, Setter> fields, const std::string& where,
@@ -83,6 +93,16 @@ Status validate(const WorldOptions& o, const std::string& path) {
   if (o.capacity < 1 || o.capacity > 1000) return bad("capacity must be 1..1000");
   if (o.steps < 0) return bad("steps must be >= 0");
   if (o.max_advance_ms < 0 || o.max_deliveries_per_step < 0) return bad("negative step sizes");
+  if (o.agents < 1 || o.agents > 16) return bad("agents must be 1..16");
+  if (o.agents > 1) {
+    agent::LeaseOptions lease{"a1", o.shards, o.lease_ms, o.renew_ms, o.lease_safety_ms};
+    if (std::string why = agent::check_lease_options(lease); !why.empty()) {
+      return make_error("bad_scenario", path + ": " + why);
+    }
+  }
+  if (o.faults.max_agent_drift_ppm < 0 || o.faults.max_agent_drift_ppm > 100'000) {
+    return bad("faults.max_agent_drift_ppm must be 0..100000");
+  }
   return {};
 }
 

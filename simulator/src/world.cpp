@@ -2,12 +2,13 @@
 #include "vend/sim/world.hpp"
 
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "trace.hpp"
 #include "vend/sim/invariant_checker.hpp"
 #include "work_dir.hpp"
-#include "world_agent.hpp"
+#include "world_agents.hpp"
 #include "world_faults.hpp"
 #include "world_machine.hpp"
 #include "world_workload.hpp"
@@ -63,8 +64,8 @@ class World {
         trace_(options.trace_path),
         log_(options.verbose ? static_cast<Logger*>(new StderrLogger(LogLevel::kWarn))
                              : new NullLogger()),
-        agent_(dir_ + "/" + kAgentDbName, world_agent_options(), bus_, clock_, random_, *log_,
-               trace_) {}
+        agents_(options, dir_ + "/" + kAgentDbName, world_agent_options(), bus_, clock_, random_,
+                *log_, trace_) {}
 
   Result<WorldReport> run();
 
@@ -73,6 +74,7 @@ class World {
   Status provision(const std::string& id);
   Status one_step(bool workload);
   bool check(CheckPhase phase);
+  std::vector<Violation> check_acks();
   void maybe_plant_violation();
   bool quiet();
   void count_outcomes();
@@ -84,13 +86,14 @@ class World {
   Trace trace_;
   std::unique_ptr<Logger> log_;
   InMemoryBus bus_;
-  WorldAgent agent_;
+  WorldAgents agents_;
   std::vector<std::unique_ptr<WorldMachine>> machines_;
   std::unique_ptr<WorldWorkload> workload_;
   std::unique_ptr<WorldFaults> faults_;
   std::unique_ptr<InvariantChecker> checker_;
   WorldReport report_;
   int64_t step_ = 0;
+  std::map<std::string, sql::Database> ack_dbs_;  // file -> read connection (check_acks)
 };
 
 Status World::provision(const std::string& id) {
@@ -100,8 +103,12 @@ Status World::provision(const std::string& id) {
     specs.push_back({s, "product-" + std::to_string(s), 100 + 25 * s, options_.capacity});
     slots.push_back({s, options_.capacity, "product-" + std::to_string(s), -1});
   }
-  auto provisioned = agent_.core().provision_device(id, specs);
-  if (!provisioned.ok()) return provisioned.error();
+  Result<agent::ProvisionedDevice> provisioned = make_error("unavailable", "not called");
+  Status routed = agents_.route([&](agent::AgentCore& core) {
+    provisioned = core.provision_device(id, specs);
+    return status_of(provisioned);
+  });
+  if (!routed.ok()) return routed;
   auto key = crypto::Key::from_hex(provisioned->key_hex);
   if (!key.ok()) return key.error();
   fw::SimulatedMachineOptions mechanics{300, options_.faults.jam};
@@ -115,7 +122,7 @@ Status World::provision(const std::string& id) {
 Status World::set_up() {
   trace_.add("world seed " + std::to_string(options_.seed) + " machines " +
              std::to_string(options_.machines) + " slots " + std::to_string(options_.slots));
-  if (Status s = agent_.start(); !s.ok()) return s;
+  if (Status s = agents_.start(); !s.ok()) return s;
   FleetFiles files;
   files.agent_db = dir_ + "/" + kAgentDbName;
   std::vector<std::string> ids;
@@ -128,7 +135,7 @@ Status World::set_up() {
   workload_ = std::make_unique<WorldWorkload>(options_, world_agent_options().reservation_ttl_ms,
                                               ids, random_, clock_, trace_);
   faults_ =
-      std::make_unique<WorldFaults>(options_.faults, random_, bus_, machines_, agent_, trace_);
+      std::make_unique<WorldFaults>(options_.faults, random_, bus_, machines_, agents_, trace_);
   return {};
 }
 
@@ -139,7 +146,7 @@ Status World::one_step(bool workload) {
   if (workload) {
     if (Status s = faults_->step(step_); !s.ok()) return s;
   }
-  workload_->step(agent_, workload, [this, workload] {
+  workload_->step(agents_, workload, [this, workload] {
     if (workload) faults_->maybe_crash_agent(kAfterAnswerCrashFactor);
   });
   // The agent may die between any two parts of a step, losing every write
@@ -154,9 +161,9 @@ Status World::one_step(bool workload) {
     bus_.deliver_all(100'000);
   }
   for (auto& m : machines_) m->tick();
-  agent_.tick();
+  agents_.tick();
   if (workload) faults_->maybe_crash_agent();
-  agent_.flush();
+  agents_.flush();
   maybe_plant_violation();
   return {};
 }
@@ -174,12 +181,53 @@ void World::maybe_plant_violation() {
   }
 }
 
+// Nothing acknowledged unprocessed: no machine's ledger holds a cumulative
+// ack (meta.acked_seq) beyond the seq the agent database records as
+// processed for it. An ack is sent only once its event's writes are durable,
+// so a crash, a fenced write or a shard moving must never open that gap.
+std::vector<Violation> World::check_acks() {
+  auto db = [this](const std::string& file) -> sql::Database* {
+    auto it = ack_dbs_.find(file);
+    if (it == ack_dbs_.end()) {
+      auto opened = sql::Database::open(dir_ + "/" + file);
+      if (!opened.ok()) return nullptr;
+      it = ack_dbs_.emplace(file, std::move(opened).value()).first;
+    }
+    return &it->second;
+  };
+  sql::Database* agent_db = db(kAgentDbName);
+  if (agent_db == nullptr) return {};
+  std::vector<Violation> out;
+  for (auto& m : machines_) {
+    sql::Database* ledger = db(ledger_file_name(m->id()));
+    if (ledger == nullptr) continue;
+    auto acked = ledger->prepare("SELECT value FROM meta WHERE key = 'acked_seq'");
+    auto processed = agent_db->prepare(
+        "SELECT COALESCE(MAX(last_processed_seq), 0) FROM device_seq WHERE device = ?");
+    if (!acked.ok() || !processed.ok()) continue;
+    processed->bind(1, m->id());
+    auto acked_row = acked->step();
+    auto processed_row = processed->step();
+    if (!acked_row.ok() || !*acked_row || !processed_row.ok() || !*processed_row) continue;
+    int64_t ack = acked->column_int64(0);
+    int64_t done = processed->column_int64(0);
+    if (ack > done) {
+      out.push_back({"acked_unprocessed", m->id() + " holds an ack of seq " + std::to_string(ack) +
+                                              ", the agent database has it processed up to " +
+                                              std::to_string(done)});
+    }
+  }
+  return out;
+}
+
 bool World::check(CheckPhase phase) {
   auto violations = checker_->check(phase);
   if (violations.ok() && violations->empty()) {
     Promises promises{workload_->answered_orders(), workload_->answered_payments()};
     violations = checker_->check_promises(promises, phase);
   }
+  if (violations.ok() && violations->empty()) violations = agents_.check_leases();
+  if (violations.ok() && violations->empty()) violations = check_acks();
   if (violations.ok() && violations->empty()) return true;
   report_.ok = false;
   report_.failed_step = step_;
@@ -192,25 +240,33 @@ bool World::check(CheckPhase phase) {
 }
 
 bool World::quiet() {
-  if (bus_.pending() != 0 || !agent_.up()) return false;
+  if (bus_.pending() != 0 || !agents_.whole()) return false;
   for (auto& m : machines_) {
     if (!m->idle() || m->outbox_depth() != 0) return false;
   }
-  for (auto state : {agent::OrderState::kReserved, agent::OrderState::kPaid,
-                     agent::OrderState::kDispatched, agent::OrderState::kFailed}) {
-    auto open = agent_.core().list_orders(state, 1);
-    if (!open.ok() || !open->empty()) return false;
-  }
-  auto refunds = agent_.core().list_refunds(agent::RefundState::kPending, 1);
+  bool open = false;
+  agents_.each_core([&](agent::AgentCore& core) {
+    for (auto state : {agent::OrderState::kReserved, agent::OrderState::kPaid,
+                       agent::OrderState::kDispatched, agent::OrderState::kFailed}) {
+      auto orders = core.list_orders(state, 1);
+      open = open || !orders.ok() || !orders->empty();
+    }
+  });
+  if (open) return false;
+  auto refunds = agents_.at(0).core().list_refunds(agent::RefundState::kPending, 1);
   return refunds.ok() && refunds->empty();
 }
 
 void World::count_outcomes() {
-  if (!agent_.up()) return;
+  if (!agents_.up()) return;
   using agent::OrderState;
   auto count = [&](OrderState s) {
-    auto orders = agent_.core().list_orders(s, 1'000'000);
-    return orders.ok() ? static_cast<int64_t>(orders->size()) : -1;
+    int64_t n = 0;
+    agents_.each_core([&](agent::AgentCore& core) {
+      auto orders = core.list_orders(s, 1'000'000);
+      n = (n < 0 || !orders.ok()) ? -1 : n + static_cast<int64_t>(orders->size());
+    });
+    return n;
   };
   report_.completed = count(OrderState::kCompleted);
   report_.refunded = count(OrderState::kRefunded);
@@ -223,6 +279,10 @@ void World::count_outcomes() {
   report_.machine_crashes = f.machine_crashes;
   report_.agent_crashes = f.agent_crashes;
   report_.partitions = f.partitions;
+  report_.agents = static_cast<int>(agents_.size());
+  report_.agent_pauses = f.agent_pauses;
+  report_.agent_db_partitions = f.agent_db_partitions;
+  report_.fenced_writes = agents_.fenced_writes();
 }
 
 Result<WorldReport> World::run() {
@@ -265,7 +325,13 @@ std::string WorldReport::summary() const {
                 static_cast<long long>(expired), static_cast<long long>(cancelled),
                 static_cast<long long>(machine_crashes), static_cast<long long>(agent_crashes),
                 static_cast<long long>(partitions), static_cast<unsigned long long>(trace_hash));
-  return buf;
+  std::string out = buf;
+  if (agents > 1) {
+    out += "; agents " + std::to_string(agents) + ": pauses " + std::to_string(agent_pauses) +
+           ", db partitions " + std::to_string(agent_db_partitions) + ", fenced writes " +
+           std::to_string(fenced_writes);
+  }
+  return out;
 }
 
 Result<WorldReport> run_world(const WorldOptions& options) {

@@ -10,9 +10,14 @@ constexpr int64_t kMaxFaultSteps = 400;
 }  // namespace
 
 WorldFaults::WorldFaults(const FaultRates& rates, Random& random, InMemoryBus& bus,
-                         std::vector<std::unique_ptr<WorldMachine>>& machines, WorldAgent& agent,
+                         std::vector<std::unique_ptr<WorldMachine>>& machines, WorldAgents& agents,
                          Trace& trace)
-    : rates_(rates), random_(random), bus_(bus), machines_(machines), agent_(agent), trace_(trace) {
+    : rates_(rates),
+      random_(random),
+      bus_(bus),
+      machines_(machines),
+      agents_(agents),
+      trace_(trace) {
   bus_.set_filter([this](const InMemoryBus::Envelope& e) { return filter(e); });
 }
 
@@ -78,7 +83,11 @@ Status WorldFaults::step(int64_t step) {
   if (random_.chance(rates_.clock_skew)) {
     skew_clock(*machines_[random_.range(0, machines_.size() - 1)]);
   }
-  if (agent_.up() && random_.chance(rates_.agent_crash)) crash_agent();
+  if (!agents_.clustered()) {
+    if (agents_.at(0).up() && random_.chance(rates_.agent_crash)) crash_agent(agents_.at(0));
+    return {};
+  }
+  instance_faults();
   return {};
 }
 
@@ -90,6 +99,9 @@ Status WorldFaults::heal_all() {
     if (Status s = heal(); !s.ok()) return s;
   }
   for (auto& m : machines_) m->clock().set_skew(0);
+  if (agents_.clustered()) {
+    for (size_t i = 0; i < agents_.size(); ++i) agents_.at(i).own_clock().set_skew(0);
+  }
   trace_.add("faults healed");
   return {};
 }
@@ -155,14 +167,82 @@ void WorldFaults::crash_machine(WorldMachine& m) {
 }
 
 void WorldFaults::maybe_crash_agent(double rate_factor) {
-  if (enabled_ && agent_.up() && random_.chance(rates_.agent_crash * rate_factor)) crash_agent();
+  if (!enabled_) return;
+  if (!agents_.clustered()) {
+    WorldAgent& agent = agents_.at(0);
+    if (agent.up() && random_.chance(rates_.agent_crash * rate_factor)) crash_agent(agent);
+    return;
+  }
+  if (!random_.chance(rates_.agent_crash * rate_factor)) return;
+  if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
 }
 
-void WorldFaults::crash_agent() {
-  agent_.crash();
+void WorldFaults::crash_agent(WorldAgent& agent) {
+  agent.crash();
   ++counters_.agent_crashes;
-  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps / 2),
-           [this] { return agent_.start(); });
+  faulted_agents_.insert(&agent);
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps / 2), [this, a] {
+    faulted_agents_.erase(a);
+    return a->start();
+  });
+}
+
+// ---- several agents ------------------------------------------------------------
+
+namespace {
+constexpr int64_t kMinInstanceFaultSteps = 50;
+constexpr int64_t kMaxInstanceFaultSteps = 600;
+}  // namespace
+
+WorldAgent* WorldFaults::pick_healthy_instance() {
+  WorldAgent* a = &agents_.at(static_cast<size_t>(random_.range(0, agents_.size() - 1)));
+  return a->started() && !faulted_agents_.count(a) ? a : nullptr;
+}
+
+void WorldFaults::instance_faults() {
+  if (random_.chance(rates_.agent_crash)) {
+    if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
+  }
+  if (random_.chance(rates_.agent_pause)) {
+    if (WorldAgent* a = pick_healthy_instance()) pause_instance(*a);
+  }
+  if (random_.chance(rates_.agent_db_partition)) {
+    if (WorldAgent* a = pick_healthy_instance()) partition_instance(*a);
+  }
+  if (random_.chance(rates_.agent_clock_skew)) {
+    WorldAgent& a = agents_.at(static_cast<size_t>(random_.range(0, agents_.size() - 1)));
+    int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
+    a.own_clock().set_skew(skew);
+    trace_.add("fault skew agent " + a.instance_id() + " " + std::to_string(skew) + " ms");
+  }
+}
+
+void WorldFaults::pause_instance(WorldAgent& agent) {
+  agent.pause();
+  ++counters_.agent_pauses;
+  faulted_agents_.insert(&agent);
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a] {
+    faulted_agents_.erase(a);
+    a->resume();
+    return Status{};
+  });
+}
+
+void WorldFaults::partition_instance(WorldAgent& agent) {
+  SharedDatabase& db = *agents_.database();
+  db.set_partitioned(agent.instance_id(), true);
+  ++counters_.agent_db_partitions;
+  faulted_agents_.insert(&agent);
+  trace_.add("fault db partition " + agent.instance_id());
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a, &db] {
+    faulted_agents_.erase(a);
+    db.set_partitioned(a->instance_id(), false);
+    trace_.add("heal db partition " + a->instance_id());
+    return Status{};
+  });
 }
 
 Status WorldFaults::publish_late_will(const Message& will) {

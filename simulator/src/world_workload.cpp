@@ -19,19 +19,18 @@ WorldWorkload::WorldWorkload(const WorldOptions& options, int64_t reservation_tt
       clock_(clock),
       trace_(trace) {}
 
-void WorldWorkload::step(WorldAgent& agent, bool new_orders,
+void WorldWorkload::step(WorldAgents& agents, bool new_orders,
                          const std::function<void()>& after_answer) {
-  if (!agent.up()) return;
-  agent::AgentCore& core = agent.core();
+  if (!agents.up()) return;
   if (clock_.wall_ms() >= next_restock_ms_) {
-    restock(core);
+    restock(agents);
     next_restock_ms_ = clock_.wall_ms() + kRestockCheckMs;
   }
-  serve_refunds(core);
-  if (new_orders && random_.chance(options_.order_rate)) create_order(core, after_answer);
+  agents.each_core([this](agent::AgentCore& core) { serve_refunds(core); });
+  if (new_orders && random_.chance(options_.order_rate)) create_order(agents, after_answer);
   for (Customer& c : customers_) {
-    if (!agent.up()) break;  // `core` died with it
-    if (c.act_at_ms <= clock_.wall_ms()) act(core, c, after_answer);
+    if (!agents.up()) break;  // the agent died
+    if (c.act_at_ms <= clock_.wall_ms()) act(agents, c, after_answer);
   }
   std::erase_if(customers_, [](const Customer& c) { return c.act_at_ms < 0; });
 }
@@ -49,20 +48,23 @@ WorldWorkload::Plan WorldWorkload::pick_plan() {
   return Plan::kPay;
 }
 
-void WorldWorkload::create_order(agent::AgentCore& core,
-                                 const std::function<void()>& after_answer) {
+void WorldWorkload::create_order(WorldAgents& agents, const std::function<void()>& after_answer) {
   const std::string& device = devices_[random_.range(0, devices_.size() - 1)];
   int slot = static_cast<int>(random_.range(1, options_.slots));
-  auto order = core.create_order(device, slot, "", "");
+  Result<agent::Order> order = make_error("unavailable", "not called");
+  Status routed = agents.route([&](agent::AgentCore& core) {
+    order = core.create_order(device, slot, "", "");
+    return status_of(order);
+  });
   std::string where = device + "/" + std::to_string(slot);
-  if (!order.ok()) {
+  if (!routed.ok()) {
     ++refused_;
-    trace_.add("customer order " + where + " refused " + order.error().code);
+    trace_.add("customer order " + where + " refused " + routed.error().code);
     return;
   }
   ++created_;
   answered_orders_.push_back(order->id);
-  Customer c{order->id, order->price_cents, pick_plan(), 0, 0};
+  Customer c{order->id, order->price_cents, pick_plan(), 0, 0, 0, {}};
   c.act_at_ms = clock_.wall_ms() + random_.range(50, 2000);
   if (c.plan == Plan::kLatePay) c.act_at_ms += reservation_ttl_ms_ + 1000;
   trace_.add("customer order " + where + " -> " + order->id);
@@ -70,41 +72,66 @@ void WorldWorkload::create_order(agent::AgentCore& core,
   after_answer();
 }
 
-void WorldWorkload::pay(agent::AgentCore& core, Customer& c, const std::string& payment_id,
+bool WorldWorkload::pay(WorldAgents& agents, Customer& c, const std::string& payment_id,
                         const std::function<void()>& after_answer) {
-  auto paid = core.pay(c.order_id, payment_id, c.price_cents);
-  if (paid.ok()) answered_payments_[c.order_id].push_back(payment_id);
+  constexpr int kMaxPayRetries = 60;
+  Result<agent::Order> paid = make_error("unavailable", "not called");
+  Status routed = agents.route([&](agent::AgentCore& core) {
+    paid = core.pay(c.order_id, payment_id, c.price_cents);
+    return status_of(paid);
+  });
+  if (routed.ok()) answered_payments_[c.order_id].push_back(payment_id);
   trace_.add("customer pay " + c.order_id + " " + payment_id + " -> " +
-             (paid.ok() ? std::string(agent::to_string(paid->state)) : paid.error().code));
+             (routed.ok() ? std::string(agent::to_string(paid->state)) : routed.error().code));
   after_answer();
+  bool again = agents.clustered() && !routed.ok() && routed.error().code == "unavailable" &&
+               c.retries < kMaxPayRetries;
+  if (again) ++c.retries;
+  return !again;
 }
 
-// One action of a customer; a finished customer gets act_at_ms = -1.
-void WorldWorkload::act(agent::AgentCore& core, Customer& c,
+// One action of a customer; a finished customer gets act_at_ms = -1. A
+// payment to send again keeps the customer at the same action.
+void WorldWorkload::act(WorldAgents& agents, Customer& c,
                         const std::function<void()>& after_answer) {
+  constexpr int64_t kPayRetryMs = 300;
   ++c.acts;
-  std::string payment_id = "pay-" + std::to_string(++payments_);
+  // The gateway sends a webhook it got no answer to again, same payment id.
+  std::string payment_id =
+      c.retry_payment_id.empty() ? "pay-" + std::to_string(++payments_) : c.retry_payment_id;
+  c.retry_payment_id.clear();
+  auto retry_later = [&] {
+    --c.acts;
+    c.act_at_ms = clock_.wall_ms() + kPayRetryMs;
+    c.retry_payment_id = payment_id;
+  };
   switch (c.plan) {
     case Plan::kAbandon: trace_.add("customer abandons " + c.order_id); break;
     case Plan::kCancel: {
-      auto r = core.cancel(c.order_id);
+      Result<agent::Order> r = make_error("unavailable", "not called");
+      Status routed = agents.route([&](agent::AgentCore& core) {
+        r = core.cancel(c.order_id);
+        return status_of(r);
+      });
       trace_.add("customer cancel " + c.order_id + " -> " +
-                 (r.ok() ? std::string(agent::to_string(r->state)) : r.error().code));
+                 (routed.ok() ? std::string(agent::to_string(r->state)) : routed.error().code));
       break;
     }
     case Plan::kRetryPay:
-      pay(core, c, payment_id, [] {});         // the gateway repeats the notification:
-      pay(core, c, payment_id, after_answer);  // no crash in between (same core)
+      if (!pay(agents, c, payment_id, [] {})) return retry_later();         // the gateway repeats
+      if (!pay(agents, c, payment_id, after_answer)) return retry_later();  // the notification
       break;
     case Plan::kPayTwice:
-      pay(core, c, payment_id, after_answer);
+      if (!pay(agents, c, payment_id, after_answer)) return retry_later();
       if (c.acts == 1) {
         c.act_at_ms = clock_.wall_ms() + random_.range(10, 3000);
         return;
       }
       break;
     case Plan::kPay:
-    case Plan::kLatePay: pay(core, c, payment_id, after_answer); break;
+    case Plan::kLatePay:
+      if (!pay(agents, c, payment_id, after_answer)) return retry_later();
+      break;
   }
   c.act_at_ms = -1;
 }
@@ -121,20 +148,28 @@ void WorldWorkload::serve_refunds(agent::AgentCore& core) {
   }
 }
 
-void WorldWorkload::restock(agent::AgentCore& core) {
+void WorldWorkload::restock(WorldAgents& agents) {
   int64_t now = clock_.wall_ms();
   for (const std::string& device : devices_) {
-    auto slots = core.slots(device);
-    if (!slots.ok()) continue;
+    Result<std::vector<agent::SlotView>> slots = make_error("unavailable", "not called");
+    Status routed = agents.route([&](agent::AgentCore& core) {
+      slots = core.slots(device);
+      return status_of(slots);
+    });
+    if (!routed.ok()) continue;
     for (const agent::SlotView& s : *slots) {
       int64_t have = s.pool + s.reserved + s.dispatched;
       std::string key = device + "/" + std::to_string(s.slot);
       if (have * 2 >= s.capacity || restock_quiet_until_[key] > now) continue;
       int count = static_cast<int>(s.capacity - have);
-      auto id = core.request_restock(device, s.slot, count);
+      Result<std::string> id = make_error("unavailable", "not called");
+      Status asked = agents.route([&](agent::AgentCore& core) {
+        id = core.request_restock(device, s.slot, count);
+        return status_of(id);
+      });
       restock_quiet_until_[key] = now + kRestockQuietMs;
       trace_.add("restocker " + key + " +" + std::to_string(count) + " -> " +
-                 (id.ok() ? *id : id.error().code));
+                 (asked.ok() ? *id : asked.error().code));
     }
   }
 }

@@ -18,7 +18,7 @@
 #include "vend/clock.hpp"
 #include "vend/random.hpp"
 #include "vend/sim/world.hpp"
-#include "world_agent.hpp"
+#include "world_agents.hpp"
 
 namespace vend::sim {
 
@@ -33,7 +33,10 @@ class WorldWorkload {
   // the restocker. No-op while the agent is down. `after_answer` runs right
   // after each answer a customer gets (the crash point that matters most:
   // nothing answered may be lost); the step ends if the agent went down.
-  void step(WorldAgent& agent, bool new_orders, const std::function<void()>& after_answer);
+  // Several agents: calls go through WorldAgents::route, and a payment
+  // answered "unavailable" (its shard moving) is sent again later, as a
+  // gateway retries its webhook.
+  void step(WorldAgents& agents, bool new_orders, const std::function<void()>& after_answer);
   int64_t orders_created() const { return created_; }
   int64_t orders_refused() const { return refused_; }
   // What the customers were told: every order answered as created, and every
@@ -51,15 +54,19 @@ class WorldWorkload {
     int64_t price_cents = 0;
     Plan plan = Plan::kPay;
     int64_t act_at_ms = 0;
-    int acts = 0;  // actions taken so far
+    int acts = 0;                  // actions taken so far
+    int retries = 0;               // payments sent again after "unavailable"
+    std::string retry_payment_id;  // the payment to send again, or ""
   };
 
-  void create_order(agent::AgentCore& core, const std::function<void()>& after_answer);
+  void create_order(WorldAgents& agents, const std::function<void()>& after_answer);
   Plan pick_plan();
-  void act(agent::AgentCore& core, Customer& customer, const std::function<void()>& after_answer);
-  void pay(agent::AgentCore& core, Customer& customer, const std::string& payment_id,
+  void act(WorldAgents& agents, Customer& customer, const std::function<void()>& after_answer);
+  // False when the agents answered "unavailable" and the payment is to be
+  // sent again (several agents only).
+  bool pay(WorldAgents& agents, Customer& customer, const std::string& payment_id,
            const std::function<void()>& after_answer);
-  void restock(agent::AgentCore& core);
+  void restock(WorldAgents& agents);
   // The payment gateway's refund endpoint: confirms each due refund, or
   // fails it (the agent retries).
   void serve_refunds(agent::AgentCore& core);

@@ -93,6 +93,59 @@ TEST_CASE("config file: keys are the long options; the command line overrides th
   CHECK(parse_options({"--config", conf, "--insecure-no-auth"})->insecure_no_auth);
 }
 
+TEST_CASE("the event stream's limits: options and keys, validated against the HTTP server's") {
+  ShellOptions d;
+  CHECK(d.ops_stream_max_subscribers == 64);
+  CHECK(d.ops_stream_queue_events == 256);
+  CHECK(d.ops_stream_queue_bytes == 1024 * 1024);
+  CHECK(d.ops_stream_heartbeat_ms == 0);
+  CHECK(ops_stream_heartbeat_ms(d) == 15'000);  // half the 60 s idle timeout, at most 15 s
+  auto short_idle = parse_options({"--http-idle-timeout-s", "4"});
+  REQUIRE(short_idle.ok());
+  CHECK(ops_stream_heartbeat_ms(*short_idle) == 2000);
+
+  auto o = parse_options({"--ops-stream-max-subscribers", "8", "--ops-stream-queue-events=32",
+                          "--ops-stream-queue-bytes", "65536", "--ops-stream-heartbeat-ms", "250"});
+  REQUIRE(o.ok());
+  CHECK(o->ops_stream_max_subscribers == 8);
+  CHECK(o->ops_stream_queue_events == 32);
+  CHECK(o->ops_stream_queue_bytes == 65536);
+  CHECK(ops_stream_heartbeat_ms(*o) == 250);
+
+  test::TempDir dir;
+  std::string conf = write_mode(dir.file("agent.conf"),
+                                "ops-stream-max-subscribers = 500\n"
+                                "ops-stream-queue-events = 1024\n"
+                                "ops-stream-queue-bytes = 4194304\n"
+                                "ops-stream-heartbeat-ms = 5000\n",
+                                0644);
+  auto f = parse_options({"--config", conf, "--ops-stream-queue-events", "64"});
+  REQUIRE(f.ok());
+  CHECK(f->ops_stream_max_subscribers == 500);
+  CHECK(f->ops_stream_queue_events == 64);  // the command line wins
+  CHECK(f->ops_stream_queue_bytes == 4 * 1024 * 1024);
+  CHECK(f->ops_stream_heartbeat_ms == 5000);
+
+  CHECK(error_of({"--ops-stream-max-subscribers", "0"}) ==
+        "--ops-stream-max-subscribers: expected an integer 1..100000, got '0'");
+  CHECK(error_of({"--ops-stream-queue-events", "many"}).find("--ops-stream-queue-events") == 0);
+  CHECK(error_of({"--ops-stream-queue-bytes", "1000"}).find("65536..") != std::string::npos);
+  // Every stream holds a connection: the cap must leave room for the API.
+  CHECK(error_of({"--ops-stream-max-subscribers", "100", "--http-max-connections", "100"})
+            .find("--ops-stream-max-subscribers 100: must be below --http-max-connections (100)") ==
+        0);
+  // The keep-alive must come before the idle timeout closes a stream.
+  CHECK(error_of({"--ops-stream-heartbeat-ms", "60000"})
+            .find("--ops-stream-heartbeat-ms 60000: expected 0 (half of --http-idle-timeout-s") ==
+        0);
+  CHECK(error_of({"--ops-stream-heartbeat-ms", "4000", "--http-idle-timeout-s", "4"})
+            .find("100..3999 (below --http-idle-timeout-s 4 s") != std::string::npos);
+  CHECK(error_of({"--ops-stream-heartbeat-ms", "50"}).find("100..59999") != std::string::npos);
+  write_mode(conf, "ops-stream-queue-events = 0\n", 0644);
+  CHECK(error_of({"--config", conf}) ==
+        conf + ":1: ops-stream-queue-events: expected an integer 1..1048576, got '0'");
+}
+
 TEST_CASE("config file errors name the file, the line and the key") {
   test::TempDir dir;
   std::string conf = dir.file("agent.conf");

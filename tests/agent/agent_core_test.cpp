@@ -872,3 +872,23 @@ TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reserv
   CHECK(rig.core->create_order("vm-1", 1, "app-1", "").ok());
   CHECK(rig.slot("vm-1", 1).reserved == 4);
 }
+
+TEST_CASE(
+    "order ids start with their creation time, so later orders sort after, then 128 random bits") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto first = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(first.ok());
+  rig.step(1000);
+  auto second = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(second.ok());
+  for (const Order* o : {&*first, &*second}) {
+    REQUIRE(o->id.size() == 4 + 12 + 32);  // within proto::kMaxIdLength
+    CHECK(o->id.rfind("ord-", 0) == 0);
+    CHECK(std::stoll(o->id.substr(4, 12), nullptr, 16) == o->created_ms);
+    CHECK(o->id.find_first_not_of("0123456789abcdef", 4) == std::string::npos);
+  }
+  CHECK(second->created_ms > first->created_ms);
+  CHECK(first->id < second->id);
+  CHECK(first->id.substr(16) != second->id.substr(16));
+}

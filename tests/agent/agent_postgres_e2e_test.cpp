@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_on_postgres.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent {
@@ -22,95 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-// One vend-agent process on the PostgreSQL log; restartable on the same
-// address, database and secrets.
-class AgentOnPostgres {
- public:
-  AgentOnPostgres(const test::TempDir& dir, std::string db_url, std::string mqtt_url)
-      : dir_(dir),
-        db_url_(std::move(db_url)),
-        mqtt_url_(std::move(mqtt_url)),
-        port_(test::free_port()) {}
-  void start() {
-    child_ = std::make_unique<test::Child>(
-        std::vector<std::string>{test::binary_path("cloud-agent/vend-agent"), "--http",
-                                 "127.0.0.1:" + std::to_string(port_), "--mqtt", mqtt_url_, "--db",
-                                 db_url_, "--operator-token-file", dir_.file("operator.token"),
-                                 "--gateway-secret-file", dir_.file("gateway.secret")},
-        dir_.file("agent.log"));
-    REQUIRE_MESSAGE(eventually(
-                        [&] {
-                          httplib::Client c("127.0.0.1", port_);
-                          auto r = c.Get("/healthz");
-                          return r && r->status == 200;
-                        },
-                        20s),
-                    log());
-  }
-  void kill9() { child_->kill_now(); }
-  std::string log() const { return test::read_file(dir_.file("agent.log")); }
-  Json call(const std::string& method, const std::string& path, const std::string& body, int expect,
-            httplib::Headers headers = {}) {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(10, 0);
-    if (operator_) {
-      headers.emplace("Authorization",
-                      "Bearer " + trim(test::read_file(dir_.file("operator.token"))));
-    }
-    auto r = method == "GET" ? c.Get(path.c_str(), headers)
-                             : c.Post(path.c_str(), headers, body, "application/json");
-    REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
-    INFO(r->body);
-    if (expect != 0) REQUIRE(r->status == expect);
-    return Json::parse(r->body);
-  }
-  Json as_operator(const std::string& method, const std::string& path, const std::string& body,
-                   int expect) {
-    operator_ = true;
-    Json j = call(method, path, body, expect);
-    operator_ = false;
-    return j;
-  }
-  // The gateway's signed notification (the signature as docs/agent.md makes it).
-  void pay(const std::string& order_id, const std::string& payment_id) {
-    std::string body = R"({"payment_id":")" + payment_id + R"(","amount_cents":150})";
-    test::Child sig({"/bin/sh", "-c",
-                     "t=$(date +%s); printf 't=%s,v1=' \"$t\"; printf '%s' \"$t.$2.$0\" | "
-                     "\"$3\" dgst -sha256 -hmac \"$1\" | sed 's/^.* //'",
-                     body, trim(test::read_file(dir_.file("gateway.secret"))), order_id,
-                     test::require_program("openssl", "openssl")},
-                    dir_.file("sig.out"));
-    REQUIRE(sig.wait(20s) == 0);
-    std::string signature = trim(test::read_file(dir_.file("sig.out")));
-    std::remove(dir_.file("sig.out").c_str());
-    call("POST", "/v1/orders/" + order_id + "/payment", body, 200, {{"Vend-Signature", signature}});
-  }
-  std::string order_state(const std::string& id) {
-    return call("GET", "/v1/orders/" + id, "", 200)["state"];
-  }
-
- private:
-  const test::TempDir& dir_;
-  std::string db_url_, mqtt_url_;
-  int port_;
-  bool operator_ = false;
-  std::unique_ptr<test::Child> child_;
-};
+using test_rig::AgentOnPostgres;
+using test_rig::eventually;
 
 TEST_CASE("vend-agent on PostgreSQL: a sale, kill -9 after a payment, restart: nothing lost") {
   test::TempDir dir;

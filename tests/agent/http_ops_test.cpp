@@ -2,7 +2,9 @@
 // GET /v1/ops/stream (operator token, the core's own ops events, the cap
 // answered 503), GET /v1/fleet (summary counts, pages, filters, bad
 // parameters) and GET /v1/ops/series (a sale in the current minute, its
-// payment -> result latency, the machine's availability).
+// payment -> result latency, the machine's availability), and the console's
+// per-device and per-order reads: GET /v1/devices/{id}, .../faults,
+// /v1/orders?device=, /v1/orders/{id}/history and GET /v1/alerts.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -50,6 +52,19 @@ std::string sell_one(Agent& agent, Machine& m) {
   }
   FAIL("order " << id << " did not complete");
   return id;
+}
+
+// GET `path` (operator) every 10 ms, at most `tries` times, until `done`
+// holds for its body; returns the last body (the caller checks it).
+template <typename Done>
+Json poll_json(Agent& agent, const std::string& path, Done done, int tries = 200) {
+  Json body;
+  for (int i = 0; i < tries; ++i) {
+    body = body_of(agent.client().Get(path.c_str(), agent.operator_headers()));
+    if (done(body)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return body;
 }
 
 TEST_CASE("GET /v1/ops/stream: operator token; the core's ops events; 503 beyond the cap") {
@@ -122,6 +137,9 @@ TEST_CASE("GET /v1/fleet: summary counts, one page of the table, server-side fil
   CHECK(all["devices"][0]["id"] == "vm-a");  // sorted by id
   CHECK(all["devices"][3]["id"] == "vm-http-1");
   CHECK(all["devices"][3]["pool"] == 3);
+  REQUIRE(all["devices"][3]["stock"].size() == 1);
+  CHECK(all["devices"][3]["stock"][0] == Json{{"slot", 1}, {"pool", 3}, {"capacity", 10}});
+  CHECK(all["devices"][0]["stock"][0]["pool"] == 0);
   CHECK(all["devices"][3]["online"] == true);
 
   Json page = body_of(get("/v1/fleet?offset=1&limit=2"));
@@ -152,17 +170,15 @@ TEST_CASE("GET /v1/ops/series: orders, sales and their latency this minute; avai
   stock_machine(agent, m);
   sell_one(agent, m);
   sell_one(agent, m);
-  Json s;
   // The order events go out on the core's next tick; a device's statuses at
   // most once per second (its "online" may follow its "provisioned" later).
-  for (int i = 0; i < 400; ++i) {
-    s = body_of(agent.client().Get("/v1/ops/series", agent.operator_headers()));
-    if (s["minutes"].back()["sales"] == 2 && s["availability"].size() == 1 &&
-        s["availability"][0]["online"] == true) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  Json s = poll_json(
+      agent, "/v1/ops/series",
+      [](const Json& b) {
+        return b["minutes"].back()["sales"] == 2 && b["availability"].size() == 1 &&
+               b["availability"][0]["online"] == true;
+      },
+      400);
   REQUIRE(s["minutes"].size() == 60);
   Json now = s["minutes"].back();
   CHECK(now["orders"] == 2);
@@ -176,6 +192,127 @@ TEST_CASE("GET /v1/ops/series: orders, sales and their latency this minute; avai
   CHECK(s["availability"][0]["device"] == kDevice);
   CHECK(s["availability"][0]["online"] == true);
   expect_error(agent.client().Get("/v1/ops/series"), 401, "unauthorized");
+}
+
+// A second machine with one order, so ?device= has something to leave out.
+void provision_other(Agent& agent) {
+  Json body = {
+      {"id", "vm-other"},
+      {"slots", {{{"slot", 1}, {"product", "tea"}, {"price_cents", 100}, {"capacity", 5}}}}};
+  auto r =
+      agent.client().Post("/v1/devices", agent.operator_headers(), body.dump(), "application/json");
+  REQUIRE(r);
+  REQUIRE(r->status == 201);
+}
+
+TEST_CASE("the device page's reads: one device, its orders, its faults; never the whole fleet") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  provision_other(agent);
+  auto get = [&](const std::string& path) {
+    return agent.client().Get(path.c_str(), agent.operator_headers());
+  };
+  std::string sold = sell_one(agent, m);
+  Json reserved = body_of(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})"));
+
+  Json device = body_of(get("/v1/devices/vm-http-1"));
+  CHECK(device["id"] == kDevice);
+  CHECK(device["online"] == true);
+  CHECK(body_of(get("/v1/devices/vm-other"))["online"] == false);
+  expect_error(get("/v1/devices/vm-nobody"), 404, "not_found", "vm-nobody");
+  expect_error(get("/v1/devices/vm-http-1?x=1"), 400, "bad_request", "no parameters");
+  expect_error(agent.client().Get("/v1/devices/vm-http-1"), 401, "unauthorized");
+
+  Json mine = body_of(get("/v1/orders?device=vm-http-1"));
+  REQUIRE(mine["orders"].size() == 2);
+  CHECK(mine["orders"][0]["id"] == reserved["id"]);  // newest first
+  CHECK(mine["orders"][1]["id"] == sold);
+  CHECK(body_of(get("/v1/orders?device=vm-http-1&limit=1"))["orders"].size() == 1);
+  Json done = body_of(get("/v1/orders?device=vm-http-1&state=COMPLETED"));
+  REQUIRE(done["orders"].size() == 1);
+  CHECK(done["orders"][0]["id"] == sold);
+  CHECK(body_of(get("/v1/orders?device=vm-other"))["orders"].empty());
+  expect_error(get("/v1/orders?device=bad%20id"), 400, "bad_request", "'device'");
+  expect_error(get("/v1/orders?device=a&device=b"), 400, "bad_request", "more than once");
+  // Refunds take no device filter: it is the orders' alone.
+  expect_error(get("/v1/refunds?device=vm-http-1"), 400, "bad_request", "unknown query parameter");
+
+  // A dispense reported for a cancelled order: a fault row and an alert.
+  std::string cancelled = reserved["id"];
+  REQUIRE(body_of(post_json(agent, "/v1/orders/" + cancelled + "/cancel", ""))["state"] ==
+          "CANCELLED");
+  dispensed(agent, m, cancelled);
+  Json faults = poll_json(agent, "/v1/devices/vm-http-1/faults",
+                          [](const Json& b) { return !b["faults"].empty(); });
+  CHECK(faults["device"] == kDevice);
+  REQUIRE(faults["faults"].size() == 1);
+  CHECK(faults["faults"][0]["code"] == "dispense_contradiction");
+  CHECK(faults["faults"][0]["slot"] == 1);
+  CHECK(faults["faults"][0]["message"].get<std::string>().find(cancelled) != std::string::npos);
+  CHECK(body_of(get("/v1/devices/vm-other/faults"))["faults"].empty());
+  expect_error(get("/v1/devices/vm-nobody/faults"), 404, "not_found");
+  expect_error(get("/v1/devices/vm-http-1/faults?limit=0"), 400, "bad_request", "'limit'");
+  expect_error(get("/v1/devices/vm-http-1/faults?limit=101"), 400, "bad_request", "'limit'");
+  expect_error(get("/v1/devices/vm-http-1/faults?since=1"), 400, "bad_request", "'limit'");
+
+  // The rig's machine sends test timestamps, so clock_skew is active too;
+  // the list is ordered by device, slot and code.
+  Json alerts = body_of(get("/v1/alerts"));
+  REQUIRE_MESSAGE(alerts["alerts"].size() == 2, alerts.dump());
+  CHECK(alerts["alerts"][0]["code"] == "clock_skew");
+  CHECK(alerts["alerts"][0]["slot"] == 0);
+  Json a = alerts["alerts"][1];
+  CHECK(a["code"] == "dispense_contradiction");
+  CHECK(a["severity"] == "critical");
+  CHECK(a["state"] == "raised");
+  CHECK(a["device"] == kDevice);
+  CHECK(a["slot"] == 1);
+  CHECK(a["ts_ms"].get<int64_t>() > 0);
+  expect_error(get("/v1/alerts?code=x"), 400, "bad_request", "no parameters");
+  expect_error(agent.client().Get("/v1/alerts"), 401, "unauthorized");
+}
+
+TEST_CASE("GET /v1/orders/{id}/history: every state change with who decided, payments, refunds") {
+  Agent agent;
+  Machine m;
+  stock_machine(agent, m);
+  auto get = [&](const std::string& path) {
+    return agent.client().Get(path.c_str(), agent.operator_headers());
+  };
+  std::string id = sell_one(agent, m);
+  // From the log: once the completion is committed.
+  Json h = poll_json(agent, "/v1/orders/" + id + "/history",
+                     [](const Json& b) { return b["events"].size() == 4; });
+  CHECK(h["order_id"] == id);
+  std::vector<std::string> to;
+  for (const Json& e : h["events"]) to.push_back(e["to_state"]);
+  const std::vector<std::string> sale = {"RESERVED", "PAID", "DISPATCHED", "COMPLETED"};
+  CHECK_MESSAGE(to == sale, h.dump());
+  CHECK(h["events"][0]["from_state"].is_null());
+  CHECK(h["events"][1]["from_state"] == "RESERVED");
+  REQUIRE(h["payments"].size() == 1);
+  CHECK(h["payments"][0]["payment_id"] == "pay-" + id);
+  CHECK(h["payments"][0]["amount_cents"] == 250);
+  CHECK(h["payments"][0]["outcome"] == "applied");
+  CHECK(h["refunds"].empty());
+
+  // A second payment of the same order is refunded: the refund shows here.
+  std::string body = R"({"payment_id":"pay-again","amount_cents":250})";
+  auto again = post_json(agent, "/v1/orders/" + id + "/payment", body, signed_for(id, body));
+  REQUIRE(again);
+  REQUIRE_MESSAGE(again->status == 200, again->body);
+  Json h2 = body_of(get("/v1/orders/" + id + "/history"));
+  CHECK(h2["payments"].size() == 2);
+  REQUIRE(h2["refunds"].size() == 1);
+  CHECK(h2["refunds"][0]["payment_id"] == "pay-again");
+  CHECK(h2["refunds"][0]["state"] == "PENDING");
+
+  expect_error(get("/v1/orders/ord-nobody/history"), 404, "not_found");
+  expect_error(get("/v1/orders/" + id + "/history?x=1"), 400, "bad_request");
+  // Operator only: the history names who resolved a review (GET of the
+  // order itself stays public).
+  expect_error(agent.client().Get(("/v1/orders/" + id + "/history").c_str()), 401, "unauthorized");
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // read by a real client. Events arrive in order; a slow subscriber loses
 // its oldest events and gets a resync, never blocking the publisher; the
 // subscriber cap; heartbeats; many open streams hold no thread; stop()
-// ends open streams.
+// ends open streams; the agent's broker connection in the hello and as
+// `agent` events.
 #include "ops_stream.hpp"
 
 #include <dirent.h>
@@ -112,6 +113,35 @@ TEST_CASE("a real client reads the hello and the ops events in order, as SSE fra
   CHECK(t.find("not an ops topic") == std::string::npos);
   CHECK(t.find("id: 1\n") != std::string::npos);
   CHECK(s.hub.stats().events_total == 4);
+}
+
+TEST_CASE("the broker connection: in the hello, and an agent event on each change, in order") {
+  StreamServer s(OpsHubOptions{});
+  SseClient before(s.port(), "/v1/ops/stream", "");
+  REQUIRE(before.wait_for("event: hello"));
+  // Down until the shell says otherwise (the agent starts disconnected).
+  REQUIRE(before.wait_for("\"broker_connected\":false}\n\n"));
+  s.wait_subscribers(1);
+  s.hub.set_broker_connected(true);
+  REQUIRE(before.wait_for("event: agent\ndata: {\"v\":1,\"broker_connected\":true}\n\n"));
+  s.hub.set_broker_connected(true);  // no change: no event
+  s.hub.publish(device_status("vm-1", 1));
+  s.hub.set_broker_connected(false);
+  REQUIRE(before.wait_for("event: agent\ndata: {\"v\":1,\"broker_connected\":false}\n\n"));
+  const std::string& t = before.text();
+  size_t up = t.find("\"broker_connected\":true}");
+  size_t device = t.find("event: device");
+  size_t down = t.find("event: agent\ndata: {\"v\":1,\"broker_connected\":false}");
+  CHECK(up < device);
+  CHECK(device < down);
+  CHECK(t.find("broker_connected\":true", up + 20) == std::string::npos);  // said once
+  CHECK(s.hub.stats().events_total == 1);  // agent events are not ops events
+
+  s.hub.set_broker_connected(true);
+  SseClient after(s.port(), "/v1/ops/stream", "");
+  REQUIRE(after.wait_for("event: hello"));
+  REQUIRE(after.wait_for("\"broker_connected\":true}\n\n"));
+  CHECK(after.text().find("event: agent") == std::string::npos);
 }
 
 TEST_CASE(

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "boom_at_commit.hpp"
 #include "test_support.hpp"
 #include "vend/agent/postgres_repository.hpp"
 #include "vend/log.hpp"
@@ -439,12 +440,7 @@ TEST_CASE("postgresql: a schema from a newer agent is refused at open") {
 // and only the one that cannot commit fails.
 TEST_CASE("postgresql: a failing COMMIT retries each write alone") {
   Fixture<OnPostgres> f;
-  postgres().sql(f.backend.db,
-                 "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                 "IF NEW.code = 'boom' THEN RAISE EXCEPTION 'boom at commit'; END IF; "
-                 "RETURN NULL; END $$; "
-                 "CREATE CONSTRAINT TRIGGER boom AFTER INSERT ON faults DEFERRABLE INITIALLY "
-                 "DEFERRED FOR EACH ROW EXECUTE FUNCTION boom()");
+  postgres().sql(f.backend.db, vend::test::kBoomAtCommitSql);
   Gate gate;
   REQUIRE(f.repo->submit(gate.write()).ok());
   gate.wait_started();

@@ -22,8 +22,8 @@ using nlohmann::json;
 // ---- The examples ---------------------------------------------------------
 
 FleetSummary fleet() {
-  return {1700000005000, 20, 19,  412, {{"COMPLETED", 230}, {"DISPATCHED", 2}, {"RESERVED", 5}},
-          241,           1,  true};
+  return {1700000005000, 20, 19,   412, {{"COMPLETED", 230}, {"DISPATCHED", 2}, {"RESERVED", 5}},
+          241,           1,  true, ""};
 }
 
 DeviceStatus device() {

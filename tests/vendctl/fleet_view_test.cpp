@@ -51,7 +51,7 @@ void feed(FleetView& view, const std::string& topic, const std::string& payload)
 
 FleetView sample_view() {
   FleetView view;
-  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, true};
+  ops::FleetSummary f{kNow, 2, 1, 11, {{"DISPATCHED", 2}, {"COMPLETED", 5}}, 7, 1, true, ""};
   feed(view, topics::ops_fleet(), ops::encode(f));
   feed(view, topics::ops_device("vm-2"), ops::encode(device("vm-2", false, 0)));
   feed(view, topics::ops_device("vm-1"), ops::encode(device("vm-1", true, 11)));
@@ -214,6 +214,33 @@ TEST_CASE("reconcile report table and agent errors") {
   Error proxy = api_error(502, "<html>Bad Gateway</html>\n");
   CHECK(proxy.code == "http_502");
   CHECK(proxy.message == "<html>Bad Gateway</html> ");
+}
+
+TEST_CASE("several agents: the summaries add up, and each machine shows its agent") {
+  FleetView view;
+  ops::FleetSummary a{kNow, 2, 2, 10, {{"COMPLETED", 3}}, 3, 0, true, "a"};
+  ops::FleetSummary b{kNow - 500, 1, 0, 4, {{"COMPLETED", 1}, {"RESERVED", 1}}, 2, 1, true, "b"};
+  feed(view, topics::ops_fleet_of("a"), ops::encode(a));
+  feed(view, topics::ops_fleet_of("b"), ops::encode(b));
+  ops::DeviceStatus d1 = device("vm-1", true, 10);
+  d1.owner = "a";
+  ops::DeviceStatus d2 = device("vm-2", false, 4);
+  d2.owner = "b";
+  feed(view, topics::ops_device("vm-1"), ops::encode(d1));
+  feed(view, topics::ops_device("vm-2"), ops::encode(d2));
+  REQUIRE(view.fleet());
+  CHECK(view.fleet()->devices == 3);
+  CHECK(view.fleet()->online == 2);
+  CHECK(view.fleet()->stock_total == 14);
+  CHECK(view.fleet()->orders_by_state.at("COMPLETED") == 4);
+  CHECK(view.fleet()->alerts_active == 1);
+  std::string frame = render_frame(view, kNow, FrameOptions{});
+  CHECK_MESSAGE(frame.find("agents a 2 devices, b 1 devices\n") != std::string::npos, frame);
+  CHECK_MESSAGE(frame.find("RECONCILE  AGENT\n") != std::string::npos, frame);
+  CHECK_MESSAGE(frame.find("ok         a\n") != std::string::npos, frame);
+  // An instance that left deletes its retained summary.
+  feed(view, topics::ops_fleet_of("b"), "");
+  CHECK(view.fleet()->devices == 2);
 }
 
 }  // namespace

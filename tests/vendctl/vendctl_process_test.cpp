@@ -67,7 +67,7 @@ TEST_CASE("vendctl watch --once shows retained fleet and devices and live order 
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  ops::FleetSummary fleet{now, 2, 1, 7, {{"COMPLETED", 4}, {"DISPATCHED", 1}}, 5, 0, true};
+  ops::FleetSummary fleet{now, 2, 1, 7, {{"COMPLETED", 4}, {"DISPATCHED", 1}}, 5, 0, true, ""};
   pub.publish(topics::ops_fleet(), ops::encode(fleet), true);
   pub.publish(topics::ops_device("vm-w1"), ops::encode(device_status("vm-w1", true, 7, now)), true);
   pub.publish(topics::ops_device("vm-w2"), ops::encode(device_status("vm-w2", false, 0, now)),

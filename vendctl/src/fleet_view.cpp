@@ -1,5 +1,6 @@
 #include "vend/ctl/fleet_view.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "vend/topics.hpp"
@@ -21,6 +22,22 @@ std::string_view device_of(std::string_view rest, std::string_view kind) {
 }
 
 }  // namespace
+
+std::optional<ops::FleetSummary> FleetView::fleet() const {
+  if (instances_.empty()) return fleet_;
+  ops::FleetSummary sum;
+  for (const auto& [id, f] : instances_) {
+    sum.ts_ms = std::max(sum.ts_ms, f.ts_ms);
+    sum.devices += f.devices;
+    sum.online += f.online;
+    sum.stock_total += f.stock_total;
+    for (const auto& [state, n] : f.orders_by_state) sum.orders_by_state[state] += n;
+    sum.orders_total += f.orders_total;
+    sum.alerts_active += f.alerts_active;
+    sum.storage_ok = sum.storage_ok && f.storage_ok;
+  }
+  return sum;
+}
 
 Status FleetView::reject(std::string_view topic, const Error& error) {
   ++rejected_;
@@ -49,6 +66,14 @@ Status FleetView::apply(std::string_view topic, std::string_view payload) {
     auto m = ops::decode_fleet(payload);
     if (!m.ok()) return reject(topic, m.error());
     fleet_ = std::move(m).value();
+  } else if (std::string_view instance = device_of(rest, "fleet"); !instance.empty()) {
+    if (payload.empty()) {
+      instances_.erase(std::string(instance));
+      return {};
+    }
+    auto m = ops::decode_fleet(payload);
+    if (!m.ok()) return reject(topic, m.error());
+    instances_[std::string(instance)] = std::move(m).value();
   } else if (rest == "orders") {
     auto m = ops::decode_order_events(payload);
     if (!m.ok()) return reject(topic, m.error());

@@ -38,9 +38,16 @@ std::string orders_text(const ops::FleetSummary& f) {
 }
 
 std::string summary_line(const FleetView& view) {
-  if (!view.fleet()) return "fleet: no summary yet (is vend-agent publishing vend/v1/ops/fleet?)\n";
-  const ops::FleetSummary& f = *view.fleet();
-  return "devices " + std::to_string(f.online) + "/" + std::to_string(f.devices) +
+  std::optional<ops::FleetSummary> fleet = view.fleet();
+  if (!fleet) return "fleet: no summary yet (is vend-agent publishing vend/v1/ops/fleet?)\n";
+  const ops::FleetSummary& f = *fleet;
+  std::string agents;
+  for (const auto& [id, s] : view.instances()) {
+    agents += (agents.empty() ? "agents " : ", ") + id + " " + std::to_string(s.devices) +
+              " devices" + (s.storage_ok ? "" : " STORAGE FAILING");
+  }
+  if (!agents.empty()) agents += "\n";
+  return agents + "devices " + std::to_string(f.online) + "/" + std::to_string(f.devices) +
          " online | stock " + std::to_string(f.stock_total) + " | orders " + orders_text(f) +
          " | alerts " + std::to_string(f.alerts_active) + " | storage " +
          (f.storage_ok ? "ok" : "FAILING") + "\n";
@@ -64,14 +71,22 @@ std::vector<std::string> device_row(const ops::DeviceStatus& d, int64_t now_ms) 
 
 std::string device_table(const FleetView& view, int64_t now_ms, size_t max_rows) {
   if (view.devices().empty()) return "no device status yet\n";
-  TextTable t({"DEVICE", "ONLINE", "SEEN", "STOCK", "RESV/DISP", "OUTBOX", "RECONCILE"});
+  // Several agents: which instance serves each machine.
+  bool owners = false;
+  for (const auto& [id, d] : view.devices()) owners = owners || !d.owner.empty();
+  std::vector<std::string> header = {"DEVICE",    "ONLINE", "SEEN",     "STOCK",
+                                     "RESV/DISP", "OUTBOX", "RECONCILE"};
+  if (owners) header.push_back("AGENT");
+  TextTable t(header);
   size_t hidden = 0;
   for (const auto& [id, d] : view.devices()) {
     if (max_rows != 0 && t.rows() >= max_rows) {
       ++hidden;
       continue;
     }
-    t.add(device_row(d, now_ms));
+    std::vector<std::string> row = device_row(d, now_ms);
+    if (owners) row.push_back(d.owner.empty() ? "-" : d.owner);
+    t.add(row);
   }
   std::string out = t.render();
   if (hidden > 0) out += "... " + std::to_string(hidden) + " more\n";

@@ -179,6 +179,7 @@ class InMemoryBus {
   void forget_client(InMemoryClient* client);
   Status publish_from(InMemoryClient* client, const Message& message);
   void add_subscription(InMemoryClient* client, const std::string& filter, int qos);
+  void remove_subscription(InMemoryClient* client, const std::string& filter);
   bool is_online(const InMemoryClient* client) const;
 
   void take_over(Endpoint& endpoint, InMemoryClient* client);
@@ -232,6 +233,7 @@ class InMemoryClient final : public Transport {
   Status publish(const Message& message) override;
   // Errors: "bad_topic_filter", "bad_qos", "not_connected" (bus gone).
   Status subscribe(const std::string& topic_filter, int qos = 1) override;
+  Status unsubscribe(const std::string& topic_filter) override;
 
   // Test hooks.
   const std::string& client_id() const { return client_id_; }

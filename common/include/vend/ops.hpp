@@ -59,6 +59,8 @@ struct DeviceStatus {
   int64_t ts_ms = 0;  // when this status was composed
   // Its clock minus the agent's, ms; absent (nullopt) before the first sample.
   std::optional<int64_t> clock_skew_ms;
+  // The agent instance serving it (several agents); "" (absent) for one agent.
+  std::string owner;
   bool operator==(const DeviceStatus&) const = default;
 };
 
@@ -71,6 +73,9 @@ struct FleetSummary {
   int64_t orders_total = 0;                        // orders created since the agent started
   int64_t alerts_active = 0;
   bool storage_ok = true;  // false once a repository write failed (see /healthz)
+  // Several agents: the instance this summary is of (its machines only; on
+  // vend/v1/ops/fleet/{instance}); "" (absent) for one agent.
+  std::string instance;
   bool operator==(const FleetSummary&) const = default;
 };
 

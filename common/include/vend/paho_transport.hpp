@@ -118,6 +118,8 @@ class PahoTransport final : public Transport {
   // Called while disconnected it is only remembered and returns OK.
   // Errors: "bad_qos", "timeout", "mqtt_error" (e.g. refused by the broker).
   Status subscribe(const std::string& topic_filter, int qos = 1) override;
+  // Does not wait for the UNSUBACK.
+  Status unsubscribe(const std::string& topic_filter) override;
 
   // Publishes not yet acknowledged (for metrics and tests).
   int inflight() const;

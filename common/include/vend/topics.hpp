@@ -33,10 +33,12 @@ std::string all_device_evt();     // vend/v1/dev/+/evt
 std::string all_device_status();  // vend/v1/dev/+/status
 
 // Ops topics. REQUIRES: ids are valid (is_valid_device_id; checked by assert).
-std::string ops_fleet();                             // vend/v1/ops/fleet
-std::string ops_device(std::string_view device);     // vend/v1/ops/devices/{device}
-std::string ops_orders();                            // vend/v1/ops/orders
-std::string ops_alerts();                            // vend/v1/ops/alerts
+std::string ops_fleet();  // vend/v1/ops/fleet
+std::string ops_fleet_of(
+    std::string_view instance);                   // vend/v1/ops/fleet/{instance} (several agents)
+std::string ops_device(std::string_view device);  // vend/v1/ops/devices/{device}
+std::string ops_orders();                         // vend/v1/ops/orders
+std::string ops_alerts();                         // vend/v1/ops/alerts
 std::string ops_reconcile(std::string_view device);  // vend/v1/ops/reconcile/{device}
 std::string ops_all();                               // vend/v1/ops/# (filter)
 

@@ -52,6 +52,11 @@ class Transport {
   virtual Status publish(const Message& message) = 0;
   // Subscriptions are remembered and restored after a reconnect.
   virtual Status subscribe(const std::string& topic_filter, int qos = 1) = 0;
+  // Forgets a subscription (and tells the broker, when connected). A
+  // transport that cannot refuses it ("unsupported").
+  virtual Status unsubscribe(const std::string& topic_filter) {
+    return make_error("unsupported", "this transport cannot unsubscribe '" + topic_filter + "'");
+  }
 };
 
 }  // namespace vend

@@ -53,6 +53,19 @@ TEST_CASE("active alerts are counted per code") {
   CHECK(book.counts_by_code() == want);
 }
 
+TEST_CASE("the active alerts are listed by device, slot and code, cleared ones gone") {
+  AlertBook book;
+  book.raise("vm-2", 0, "seq_gap", "critical", "gap", 10);
+  book.raise("vm-1", 3, "unknown_slot", "warning", "c", 20);
+  book.raise("vm-1", 0, "clock_skew", "warning", "late", 30);
+  book.raise("vm-1", 0, "clock_skew", "warning", "later", 40);  // a new message: updated
+  book.clear("vm-2", 0, "seq_gap", 50);
+  std::vector<vend::ops::Alert> list = book.list();
+  REQUIRE(list.size() == 2);
+  CHECK(list[0] == vend::ops::Alert{"clock_skew", "warning", "raised", "vm-1", 0, "later", 40});
+  CHECK(list[1] == vend::ops::Alert{"unknown_slot", "warning", "raised", "vm-1", 3, "c", 20});
+}
+
 TEST_CASE("order events go out in bounded batches, in order") {
   OrderEventBatch batch;
   CHECK_FALSE(batch.take().has_value());

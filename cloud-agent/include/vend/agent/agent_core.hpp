@@ -48,6 +48,9 @@ namespace vend::agent {
 
 class Repository;
 struct StoredRefund;
+struct StoredPayment;
+struct StoredFault;
+struct OrderEvent;
 enum class RefundState;
 
 struct SlotView {
@@ -82,6 +85,14 @@ struct DeviceView {
   // Its clock minus the agent's, ms, estimated from its messages' ts_ms
   // (AgentOptions::clock_skew_*); nullopt before the first sample.
   std::optional<int64_t> clock_skew_ms;
+};
+
+// GET /v1/orders/{id}/history (AgentCore::order_history). Its element types
+// are vend/agent/repository_types.hpp's: include it to use one.
+struct OrderHistory {
+  std::vector<OrderEvent> events;
+  std::vector<StoredPayment> payments;
+  std::vector<StoredRefund> refunds;
 };
 
 // One refund for the shell to deliver to the payment gateway.
@@ -174,6 +185,10 @@ struct AgentOptions {
   // start expiring early or running late.
   int64_t clock_skew_alert_ms = 2000;
   int64_t clock_skew_window_ms = 10 * 60 * 1000;
+  // Several agents: this instance's id, named in the ops views (the owner of
+  // each machine's status; the fleet summary goes to
+  // vend/v1/ops/fleet/{instance}). "" for one agent.
+  std::string instance_id;
 };
 
 // Counters for /metrics. Read under the core lock.
@@ -225,10 +240,35 @@ class AgentCore {
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
 
+  // Which devices this core serves, when several agents share the fleet
+  // (docs/deployment.md, "Several agents"): true for the ids of the devices
+  // whose shards this instance holds. A record without a device (a payment
+  // or refund of an order nobody knows) is asked about by its order id.
+  using Ownership = std::function<bool(const std::string& key)>;
+
   // Loads devices, slots, pools, open orders and processed seqs from the
   // repository, and schedules every
-  // stored deadline. Call once before anything else.
-  Status start();
+  // stored deadline. Call once before anything else. With `owns` (cluster
+  // mode) only what it accepts is loaded and served: a request or message
+  // about another device is answered "not_owner" (its message is the
+  // device id; the HTTP front redirects to the owner) and the core
+  // subscribes to the topics of its own devices only, not to the fleet's.
+  Status start(Ownership owns = nullptr);
+
+  // ---- several agents (cluster mode) ----
+  // Stops serving what `owns` rejects (shards about to be released), at
+  // once, and returns once every write submitted before it is final.
+  void restrict(Ownership owns);
+  // Rebuilds the whole state from the repository for what `owns` accepts
+  // (shards gained or lost): the old state takes no new write, its queued
+  // writes commit and their answers go out, `drained` runs (the shell sets
+  // the repository's new fence there), then the new state loads — open
+  // orders, pools, deadlines, refunds — in one step. Presence, clock skew
+  // and counters of devices kept carry over; subscriptions follow.
+  Status rebuild(Ownership owns, const std::function<void()>& drained = {});
+  // True once a write was refused by the fence (the lease of its shard
+  // moved): the core changes nothing more until rebuild().
+  bool fenced();
 
   // ---- orders (HTTP) ----
   // Reserves one item: one token leaves the pool. Idempotency keys are
@@ -266,7 +306,15 @@ class AgentCore {
   // from the order, the other decision is invalid_state.
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
-  Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit);
+  // Newest first, at most `limit` (0: 100; at most 1000); of one device
+  // when `device` is not empty. From memory: the open orders and the most
+  // recent finished ones (AgentOptions::finished_orders_max).
+  Result<std::vector<Order>> list_orders(std::optional<OrderState> state, size_t limit,
+                                         const std::string& device = {});
+  // Everything the log holds about one order, oldest first: its state
+  // changes (with who resolved a review and why), payments and refunds.
+  // not_found when the log has no event of it (from the log: committed).
+  Result<OrderHistory> order_history(const std::string& order_id);
   // Refunds and their delivery state, most recently updated first (from the
   // log: what is committed).
   Result<std::vector<StoredRefund>> list_refunds(std::optional<RefundState> state, size_t limit);
@@ -287,6 +335,14 @@ class AgentCore {
   // dispense it), or when decommissioned already; not_found.
   Result<DecommissionedDevice> decommission_device(const std::string& device_id);
   std::vector<DeviceView> devices();
+  // One device of devices(); not_found.
+  Result<DeviceView> device(const std::string& device_id);
+  // The device's faults (dispense contradictions, jams reported...), most
+  // recent first, at most `limit` (from the log); not_found for an unknown
+  // device.
+  Result<std::vector<StoredFault>> faults(const std::string& device_id, size_t limit);
+  // The alerts raised and not cleared, by device, slot and code.
+  std::vector<ops::Alert> active_alerts();
   // Every device as the ops topics show it (vend/ops.hpp DeviceStatus:
   // slots, outbox, last verdict), in one step: the fleet summary and the
   // paged fleet table (GET /v1/fleet).

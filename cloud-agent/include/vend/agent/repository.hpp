@@ -54,6 +54,11 @@ namespace vend::agent {
 // Every order transition and token move is conditional on its from-state
 // and must change exactly one row, else the whole changeset fails with
 // "conflict" (a bug or a race: the caller's memory disagrees with the log).
+//
+// Fencing (cluster mode, Repository::set_fence()): a changeset names the
+// devices whose data it writes (fence_device(); every builder method that
+// takes a device calls it), and commits only while this instance holds the
+// shards of all of them at the fence's epochs; otherwise it fails "fenced".
 class Changeset {
  public:
   bool empty() const { return changes_.empty(); }
@@ -102,8 +107,20 @@ class Changeset {
   // Appends a fault and trims the table to faults_max rows.
   void insert_fault(const StoredFault& fault);
 
+  // This changeset writes data of `device` (kept once). For changesets that
+  // name no device themselves (move_token, insert_payment, insert_refund,
+  // update_refund): the caller names the device the data belongs to.
+  void fence_device(const std::string& device);
+  const std::vector<std::string>& fenced_devices() const { return fenced_devices_; }
+  // For backends: what to check before this changeset commits, or nullptr
+  // when it is not fenced (no fence, or no device). Set by Repository.
+  const FenceClaim* fence_claim() const { return claim_ ? &*claim_ : nullptr; }
+
  private:
+  friend class Repository;
   std::vector<Change> changes_;
+  std::vector<std::string> fenced_devices_;
+  std::optional<FenceClaim> claim_;
 };
 
 // A storage engine under the Repository: applies groups of writes (on the
@@ -123,6 +140,19 @@ class RepositoryBackend {
   // setting). When the group's transaction cannot commit, each changeset is
   // retried in a transaction of its own. Writer thread only.
   virtual std::vector<Status> apply_group(const std::vector<const Changeset*>& group) = 0;
+
+  // Fencing: true when apply_group() honours Changeset::fence_claim(): a
+  // claimed changeset commits only if, when its transaction commits, every
+  // claimed shard's lease is held by the claim's instance at its epoch and
+  // unexpired (the store's clock); else it fails "fenced" and the rest of
+  // the group commits.
+  virtual bool supports_fence() const { return false; }
+  // Whether this database can check `fence` (its lease tables exist, its
+  // shard count is the fence's): "config" when not. Any thread.
+  virtual Status check_fence(const WriteFence& fence) {
+    (void)fence;
+    return {};
+  }
 
   // The reads of Repository (same contracts).
   virtual Result<LoadedState> load(size_t recent_orders_max) = 0;
@@ -151,6 +181,10 @@ class Repository {
   // and starts the writer thread. `log` must outlive the repository.
   static Result<std::unique_ptr<Repository>> open(const std::string& path,
                                                   const RepositoryOptions& options, Logger& log);
+  // The SQLite backend of open() alone, for a backend that decorates it
+  // (the deterministic simulation's shared database with a fence).
+  static Result<std::unique_ptr<RepositoryBackend>> open_sqlite_backend(
+      const std::string& path, const RepositoryOptions& options, Logger& log);
   // A repository over any backend (open() is this with SQLite's); starts
   // the writer thread unless options.manual_commit.
   Repository(std::unique_ptr<RepositoryBackend> backend, const RepositoryOptions& options,
@@ -191,6 +225,17 @@ class Repository {
   // lock of its own (the agent core): only the writer drains the queue.
   bool accepting() const;
   WriterStats stats() const;
+
+  // Cluster mode: every changeset SUBMITTED after this call carries `fence`
+  // (nullptr: none); changesets already queued keep the fence they had. A
+  // fenced changeset with at least one device (fence_device()) fails
+  // "fenced" without touching the database when one of its devices' shards
+  // (shard_of(device, shard_count)) is not in fence->epochs, and through the
+  // backend's check when the lease moved or expired before its commit.
+  // Fenced tickets count in stats().fenced_writes, not in failed_writes.
+  // "config" when the backend cannot fence (SQLite) or the fence is
+  // malformed (no instance, shard_count <= 0) or does not fit the database.
+  Status set_fence(std::shared_ptr<const WriteFence> fence);
 
   // ---- reads (committed data; the backend's RepositoryBackend reads) ----
   // REQUIRES: recent_orders_max >= 0.
@@ -248,6 +293,7 @@ class Repository {
   struct Pending {
     Changeset changes;
     std::promise<Status> done;
+    std::shared_ptr<const WriteFence> fence;  // the fence when it was submitted
     // after_durable(): no SQL; `after` runs once the group is fulfilled.
     bool marker = false;
     std::function<void()> after;
@@ -260,6 +306,9 @@ class Repository {
   void take_group(std::vector<Pending>& ready, std::vector<Pending>& group);
   static void run_ready(std::vector<Pending>& ready);
   void apply_group(std::vector<Pending>& group);
+  // Sets the claim of a fenced changeset; an error when one of its shards
+  // is not held (refused before the database).
+  static Status claim_fence(Pending& pending);
 
   RepositoryOptions options_;
   Logger& log_;
@@ -270,6 +319,7 @@ class Repository {
   std::deque<Pending> queue_;
   bool stopping_ = false;
   WriterStats stats_;
+  std::shared_ptr<const WriteFence> fence_;
 
   void apply_queued();    // manual_commit: the caller's thread is the writer
   std::mutex manual_mu_;  // manual_commit: one caller applies at a time

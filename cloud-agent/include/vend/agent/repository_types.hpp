@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -38,6 +39,28 @@ struct RepositoryOptions {
   // wait() and flush() only, so what is committed at any instant depends on
   // the caller alone (the deterministic simulation). Group commit as usual.
   bool manual_commit = false;
+  // PostgreSQL: the write connection's idle_in_transaction_session_timeout
+  // (0 = off). A writer paused between two round trips of a group (SIGSTOP)
+  // keeps its transaction's row locks; past this the server ends its
+  // session, and the writer, finding its connection lost, fails every later
+  // write (fail-stop). Cluster mode sets it below the lease.
+  int64_t pg_idle_in_transaction_timeout_ms = 0;
+};
+
+// Cluster mode (several agents on one PostgreSQL): the shards this instance
+// holds and their epochs (cloud-agent/cluster). Repository::set_fence().
+struct WriteFence {
+  std::string instance;
+  int shard_count = 0;
+  std::map<int, uint64_t> epochs;  // shard held -> its epoch
+};
+
+// What the backend checks before one fenced changeset may commit: the
+// shards of its devices, each with the epoch `instance` holds it at, in
+// ascending shard order. Repository fills it from the changeset's fence.
+struct FenceClaim {
+  std::string instance;
+  std::vector<std::pair<int, uint64_t>> shards;  // (shard, epoch)
 };
 
 // What a raw write (WriteFn) sees of the writer's connection: the SQLite
@@ -166,6 +189,7 @@ struct WriterStats {
   uint64_t batches = 0;        // group commits
   uint64_t largest_batch = 0;
   uint64_t rejected_full = 0;  // submit() refused: queue full or stopped
+  int64_t fenced_writes = 0;   // changesets refused by the fence (not in failed_writes)
 };
 
 // The change records a Changeset holds, one per named method of

@@ -25,6 +25,11 @@
 // kill -9 would. Besides the durable records, the checker holds the agent to
 // what it told the customers: every order answered as created and every
 // payment answered 2xx survive, and every refund reaches the gateway.
+//
+// With agents > 1 the agent is several instances sharing one database with
+// shard leases and a write fence, customers routed to the owner, and the
+// instances crash, pause, lose the database and drift (docs/simulator.md,
+// "Several agents"; simulator/src/world_agents.hpp).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +59,16 @@ struct FaultRates {
   // (same boot id) only after the machine's new `online` — the session
   // takeover race of a real broker. Off by default: see docs/simulator.md.
   double presence_race = 0;
+  // Several agents (WorldOptions::agents > 1), per step: one instance is
+  // paused (SIGSTOP) for 50..600 steps, often past its lease; one loses the
+  // database (lease store and repository) for 50..600 steps; one's wall
+  // clock jumps within +-max_skew_ms. agent_crash then picks an instance.
+  // Each instance's monotonic clock runs up to max_agent_drift_ppm fast or
+  // slow for the whole run (the leases tolerate safety_ms per lease_ms).
+  double agent_pause = 0.0005;
+  double agent_db_partition = 0.0005;
+  double agent_clock_skew = 0.0005;
+  int64_t max_agent_drift_ppm = 2000;
 };
 
 struct WorldOptions {
@@ -72,6 +87,14 @@ struct WorldOptions {
   double late_pay = 0.03;   // pay after the reservation expired
   double retry_pay = 0.05;  // the gateway repeats a payment (same id)
   FaultRates faults;
+  // Several agents sharing one database with shard leases (issue 14): 1
+  // keeps the one agent; more run instances a1..aN with their own clocks,
+  // lease keepers and bus clients, customers routed to the owner.
+  int agents = 1;
+  int shards = 16;
+  int64_t lease_ms = 3000;
+  int64_t renew_ms = 1000;
+  int64_t lease_safety_ms = 500;
   bool check_every_step = true;
   // Test hook: from this step on (0 = never), un-spend one consumed token in
   // the first machine's ledger behind the firmware's back, so the checker must
@@ -97,6 +120,9 @@ struct WorldReport {
   int64_t orders = 0, paid = 0, completed = 0, refunded = 0, needs_review = 0, expired = 0,
           cancelled = 0, rejected_orders = 0;
   int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0;
+  // Several agents: pauses, database partitions, and writes the fence refused.
+  int agents = 1;
+  int64_t agent_pauses = 0, agent_db_partitions = 0, fenced_writes = 0;
   std::string summary() const;  // one line
 };
 

@@ -26,7 +26,11 @@ class FleetView {
   // which is also counted and kept for the frame's footer.
   Status apply(std::string_view topic, std::string_view payload);
 
-  const std::optional<ops::FleetSummary>& fleet() const { return fleet_; }
+  // The fleet summary: one agent's, or with several agents (each on
+  // vend/v1/ops/fleet/{instance}) their sum.
+  std::optional<ops::FleetSummary> fleet() const;
+  // Several agents: each instance's own summary, by instance id.
+  const std::map<std::string, ops::FleetSummary>& instances() const { return instances_; }
   // By device id.
   const std::map<std::string, ops::DeviceStatus>& devices() const { return devices_; }
   // Newest first, at most kRecentOrders.
@@ -47,6 +51,7 @@ class FleetView {
   void apply_alert(ops::Alert alert);
 
   std::optional<ops::FleetSummary> fleet_;
+  std::map<std::string, ops::FleetSummary> instances_;
   std::map<std::string, ops::DeviceStatus> devices_;
   std::deque<ops::OrderEvent> orders_;
   std::map<AlertKey, ops::Alert> alerts_;

@@ -43,6 +43,9 @@ struct LeaseRow {
 struct ClusterView {
   std::vector<std::string> members;  // live instances, sorted (the caller included)
   std::vector<LeaseRow> leases;      // one per shard, by shard
+  // Live instance -> the HTTP base URL it advertised (advertise()); an
+  // instance that gave none is absent.
+  std::map<std::string, std::string> urls;
 };
 
 class LeaseStore {
@@ -57,6 +60,10 @@ class LeaseStore {
   // until its dead predecessor's membership expired; a second live process
   // with the same id never gets in).
   virtual Status join(const std::string& instance, const std::string& session, int shard_count) = 0;
+  // Where other instances send HTTP requests about this instance's
+  // machines (its base URL, e.g. http://10.0.0.5:8080), kept with its
+  // membership. Call after join().
+  virtual Status advertise(const std::string& instance, const std::string& url) = 0;
   // Records that `instance` is alive now (a member until member_ttl_ms from
   // now) and returns the live members and every lease. Fails "conflict" when
   // another session of `instance` joined since (this process was paused past
@@ -89,6 +96,7 @@ class MemoryLeaseStore final : public LeaseStore {
   MemoryLeaseStore& operator=(const MemoryLeaseStore&) = delete;
 
   Status join(const std::string& instance, const std::string& session, int shard_count) override;
+  Status advertise(const std::string& instance, const std::string& url) override;
   Result<ClusterView> heartbeat(const std::string& instance, const std::string& session,
                                 int64_t member_ttl_ms) override;
   Result<std::vector<Grant>> acquire(const std::string& instance, const std::vector<int>& shards,
@@ -112,6 +120,7 @@ class MemoryLeaseStore final : public LeaseStore {
   struct Member {
     std::string session;
     int64_t expires_ms = 0;
+    std::string url;
   };
   bool live(const Lease& lease, int64_t now) const {
     return !lease.owner.empty() && now < lease.expires_ms;

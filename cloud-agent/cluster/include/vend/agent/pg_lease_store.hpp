@@ -2,7 +2,7 @@
 // the agents share, through libpq. Tables (created if missing):
 //
 //   vend_cluster        (id = 1, shard_count)    the shard count, for ever
-//   vend_members        (instance, session, expires_at)
+//   vend_members        (instance, session, expires_at, url)
 //   vend_shard_leases   (shard, owner, epoch, expires_at)
 //
 // Each call is one statement or one transaction; every time comparison is
@@ -31,6 +31,7 @@ class PgLeaseStore final : public LeaseStore {
   PgLeaseStore& operator=(const PgLeaseStore&) = delete;
 
   Status join(const std::string& instance, const std::string& session, int shard_count) override;
+  Status advertise(const std::string& instance, const std::string& url) override;
   Result<ClusterView> heartbeat(const std::string& instance, const std::string& session,
                                 int64_t member_ttl_ms) override;
   Result<std::vector<Grant>> acquire(const std::string& instance, const std::vector<int>& shards,

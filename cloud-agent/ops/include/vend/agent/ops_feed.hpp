@@ -42,6 +42,8 @@ class AlertBook {
                                   int64_t now_ms);
   bool active(const std::string& device, int slot, std::string_view code) const;
   size_t size() const { return active_.size(); }
+  // The active alerts (state "raised"), by device, slot and code.
+  std::vector<ops::Alert> list() const;
   // Active alerts per code, ordered by code.
   std::vector<std::pair<std::string, int64_t>> counts_by_code() const;
 

@@ -1,0 +1,117 @@
+// The agent core in cluster mode (AgentCore::Ownership): it loads and
+// serves only the machines it owns, answers "not_owner" (naming the
+// machine) for the others, subscribes to its own machines' topics only,
+// stops serving what restrict() takes away, and rebuild() brings the state
+// of newly owned machines from the log — open orders, pools — while the
+// presence of the machines it kept carries over.
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+#include "agent_rig.hpp"
+#include "test_support.hpp"
+#include "vend/topics.hpp"
+
+namespace vend::agent {
+namespace {
+
+using vend::agent::test::AgentRig;
+using vend::agent::test::DeviceSim;
+
+const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}};
+
+AgentCore::Ownership only(std::set<std::string> devices) {
+  return [devices](const std::string& key) { return devices.count(key) != 0; };
+}
+
+// The rig's agent restarted as one of several instances, owning `owns`.
+void restart_owning(AgentRig& rig, AgentCore::Ownership owns) {
+  rig.crash_agent();
+  auto r = Repository::open(rig.dir.file("agent.db"), rig.repo_options, rig.log);
+  REQUIRE(r.ok());
+  rig.repo = std::move(r).value();
+  rig.client = rig.bus.make_client("vend-agent-a", std::nullopt, true);
+  rig.core = std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log,
+                                         vend::agent::test::test_agent_options());
+  rig.client->on_message([&rig](const Message& m) { rig.core->on_message(m); });
+  rig.client->on_connection([&rig](bool up) { rig.core->on_connection(up); });
+  REQUIRE(rig.core->start(std::move(owns)).ok());
+  REQUIRE(rig.client->connect().ok());
+  rig.bus.deliver_all();
+}
+
+std::set<std::string> listed(AgentRig& rig) {
+  std::set<std::string> out;
+  for (const auto& d : rig.core->devices()) out.insert(d.id);
+  return out;
+}
+
+TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brings the rest") {
+  AgentRig rig;
+  DeviceSim& one = rig.add_device("vm-1", kSlots);
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  one.restock(1, 3);
+  two.restock(1, 3);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
+  auto open_two = rig.core->create_order("vm-2", 1, "", "");  // stays RESERVED
+  REQUIRE(open_two.ok());
+
+  restart_owning(rig, only({"vm-1"}));
+  CHECK(listed(rig) == std::set<std::string>{"vm-1"});
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
+
+  // Requests about vm-2 name it, for the HTTP front's redirect.
+  auto order = rig.core->create_order("vm-2", 1, "", "");
+  REQUIRE_FALSE(order.ok());
+  CHECK(order.error().code == "not_owner");
+  CHECK(order.error().message == "vm-2");
+  auto read = rig.core->get_order(open_two->id);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().code == "not_owner");
+  CHECK(read.error().message == "vm-2");
+  CHECK(rig.core->slots("vm-2").error().code == "not_owner");
+  CHECK(rig.core->provision_device("vm-9", kSlots).error().code == "not_owner");
+  CHECK(rig.core->request_restock("vm-2", 1, 1).error().code == "not_owner");
+
+  // Its machine sells as before.
+  auto sold = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(sold.ok());
+  REQUIRE(rig.core->pay(sold->id, "pay-1", sold->price_cents).ok());
+  REQUIRE(rig.run_until([&] { return rig.state_of(sold->id) == OrderState::kCompleted; }));
+
+  // vm-2's events reach no instance here: not subscribed (its status is
+  // neither processed nor counted as rejected).
+  rig.bus.deliver_all();
+  two.power_cut();
+  two.boot();
+  rig.run_for(200);
+  CHECK(rig.core->take_metrics().events_rejected_total == 0);
+
+  // Ownership grows: the rebuild loads vm-2 with its open order and pool;
+  // vm-1's presence is carried over (no new status needed).
+  bool drained = false;
+  REQUIRE(rig.core->rebuild(only({"vm-1", "vm-2"}), [&] { drained = true; }).ok());
+  CHECK(drained);
+  rig.bus.deliver_all();
+  CHECK(listed(rig) == std::set<std::string>{"vm-1", "vm-2"});
+  CHECK(rig.online("vm-1"));
+  REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));  // its retained status, subscribed
+  CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
+  CHECK(rig.pool("vm-2", 1) == 2);
+  CHECK(rig.pool("vm-1", 1) == 2);
+  REQUIRE(rig.core->pay(open_two->id, "pay-2", open_two->price_cents).ok());
+  REQUIRE(rig.run_until([&] { return rig.state_of(open_two->id) == OrderState::kCompleted; }));
+
+  // restrict(): vm-1 stops being served at once (before its lease goes).
+  rig.core->restrict(only({"vm-2"}));
+  CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "not_owner");
+  CHECK(rig.core->create_order("vm-2", 1, "", "").ok());
+  // A rebuild without it forgets it.
+  REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
+  CHECK(listed(rig) == std::set<std::string>{"vm-2"});
+  CHECK_FALSE(rig.core->fenced());
+}
+
+}  // namespace
+}  // namespace vend::agent

@@ -12,7 +12,11 @@
 // 2. Idle RSS of the real vend-firmware daemon: a mosquitto started here, a
 //    temp config, wait until its retained status says online, let it idle
 //    2 s, read VmRSS. Skipped under --emulated (the RSS would be qemu's).
+//    Twice: over plain tcp:// to a bare mosquitto (daemon_idle_rss), and as
+//    a device is configured, over TLS with a password to the shipped broker
+//    configuration (daemon_idle_rss_tls; tests/deploy/broker_rig.hpp).
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/vfs.h>
 
 #include <chrono>
@@ -26,6 +30,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "broker_rig.hpp"
 #include "test_support.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/ledger.hpp"
@@ -142,7 +147,7 @@ void measure_commits(vend::bench::Report& report, const vend::bench::Options& op
 // Waits for the daemon's retained presence status to say online.
 class PresenceWatch {
  public:
-  explicit PresenceWatch(const std::string& url) : transport_(options(url), log_) {
+  explicit PresenceWatch(vend::PahoOptions options) : transport_(std::move(options), log_) {
     transport_.on_message([this](const vend::Message& m) {
       auto s = vend::proto::decode_status(m.payload);
       std::lock_guard lock(mu_);
@@ -158,13 +163,6 @@ class PresenceWatch {
   }
 
  private:
-  static vend::PahoOptions options(const std::string& url) {
-    vend::PahoOptions o;
-    o.server_uri = url;
-    o.client_id = "bench-presence-watch";
-    o.clean_session = true;
-    return o;
-  }
   vend::NullLogger log_;
   vend::PahoTransport transport_;
   std::mutex mu_;
@@ -172,20 +170,52 @@ class PresenceWatch {
   bool online_ = false;
 };
 
+// How the daemon reaches its broker: the config's broker keys, the secret
+// files they name, and the options of a client that may read its status.
+struct BrokerAccess {
+  nlohmann::json config;
+  std::vector<std::pair<std::string, std::string>> private_files;  // name, content
+  vend::PahoOptions watch;
+};
+
+BrokerAccess plain_access(const vend::test::MosquittoServer& broker) {
+  BrokerAccess a;
+  a.config = {{"broker_url", broker.url()}};
+  a.watch.server_uri = broker.url();
+  a.watch.client_id = "bench-presence-watch";
+  a.watch.clean_session = true;
+  return a;
+}
+
+BrokerAccess tls_access(const vend::test::SecureBroker& broker) {
+  BrokerAccess a;
+  a.config = {{"broker_url", broker.tls_url()},
+              {"tls_ca_file", broker.ca_file()},
+              {"username", kDevice},
+              {"password_file", "mqtt.password"}};
+  a.private_files = {{"mqtt.password", broker.password(kDevice) + "\n"}};
+  a.watch =
+      vend::test::client_options(broker, broker.plain_url(), "vend-agent", "bench-presence-watch");
+  return a;
+}
+
 // One daemon start: online, idle 2 s, VmRSS in KiB.
-double daemon_idle_rss_kib(const vend::test::MosquittoServer& broker) {
+double daemon_idle_rss_kib(const BrokerAccess& access) {
   vend::test::TempDir dir;
   vend::test::write_private_file(dir.file("device.key"),
                                  vend::crypto::Key::generate().to_hex() + "\n");
+  for (const auto& [name, content] : access.private_files) {
+    vend::test::write_private_file(dir.file(name), content);
+  }
   nlohmann::json config = {
       {"device_id", kDevice},
       {"key_file", "device.key"},
-      {"broker_url", broker.url()},
       {"ledger_path", "ledger.db"},
       {"slots", nlohmann::json::array({{{"slot", 1}, {"capacity", 10}, {"product", "cola"}},
                                        {{"slot", 2}, {"capacity", 10}}})}};
+  config.update(access.config);
   vend::test::write_file(dir.file("device.json"), config.dump(2));
-  PresenceWatch watch(broker.url());
+  PresenceWatch watch(access.watch);
   std::string exe = vend::bench::project_binary("firmware/vend-firmware");
   vend::test::Child daemon({exe, "--config", dir.file("device.json"), "--log-level", "warn"},
                            dir.file("daemon.log"));
@@ -201,19 +231,29 @@ double daemon_idle_rss_kib(const vend::test::MosquittoServer& broker) {
   return static_cast<double>(*rss);
 }
 
+std::vector<double> idle_rss_mib(const vend::bench::Options& opt, const BrokerAccess& access) {
+  return vend::bench::repeat(opt.runs, [&] { return daemon_idle_rss_kib(access) / 1024.0; });
+}
+
 void measure_rss(vend::bench::Report& report, const vend::bench::Options& opt) {
   if (!opt.emulated.empty()) {
     report.note("daemon idle RSS not measured under " + opt.emulated +
                 ": it would be the emulator's (translator + guest), not the daemon's");
     return;
   }
-  vend::test::MosquittoServer broker;
-  std::vector<double> rss =
-      vend::bench::repeat(opt.runs, [&] { return daemon_idle_rss_kib(broker) / 1024.0; });
-  report.add("daemon_idle_rss", "MiB", rss, Better::kLower);
+  {
+    vend::test::MosquittoServer broker;
+    report.add("daemon_idle_rss", "MiB", idle_rss_mib(opt, plain_access(broker)), Better::kLower);
+  }
+  // The shipped broker configuration reads deploy/mosquitto/ from the sources.
+  setenv("VEND_SOURCE_DIR", VEND_BENCH_SOURCE_DIR, /*overwrite=*/0);
+  vend::test::SecureBroker broker({std::string("device:") + kDevice, "agent"});
+  report.add("daemon_idle_rss_tls", "MiB", idle_rss_mib(opt, tls_access(broker)), Better::kLower);
   report.note(
       "idle RSS: vend-firmware daemon (sim HAL, 2 slots) online to a local mosquitto, "
-      "then 2 s idle; VmRSS from /proc/<pid>/status");
+      "then 2 s idle; VmRSS from /proc/<pid>/status. daemon_idle_rss: tcp://, no "
+      "credentials; daemon_idle_rss_tls: ssl:// with a password, to the shipped broker "
+      "configuration (deploy/mosquitto), as a device is configured");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 # vend_forbid_links(TARGET t FORBIDDEN dep ...)
 # Fails the configure step when `t` links anything whose name contains one
 # of the FORBIDDEN words (case-insensitive: "paho" matches
-# PahoMqttCpp::paho-mqttpp3), directly or through its dependencies
+# eclipse-paho-mqtt-c::paho-mqtt3as), directly or through its dependencies
 # (LINK_LIBRARIES and INTERFACE_LINK_LIBRARIES, followed recursively;
 # $<LINK_ONLY:x> counts).
 # The cores use it to stay free of network and I/O libraries: threads,

@@ -2,7 +2,6 @@
 
 #include <MQTTAsync.h>
 #include <dirent.h>
-#include <mqtt/async_client.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -161,16 +160,61 @@ bool is_stream_socket_to(int fd, const std::vector<sockaddr_storage>& peers) {
                      [&](const sockaddr_storage& p) { return same_endpoint(p, peer); });
 }
 
-Error exception_error(const std::string& what, const std::exception& e) {
-  if (const auto* me = dynamic_cast<const mqtt::exception*>(&e)) {
-    int rc = me->get_return_code();
-    if (rc == MQTTASYNC_DISCONNECTED) return make_error("not_connected", what + ": " + e.what());
-    if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
-      return make_error("queue_full", what + ": " + e.what());
-    }
+// A Paho return code as an error value: "not_connected", "queue_full" or
+// "mqtt_error". `detail` is Paho's message when it gave one.
+Error paho_error(const std::string& what, int rc, const char* detail = nullptr) {
+  std::string text = what + ": " + (detail != nullptr ? detail : MQTTAsync_strerror(rc)) + " (rc " +
+                     std::to_string(rc) + ")";
+  if (rc == MQTTASYNC_DISCONNECTED) return make_error("not_connected", text);
+  if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
+    return make_error("queue_full", text);
   }
-  return make_error("mqtt_error", what + ": " + e.what());
+  return make_error("mqtt_error", text);
 }
+
+// The outcome of one Paho request a caller waits for. Shared between the
+// waiting caller and the request's callback, which may come after the caller
+// gave up waiting. Thread-safe.
+class Completion {
+ public:
+  void finish(int rc, bool session_present, const char* message) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+      rc_ = rc;
+      session_present_ = session_present;
+      if (message != nullptr) message_ = message;
+    }
+    cv_.notify_all();
+  }
+  // False when the request did not complete within `timeout`.
+  bool wait_for(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [this] { return done_; });
+  }
+  // REQUIRES: wait_for() returned true.
+  int rc() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rc_;
+  }
+  bool session_present() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return session_present_;
+  }
+  // Paho's message, or nullptr.
+  const char* message() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return message_.empty() ? nullptr : message_.c_str();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int rc_ = MQTTASYNC_SUCCESS;
+  bool session_present_ = false;
+  std::string message_;
+};
 
 // Publishes sent but not yet completed (PUBACK for QoS 1, written for QoS 0).
 // When the broker lost the session, Paho C drops the pending publishes
@@ -212,10 +256,6 @@ class InflightWindow {
   int count_ = 0;
   uintptr_t generation_ = 0;
 };
-
-uintptr_t generation_of(const mqtt::token& token) {
-  return reinterpret_cast<uintptr_t>(token.get_user_context());
-}
 
 }  // namespace
 
@@ -269,45 +309,23 @@ struct PahoTransport::Impl {
     bool confirmed = false;  // SUBACKed in the current broker session
   };
 
-  // Frees the in-flight slot when a publish completes either way.
-  class PublishListener final : public mqtt::iaction_listener {
-   public:
-    explicit PublishListener(Impl& impl) : impl_(impl) {}
-    void on_success(const mqtt::token& token) override {
-      impl_.inflight.release(generation_of(token));
-    }
-    void on_failure(const mqtt::token& token) override {
-      impl_.inflight.release(generation_of(token));
-      impl_.log.debug(kLog, "publish failed, rc " + std::to_string(token.get_return_code()));
-    }
-
-   private:
-    Impl& impl_;
-  };
-
-  // Marks subscriptions SUBACKed, so a reconnect with session_present only
-  // re-sends the ones that never were.
-  class SubscribeListener final : public mqtt::iaction_listener {
-   public:
-    explicit SubscribeListener(Impl& impl) : impl_(impl) {}
-    void on_success(const mqtt::token& token) override {
-      if (auto topics = token.get_topics()) {
-        for (size_t i = 0; i < topics->size(); ++i) impl_.mark_confirmed((*topics)[i]);
-      }
-    }
-    void on_failure(const mqtt::token& token) override {
-      impl_.log.warn(kLog, "subscribe failed, rc " + std::to_string(token.get_return_code()));
-    }
-
-   private:
-    Impl& impl_;
+  // The context of one Paho request other than connect. Paho calls exactly
+  // one of its callbacks (on completion, or with MQTTASYNC_OPERATION_INCOMPLETE
+  // when the session is cleaned or the client destroyed), which deletes it.
+  struct Request {
+    enum class Kind { kPublish, kSubscribe, kOther };
+    Impl& impl;
+    Kind kind;
+    uintptr_t generation = 0;                // kPublish: its in-flight window slot
+    std::string filter;                      // kSubscribe
+    std::shared_ptr<Completion> completion;  // null when nobody waits
   };
 
   Impl(Options opts, Logger& logger);
   ~Impl();
 
   void create_client();
-  mqtt::connect_options build_connect_options() const;
+  void build_connect_options();
   Status connect();
   void disconnect();
   Status publish(const Message& message);
@@ -324,8 +342,18 @@ struct PahoTransport::Impl {
   void reconnect_loop();
   void reconnect_once(std::unique_lock<std::mutex>& lock);
 
-  // Paho callbacks (Paho threads).
-  void handle_message(const mqtt::const_message_ptr& message);
+  // Paho callbacks (Paho threads); `context` is the Impl or a Request.
+  static void on_connect_success(void* context, MQTTAsync_successData* data);
+  static void on_connect_failure(void* context, MQTTAsync_failureData* data);
+  static void on_request_success(void* context, MQTTAsync_successData* data);
+  static void on_request_failure(void* context, MQTTAsync_failureData* data);
+  static int on_message_arrived(void* context, char* topic, int topic_len,
+                                MQTTAsync_message* message);
+  static void on_connected(void* context, char* cause);
+  static void on_connection_lost(void* context, char* cause);
+  void finish_connect(int rc, bool session_present, const char* message);
+  void finish_request(Request& request, int rc, const char* message);
+  void handle_message(Message message);
   void handle_connected();
   void handle_connection_lost(const std::string& cause);
   void report_connection(bool up_now);
@@ -334,7 +362,10 @@ struct PahoTransport::Impl {
   Logger& log;
   const std::optional<HostPort> broker;
   std::optional<Error> create_error;  // set when the Paho client could not be made
-  mqtt::connect_options connect_options;
+  // What connect_options points into; built once, never changed.
+  MQTTAsync_connectOptions connect_options = MQTTAsync_connectOptions_initializer;
+  MQTTAsync_willOptions will_options = MQTTAsync_willOptions_initializer;
+  MQTTAsync_SSLOptions ssl_options = MQTTAsync_SSLOptions_initializer;
   InflightWindow inflight;
   std::atomic<bool> up{false};
 
@@ -354,11 +385,13 @@ struct PahoTransport::Impl {
   std::map<std::string, Subscription> subscriptions;
   MessageHandler message_handler;
   ConnectionHandler connection_handler;
+  // The running connect attempt's outcome. A late callback of an attempt
+  // that timed out may complete the next one: that one then fails and is
+  // retried.
+  std::shared_ptr<Completion> pending_connect;
   std::mt19937_64 jitter;  // reconnect thread only
 
-  PublishListener publish_listener{*this};
-  SubscribeListener subscribe_listener{*this};
-  std::unique_ptr<mqtt::async_client> client;  // destroyed before the above
+  MQTTAsync client = nullptr;  // destroyed first (~Impl)
   std::thread reconnect_thread;
 };
 
@@ -376,47 +409,60 @@ void PahoTransport::Impl::create_client() {
   const std::string& uri = options.server_uri;
   init_libraries(options.tls.has_value() || uri.rfind("ssl://", 0) == 0 ||
                  uri.rfind("mqtts://", 0) == 0 || uri.rfind("wss://", 0) == 0);
-  try {
-    connect_options = build_connect_options();
-    // No Paho persistence: unacknowledged device events live in the
-    // firmware outbox, not in Paho files in the working directory.
-    client = std::make_unique<mqtt::async_client>(options.server_uri, options.client_id,
-                                                  static_cast<mqtt::iclient_persistence*>(nullptr));
-    client->set_message_callback([this](const mqtt::const_message_ptr& m) { handle_message(m); });
-    client->set_connected_handler([this](const std::string&) { handle_connected(); });
-    client->set_connection_lost_handler(
-        [this](const std::string& cause) { handle_connection_lost(cause); });
-  } catch (const std::exception& e) {
-    client.reset();
-    create_error = exception_error("create client for " + options.server_uri, e);
+  build_connect_options();
+  // No Paho persistence: unacknowledged device events live in the firmware
+  // outbox, not in Paho files in the working directory.
+  int rc = MQTTAsync_create(&client, uri.c_str(), options.client_id.c_str(),
+                            MQTTCLIENT_PERSISTENCE_NONE, nullptr);
+  if (rc == MQTTASYNC_SUCCESS) {
+    rc = MQTTAsync_setCallbacks(client, this, &Impl::on_connection_lost, &Impl::on_message_arrived,
+                                nullptr);
+  }
+  if (rc == MQTTASYNC_SUCCESS) rc = MQTTAsync_setConnected(client, this, &Impl::on_connected);
+  if (rc != MQTTASYNC_SUCCESS) {
+    if (client != nullptr) MQTTAsync_destroy(&client);
+    client = nullptr;
+    create_error = paho_error("create client for " + uri, rc);
     log.error(kLog, create_error->to_string());
   }
 }
 
-mqtt::connect_options PahoTransport::Impl::build_connect_options() const {
-  mqtt::connect_options opts;
-  opts.set_mqtt_version(MQTTVERSION_3_1_1);
-  opts.set_clean_session(options.clean_session);
-  opts.set_keep_alive_interval(options.keep_alive_s);
+// The strings pointed to live in `options`, which never changes.
+void PahoTransport::Impl::build_connect_options() {
+  MQTTAsync_connectOptions& opts = connect_options;
+  opts.MQTTVersion = MQTTVERSION_3_1_1;
+  opts.cleansession = options.clean_session ? 1 : 0;
+  opts.keepAliveInterval = options.keep_alive_s;
   auto timeout_s = std::chrono::ceil<std::chrono::seconds>(options.connect_timeout).count();
-  opts.set_connect_timeout(static_cast<int>(std::max<int64_t>(timeout_s, 1)));
-  opts.set_max_inflight(options.max_inflight);
-  opts.set_automatic_reconnect(false);  // our own loop: jitter + session checks
-  if (options.username) opts.set_user_name(*options.username);
-  if (options.password) opts.set_password(*options.password);
+  opts.connectTimeout = static_cast<int>(std::max<int64_t>(timeout_s, 1));
+  opts.maxInflight = options.max_inflight;
+  opts.automaticReconnect = 0;  // our own loop: jitter + session checks
+  if (options.username) opts.username = options.username->c_str();
+  if (options.password) {
+    opts.binarypwd.data = options.password->data();
+    opts.binarypwd.len = static_cast<int>(options.password->size());
+  }
   if (options.will) {
     const Will& w = *options.will;
-    opts.set_will(mqtt::will_options(w.topic, w.payload, w.qos, w.retained));
+    will_options.topicName = w.topic.c_str();
+    will_options.message = nullptr;
+    will_options.payload.data = w.payload.data();
+    will_options.payload.len = static_cast<int>(w.payload.size());
+    will_options.qos = w.qos;
+    will_options.retained = w.retained ? 1 : 0;
+    opts.will = &will_options;
   }
   if (options.tls) {
-    mqtt::ssl_options ssl;
-    ssl.set_trust_store(options.tls->ca_file);
-    if (!options.tls->cert_file.empty()) ssl.set_key_store(options.tls->cert_file);
-    if (!options.tls->key_file.empty()) ssl.set_private_key(options.tls->key_file);
-    ssl.set_enable_server_cert_auth(true);
-    opts.set_ssl(ssl);
+    const PahoTlsOptions& tls = *options.tls;
+    ssl_options.trustStore = tls.ca_file.c_str();
+    if (!tls.cert_file.empty()) ssl_options.keyStore = tls.cert_file.c_str();
+    if (!tls.key_file.empty()) ssl_options.privateKey = tls.key_file.c_str();
+    ssl_options.enableServerCertAuth = 1;
+    opts.ssl = &ssl_options;
   }
-  return opts;
+  opts.context = this;
+  opts.onSuccess = &Impl::on_connect_success;
+  opts.onFailure = &Impl::on_connect_failure;
 }
 
 PahoTransport::Impl::~Impl() {
@@ -427,14 +473,20 @@ PahoTransport::Impl::~Impl() {
   }
   cv.notify_all();
   if (reconnect_thread.joinable()) reconnect_thread.join();
-  if (client) {
-    try {
-      client->disable_callbacks();
-    } catch (const std::exception& e) {
-      log.debug(kLog, std::string("disable_callbacks: ") + e.what());
-    }
-  }
-  client.reset();
+  if (client == nullptr) return;
+  // Not connected any more, so Paho accepts new callbacks: none of ours may
+  // run once the members they touch are gone. MQTTAsync_destroy fails the
+  // requests still pending (their Requests are freed by on_request_failure).
+  MQTTAsync_setCallbacks(
+      client, nullptr, nullptr,
+      [](void*, char* topic, int, MQTTAsync_message* message) {
+        MQTTAsync_freeMessage(&message);
+        MQTTAsync_free(topic);
+        return 1;
+      },
+      nullptr);
+  MQTTAsync_setConnected(client, nullptr, nullptr);
+  MQTTAsync_destroy(&client);
 }
 
 // ---- connect / disconnect --------------------------------------------------
@@ -464,28 +516,37 @@ Status PahoTransport::Impl::connect() {
 }
 
 Result<bool> PahoTransport::Impl::attempt_connect() {
-  try {
-    mqtt::token_ptr token = client->connect(connect_options);
-    if (!token->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
-      abort_connect();
-      Error error = make_error("timeout", "connect to " + options.server_uri + " timed out");
-      log.warn(kLog, error.to_string());
-      return error;
-    }
-    return token->get_connect_response().is_session_present();
-  } catch (const std::exception& e) {
-    Error error = exception_error("connect to " + options.server_uri, e);
+  auto completion = std::make_shared<Completion>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    pending_connect = completion;
+  }
+  std::string what = "connect to " + options.server_uri;
+  int rc = MQTTAsync_connect(client, &connect_options);
+  if (rc != MQTTASYNC_SUCCESS) {
+    Error error = paho_error(what, rc);
     log.warn(kLog, error.to_string());
     return error;
   }
+  if (!completion->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
+    abort_connect();
+    Error error = make_error("timeout", what + " timed out");
+    log.warn(kLog, error.to_string());
+    return error;
+  }
+  if (completion->rc() != MQTTASYNC_SUCCESS) {
+    Error error = paho_error(what, completion->rc(), completion->message());
+    log.warn(kLog, error.to_string());
+    return error;
+  }
+  return completion->session_present();
 }
 
 void PahoTransport::Impl::abort_connect() {
-  try {
-    client->disconnect(0);
-  } catch (const std::exception& e) {
-    log.debug(kLog, std::string("abort connect: ") + e.what());
-  }
+  MQTTAsync_disconnectOptions opts = MQTTAsync_disconnectOptions_initializer;
+  opts.timeout = 0;
+  int rc = MQTTAsync_disconnect(client, &opts);
+  if (rc != MQTTASYNC_SUCCESS) log.debug(kLog, "abort connect: rc " + std::to_string(rc));
 }
 
 void PahoTransport::Impl::disconnect() {
@@ -502,13 +563,26 @@ void PahoTransport::Impl::disconnect() {
     cv.notify_all();
     cv.wait(lock, [this] { return !attempting; });  // bounded by connect_timeout
   }
-  if (!client) return;
-  try {
-    if (!client->is_connected()) return;
-    client->disconnect(1000)->wait_for(options.connect_timeout + std::chrono::seconds(1));
+  if (client == nullptr || !MQTTAsync_isConnected(client)) return;
+  auto completion = std::make_shared<Completion>();
+  auto* request = new Request{*this, Request::Kind::kOther, 0, {}, completion};
+  MQTTAsync_disconnectOptions opts = MQTTAsync_disconnectOptions_initializer;
+  opts.timeout = 1000;
+  opts.context = request;
+  opts.onSuccess = &Impl::on_request_success;
+  opts.onFailure = &Impl::on_request_failure;
+  int rc = MQTTAsync_disconnect(client, &opts);
+  if (rc != MQTTASYNC_SUCCESS) {
+    delete request;
+    log.warn(kLog, paho_error("disconnect", rc).to_string());
+    return;
+  }
+  if (!completion->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
+    log.warn(kLog, "disconnect from " + options.server_uri + " timed out");
+  } else if (completion->rc() != MQTTASYNC_SUCCESS) {
+    log.warn(kLog, paho_error("disconnect", completion->rc(), completion->message()).to_string());
+  } else {
     log.info(kLog, "disconnected from " + options.server_uri);
-  } catch (const std::exception& e) {
-    log.warn(kLog, exception_error("disconnect", e).to_string());
   }
 }
 
@@ -557,17 +631,26 @@ bool PahoTransport::Impl::mark_up(uint64_t losses_before) {
 }
 
 Status PahoTransport::Impl::send_subscribe(const std::string& filter, int qos, bool wait) {
-  try {
-    mqtt::token_ptr token = client->subscribe(filter, qos, nullptr, subscribe_listener);
-    if (!wait) return {};
-    if (!token->wait_for(options.connect_timeout)) {
-      return make_error("timeout", "no SUBACK for '" + filter + "'");
-    }
-    mark_confirmed(filter);
-    return {};
-  } catch (const std::exception& e) {
-    return exception_error("subscribe '" + filter + "'", e);
+  auto completion = wait ? std::make_shared<Completion>() : nullptr;
+  auto* request = new Request{*this, Request::Kind::kSubscribe, 0, filter, completion};
+  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
+  opts.context = request;
+  opts.onSuccess = &Impl::on_request_success;
+  opts.onFailure = &Impl::on_request_failure;
+  std::string what = "subscribe '" + filter + "'";
+  int rc = MQTTAsync_subscribe(client, filter.c_str(), qos, &opts);
+  if (rc != MQTTASYNC_SUCCESS) {
+    delete request;
+    return paho_error(what, rc);
   }
+  if (!wait) return {};
+  if (!completion->wait_for(options.connect_timeout)) {
+    return make_error("timeout", "no SUBACK for '" + filter + "'");
+  }
+  if (completion->rc() != MQTTASYNC_SUCCESS) {
+    return paho_error(what, completion->rc(), completion->message());
+  }
+  return {};  // marked confirmed by on_request_success
 }
 
 void PahoTransport::Impl::mark_confirmed(const std::string& filter) {
@@ -623,10 +706,81 @@ void PahoTransport::Impl::reconnect_once(std::unique_lock<std::mutex>& lock) {
 
 // ---- Paho callbacks --------------------------------------------------------
 
-void PahoTransport::Impl::handle_message(const mqtt::const_message_ptr& message) {
-  if (!message) return;
-  Message msg{message->get_topic(), message->to_string(), message->get_qos(),
-              message->is_retained()};
+void PahoTransport::Impl::on_connect_success(void* context, MQTTAsync_successData* data) {
+  bool session_present = data != nullptr && data->alt.connect.sessionPresent != 0;
+  static_cast<Impl*>(context)->finish_connect(MQTTASYNC_SUCCESS, session_present, nullptr);
+}
+
+void PahoTransport::Impl::on_connect_failure(void* context, MQTTAsync_failureData* data) {
+  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
+  // Paho reports some failures with code 0 and only a message.
+  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
+  static_cast<Impl*>(context)->finish_connect(rc, false, data != nullptr ? data->message : nullptr);
+}
+
+void PahoTransport::Impl::finish_connect(int rc, bool session_present, const char* message) {
+  std::shared_ptr<Completion> completion;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    completion = std::move(pending_connect);
+  }
+  if (completion) completion->finish(rc, session_present, message);
+}
+
+void PahoTransport::Impl::on_request_success(void* context, MQTTAsync_successData*) {
+  std::unique_ptr<Request> request(static_cast<Request*>(context));
+  request->impl.finish_request(*request, MQTTASYNC_SUCCESS, nullptr);
+}
+
+void PahoTransport::Impl::on_request_failure(void* context, MQTTAsync_failureData* data) {
+  std::unique_ptr<Request> request(static_cast<Request*>(context));
+  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
+  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
+  request->impl.finish_request(*request, rc, data != nullptr ? data->message : nullptr);
+}
+
+void PahoTransport::Impl::finish_request(Request& request, int rc, const char* message) {
+  switch (request.kind) {
+    case Request::Kind::kPublish:
+      inflight.release(request.generation);
+      if (rc != MQTTASYNC_SUCCESS) log.debug(kLog, "publish failed, rc " + std::to_string(rc));
+      break;
+    case Request::Kind::kSubscribe:
+      // Marks subscriptions SUBACKed, so a reconnect with session_present
+      // only re-sends the ones that never were.
+      if (rc == MQTTASYNC_SUCCESS) {
+        mark_confirmed(request.filter);
+      } else {
+        log.warn(kLog, "subscribe failed, rc " + std::to_string(rc));
+      }
+      break;
+    case Request::Kind::kOther: break;
+  }
+  if (request.completion) request.completion->finish(rc, false, message);
+}
+
+int PahoTransport::Impl::on_message_arrived(void* context, char* topic, int topic_len,
+                                            MQTTAsync_message* message) {
+  // topic_len is 0 when the topic is NUL-terminated.
+  Message msg{topic_len > 0 ? std::string(topic, static_cast<size_t>(topic_len)) : topic,
+              std::string(static_cast<const char*>(message->payload),
+                          static_cast<size_t>(message->payloadlen)),
+              message->qos, message->retained != 0};
+  MQTTAsync_freeMessage(&message);
+  MQTTAsync_free(topic);
+  static_cast<Impl*>(context)->handle_message(std::move(msg));
+  return 1;  // handled: Paho sends the PUBACK
+}
+
+void PahoTransport::Impl::on_connected(void* context, char*) {
+  static_cast<Impl*>(context)->handle_connected();
+}
+
+void PahoTransport::Impl::on_connection_lost(void* context, char* cause) {
+  static_cast<Impl*>(context)->handle_connection_lost(cause != nullptr ? cause : "");
+}
+
+void PahoTransport::Impl::handle_message(Message msg) {
   MessageHandler handler;
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -707,19 +861,24 @@ Status PahoTransport::Impl::publish(const Message& message) {
   if (!generation) {
     return make_error("queue_full", std::to_string(options.max_inflight) + " publishes in flight");
   }
-  // The generation travels as Paho's opaque user context of the token.
-  void* context = reinterpret_cast<void*>(*generation);  // NOLINT(performance-no-int-to-ptr)
-  try {
-    client->publish(mqtt::make_message(message.topic, message.payload.data(),
-                                       message.payload.size(), message.qos, message.retained),
-                    context, publish_listener);
-    return {};
-  } catch (const std::exception& e) {
-    inflight.release(*generation);
-    Error error = exception_error("publish '" + message.topic + "'", e);
-    log.warn(kLog, error.to_string());
-    return error;
-  }
+  auto* request = new Request{*this, Request::Kind::kPublish, *generation, {}, nullptr};
+  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
+  opts.context = request;
+  opts.onSuccess = &Impl::on_request_success;
+  opts.onFailure = &Impl::on_request_failure;
+  MQTTAsync_message msg = MQTTAsync_message_initializer;
+  // Paho copies the payload before returning.
+  msg.payload = const_cast<char*>(message.payload.data());
+  msg.payloadlen = static_cast<int>(message.payload.size());
+  msg.qos = message.qos;
+  msg.retained = message.retained ? 1 : 0;
+  int rc = MQTTAsync_sendMessage(client, message.topic.c_str(), &msg, &opts);
+  if (rc == MQTTASYNC_SUCCESS) return {};
+  delete request;
+  inflight.release(*generation);
+  Error error = paho_error("publish '" + message.topic + "'", rc);
+  log.warn(kLog, error.to_string());
+  return error;
 }
 
 Status PahoTransport::Impl::subscribe(const std::string& filter, int qos) {
@@ -743,14 +902,17 @@ Status PahoTransport::Impl::unsubscribe(const std::string& filter) {
     if (subscriptions.erase(filter) == 0) return {};
   }
   if (!up) return {};  // a session that comes back without it never had it restored
-  try {
-    client->unsubscribe(filter);
-    return {};
-  } catch (const std::exception& e) {
-    Error error = exception_error("unsubscribe '" + filter + "'", e);
-    log.warn(kLog, error.to_string());
-    return error;
-  }
+  auto* request = new Request{*this, Request::Kind::kOther, 0, {}, nullptr};
+  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
+  opts.context = request;
+  opts.onSuccess = &Impl::on_request_success;
+  opts.onFailure = &Impl::on_request_failure;
+  int rc = MQTTAsync_unsubscribe(client, filter.c_str(), &opts);
+  if (rc == MQTTASYNC_SUCCESS) return {};
+  delete request;
+  Error error = paho_error("unsubscribe '" + filter + "'", rc);
+  log.warn(kLog, error.to_string());
+  return error;
 }
 
 // ---- PahoTransport ---------------------------------------------------------

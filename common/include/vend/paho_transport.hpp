@@ -1,7 +1,7 @@
 // PahoTransport: vend::Transport over a real MQTT 3.1.1 broker, through the
-// Eclipse Paho C++ async client (target vend_mqtt; Paho stays out of this
-// header). See docs/mqtt.md for the semantics and the broker configuration it
-// needs.
+// Eclipse Paho C asynchronous client, MQTTAsync (target vend_mqtt; Paho stays
+// out of this header). See docs/mqtt.md for the semantics and the broker
+// configuration it needs.
 //
 // What it guarantees:
 //   - QoS 1 in both directions, a persistent session by default
@@ -12,9 +12,9 @@
 //     every remembered subscription is sent again;
 //   - TCP_NODELAY on the client socket after every (re)connect (Paho has no
 //     option for it; see enable_tcp_nodelay_to_peer());
-//   - no Paho exception ever leaves the adapter: failures are vend::Error
-//     values ("not_connected", "queue_full", "timeout", "mqtt_error") and are
-//     logged under the component "mqtt";
+//   - failures are vend::Error values ("not_connected", "queue_full",
+//     "timeout", "mqtt_error"), logged under the component "mqtt"; an
+//     exception thrown by a handler stops at the adapter (logged);
 //   - publish() never blocks: it fails fast when the session is down or when
 //     max_inflight messages are already waiting for their PUBACK.
 //

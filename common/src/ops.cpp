@@ -106,6 +106,19 @@ class JsonObject {
   bool first_ = true;
 };
 
+// A JSON array of objects, each written by `write(object, item)`.
+template <typename T, typename Write>
+void append_array(std::string& out, const std::vector<T>& items, Write write) {
+  out += '[';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    JsonObject object(out);
+    write(object, items[i]);
+    object.close();
+  }
+  out += ']';
+}
+
 // ---- Decoding helpers -------------------------------------------------------
 
 std::optional<Error> check_version(const Json& object) {
@@ -358,11 +371,7 @@ std::string encode(const DeviceStatus& m) {
   j.number("outbox_depth", m.outbox_depth);
   if (!m.owner.empty()) j.string("owner", m.owner);
   j.key("slots");
-  out += '[';
-  for (size_t i = 0; i < m.slots.size(); ++i) {
-    if (i > 0) out += ',';
-    const SlotStatus& s = m.slots[i];
-    JsonObject slot(out);
+  append_array(out, m.slots, [](JsonObject& slot, const SlotStatus& s) {
     slot.number("burned", s.burned);
     slot.number("capacity", s.capacity);
     slot.number("device_tokens", s.device_tokens);
@@ -374,9 +383,7 @@ std::string encode(const DeviceStatus& m) {
     slot.number("reserved", s.reserved);
     slot.number("slot", s.slot);
     slot.number("sold", s.sold);
-    slot.close();
-  }
-  out += ']';
+  });
   j.number("snapshot_at_ms", m.snapshot_at_ms);
   j.number("ts_ms", m.ts_ms);
   j.number("unacked_events", m.unacked_events);
@@ -388,11 +395,8 @@ std::string encode(const DeviceStatus& m) {
 std::string encode(const OrderEvents& m) {
   std::string out;
   out.reserve(32 + 200 * m.events.size());
-  out += "{\"events\":[";
-  for (size_t i = 0; i < m.events.size(); ++i) {
-    if (i > 0) out += ',';
-    const OrderEvent& e = m.events[i];
-    JsonObject j(out);
+  out += "{\"events\":";
+  append_array(out, m.events, [](JsonObject& j, const OrderEvent& e) {
     j.string("device", e.device);
     j.string("from_state", e.from_state);
     j.string("order_id", e.order_id);
@@ -401,9 +405,8 @@ std::string encode(const OrderEvents& m) {
     j.number("slot", e.slot);
     j.string("to_state", e.to_state);
     j.number("ts_ms", e.ts_ms);
-    j.close();
-  }
-  out += "],\"v\":";
+  });
+  out += ",\"v\":";
   append_number(out, kVersion);
   out += '}';
   return out;

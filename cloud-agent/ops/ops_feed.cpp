@@ -56,35 +56,46 @@ std::optional<ops::OrderEvents> OrderEventBatch::take() {
   if (pending_.events.empty()) return std::nullopt;
   ops::OrderEvents out = std::move(pending_);
   pending_ = {};
+  // Room for as many as this time: one allocation per batch, not a dozen
+  // growing ones (each large one made malloc consolidate its free lists).
+  pending_.events.reserve(out.events.size());
   return out;
 }
 
 void ViewSchedule::device_changed(const std::string& device, int64_t now_ms) {
-  dirty_.insert(device);
   fleet_dirty_ = true;
-  // A device not published for an interval is due now: scan next time.
-  auto it = published_ms_.find(device);
-  if (it == published_ms_.end() || it->second == 0 || now_ms - it->second >= interval_ms_) {
-    scan_due_ms_ = 0;
+  // One hash look-up per change (every reservation makes one); the name is
+  // copied only when the device becomes dirty.
+  Device& d = devices_.try_emplace(device).first->second;
+  if (!d.dirty) {
+    d.dirty = true;
+    dirty_.push_back(device);
   }
+  // A device not published for an interval is due now: scan next time.
+  if (d.published_ms == 0 || now_ms - d.published_ms >= interval_ms_) scan_due_ms_ = 0;
 }
 
 std::vector<std::string> ViewSchedule::take_due_devices(int64_t now_ms) {
   std::vector<std::string> due;
   if (now_ms < scan_due_ms_) return due;
   int64_t next_due = 0;
-  for (auto it = dirty_.begin(); it != dirty_.end();) {
-    int64_t& published = published_ms_[*it];
-    if (published != 0 && now_ms - published < interval_ms_) {
-      int64_t at = published + interval_ms_;
+  size_t kept = 0;
+  for (size_t i = 0; i < dirty_.size(); ++i) {
+    std::string& id = dirty_[i];
+    Device& d = devices_[id];
+    if (d.published_ms != 0 && now_ms - d.published_ms < interval_ms_) {
+      int64_t at = d.published_ms + interval_ms_;
       next_due = next_due == 0 ? at : std::min(next_due, at);
-      ++it;
+      if (kept != i) dirty_[kept] = std::move(id);
+      ++kept;
       continue;
     }
-    published = now_ms;
-    due.push_back(*it);
-    it = dirty_.erase(it);
+    d.published_ms = now_ms;
+    d.dirty = false;
+    due.push_back(std::move(id));
   }
+  dirty_.resize(kept);
+  std::sort(due.begin(), due.end());  // by id, as before: a deterministic order
   scan_due_ms_ = next_due;
   return due;
 }

@@ -35,13 +35,6 @@ bool AgentCore::step(const std::function<void()>& body) {
   });
 }
 
-bool AgentCore::post_step(std::function<void()> body) {
-  return runner_.post([this, body = std::move(body)] {
-    body();
-    carry_out_effects();
-  });
-}
-
 // After the step, on the core's thread: the step's messages go out in the
 // order it queued them. A dispense command that could not go out is handed
 // back to the core (its resend timer); everything else is re-sent by the
@@ -185,8 +178,9 @@ void AgentCore::create_order_async(const std::string& device, int slot, const st
     if (!order.ok()) return (*reply)(order);
     // Answered once durable: a customer who got its id finds the order after
     // any crash. The commit completes on the writer thread; nobody waits.
+    Ticket durable = state_->durable_ticket(order->id);
     state_->repo.after_durable(
-        state_->durable_ticket(order->id), [this, o = *order, reply](Status committed) {
+        durable, [this, o = std::move(order).value(), reply](Status committed) {
           if (committed.ok()) return (*reply)(o);
           (void)post_step([this, e = committed.error(), what = "order " + o.id] {
             state_->write_failed(e, what);

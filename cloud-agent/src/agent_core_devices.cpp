@@ -53,7 +53,7 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
   if (auto s = writable(); !s.ok()) return s.error();
 
   crypto::Key key = crypto::Key::generate();
-  DeviceRec& dev = devices[id];
+  DeviceRec& dev = add_device(id);
   dev.id = id;
   dev.keys = DeviceKeys(key);
   dev.created_ms = clock.wall_ms();

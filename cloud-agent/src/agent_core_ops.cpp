@@ -113,9 +113,9 @@ void AgentCore::State::publish_ops_views() {
   flush_order_events();
   int64_t now = clock.monotonic_ms();
   for (const auto& id : ops_views.take_due_devices(now)) {
-    auto dev = devices.find(id);
-    if (dev == devices.end()) continue;
-    publish_ops(topics::ops_device(id), ops::encode(device_status(dev->second)), 1, true);
+    const detail::DeviceRec* dev = find_device(id);
+    if (dev == nullptr) continue;
+    publish_ops(topics::ops_device(id), ops::encode(device_status(*dev)), 1, true);
   }
   if (ops_views.take_fleet_due(now)) {
     // Several agents: each its own summary (of its machines).

@@ -22,11 +22,17 @@ constexpr size_t kMaxReviewText = 256;
 // random tail keeps the id as unguessable as before (it is enough to cancel).
 std::string new_order_id(int64_t wall_ms, Random& random) {
   constexpr uint64_t kMask48 = (uint64_t{1} << 48) - 1;
-  char time_hex[17];
-  std::snprintf(time_hex, sizeof time_hex, "%012llx",
+  // Written into one buffer (one allocation): the same text as
+  // "ord-" + "%012llx" + random.id128(), whose hex is each 64-bit draw's,
+  // most significant byte first.
+  char text[4 + 12 + 32 + 1];
+  uint64_t high = random.next_u64();
+  uint64_t low = random.next_u64();
+  std::snprintf(text, sizeof text, "ord-%012llx%016llx%016llx",
                 static_cast<unsigned long long>(
-                    static_cast<uint64_t>(std::max<int64_t>(wall_ms, 0)) & kMask48));
-  return "ord-" + std::string(time_hex) + random.id128();
+                    static_cast<uint64_t>(std::max<int64_t>(wall_ms, 0)) & kMask48),
+                static_cast<unsigned long long>(high), static_cast<unsigned long long>(low));
+  return std::string(text, sizeof text - 1);
 }
 }  // namespace
 
@@ -95,16 +101,16 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
 }
 
 Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
-  auto dev = devices.find(device);
-  if (dev == devices.end()) return make_error("not_found", "no device '" + device + "'");
+  detail::DeviceRec* dev = find_device(device);
+  if (dev == nullptr) return make_error("not_found", "no device '" + device + "'");
   StockSlot* found = stock.find(device, slot);
   if (found == nullptr) {
     return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));
   }
-  if (dev->second.decommissioned_ms != 0) {
+  if (dev->decommissioned_ms != 0) {
     return make_error("decommissioned", device + " is decommissioned");
   }
-  if (!dev->second.online) {
+  if (!dev->online) {
     ++counters.reservations_rejected_total;
     return make_error("device_offline", device + " is offline");
   }

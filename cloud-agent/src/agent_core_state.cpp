@@ -139,7 +139,7 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
     auto key = crypto::Key::from_hex(d.key_hex);
     if (!key.ok())
       return make_error("corrupt", "key of device " + d.id + ": " + key.error().message);
-    detail::DeviceRec& dev = devices[d.id];
+    detail::DeviceRec& dev = add_device(d.id);
     dev.id = d.id;
     dev.keys = DeviceKeys(std::move(key).value());
     dev.created_ms = d.created_ms;
@@ -311,6 +311,17 @@ void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& change
 OrderRec* AgentCore::State::find_order(const std::string& order_id) {
   auto it = orders.find(order_id);
   return it == orders.end() ? nullptr : &it->second;
+}
+
+detail::DeviceRec* AgentCore::State::find_device(const std::string& id) {
+  auto it = device_index.find(id);
+  return it == device_index.end() ? nullptr : it->second;
+}
+
+detail::DeviceRec& AgentCore::State::add_device(const std::string& id) {
+  auto [it, added] = devices.try_emplace(id);
+  if (added) device_index.emplace(id, &it->second);
+  return it->second;
 }
 
 Ticket AgentCore::State::durable_ticket(const std::string& order_id) {

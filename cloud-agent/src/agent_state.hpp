@@ -167,6 +167,9 @@ struct AgentCore::State {
   void set_state(detail::OrderRec& rec, OrderState to, Changeset& changes,
                  const std::string& detail);
   detail::OrderRec* find_order(const std::string& order_id);  // nullptr if unknown
+  detail::DeviceRec* find_device(const std::string& id);      // nullptr if unknown
+  // The device's record, created (empty, indexed) if new.
+  detail::DeviceRec& add_device(const std::string& id);
   // What an answer about the order waits for: its latest durable-promising
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
@@ -399,7 +402,11 @@ struct AgentCore::State {
   uint64_t next_timer = 1;
   int64_t last_sweep_mono_ms = 0;
 
-  std::map<std::string, detail::DeviceRec> devices;          // ordered: deterministic iteration
+  std::map<std::string, detail::DeviceRec> devices;  // ordered: deterministic iteration
+  // The same by hash, for the look-ups of the request path (a reservation's
+  // walk of a thousand-name tree was a dozen cache misses). Devices are never
+  // erased and map nodes never move; add_device() keeps both.
+  std::unordered_map<std::string, detail::DeviceRec*> device_index;
   std::unordered_map<std::string, detail::OrderRec> orders;  // open + recent finished
   std::set<std::string> open_orders;                         // RESERVED/PAID/DISPATCHED ids
   std::deque<std::string> finished;                          // finished ids, oldest first

@@ -65,9 +65,10 @@ void CoreThread::push_connection(bool connected) { inbox_.push_connection(connec
 void CoreThread::loop() {
   Steady::time_point next_tick = Steady::now() + tick_period_;
   const auto idle = std::chrono::hours(1);
+  Inbox<Message>::Batch batch;  // reused: no allocation per batch
   for (;;) {
     auto deadline = tick_period_.count() > 0 ? next_tick : Steady::now() + idle;
-    Inbox<Message>::Batch batch = inbox_.take_until(deadline);
+    inbox_.take_until(deadline, batch);
     for (bool up : batch.connection_changes) {
       if (handlers_.on_connection) handlers_.on_connection(up);
     }
@@ -82,6 +83,7 @@ void CoreThread::loop() {
         std::get<Inbox<Message>::Call>(item)();
       }
     }
+    batch.items.clear();       // what the steps captured is released now; the capacity stays
     if (batch.closed) return;  // everything queued before close() has run
     Steady::time_point now = Steady::now();
     if (tick_period_.count() > 0 && now >= next_tick) {

@@ -40,9 +40,11 @@ void Repository::abandon() {
   }
   wake_.notify_all();
   for (auto& p : dropped) p.done.set_value(make_error("abandoned", "the process died"));
-  for (auto& p : dropped) {
-    if (p.after) p.after();
-  }
+  for (auto& p : dropped) run_after(p);
+}
+
+void Repository::run_after(Pending& pending) {
+  for (auto& a : pending.after) a.fn(a.ticket.get());
 }
 
 void Repository::after_durable(const Ticket& ticket, std::function<void(Status)> fn) {
@@ -50,27 +52,25 @@ void Repository::after_durable(const Ticket& ticket, std::function<void(Status)>
     fn(ticket.get());
     return;
   }
-  // A marker behind every write queued so far: writes are fulfilled in queue
-  // order, so when the marker's group is, `ticket` is too.
-  Pending marker{Changeset{}, {}, nullptr, true, nullptr};
-  marker.after = [ticket, fn = std::move(fn)] { fn(ticket.get()); };
-  std::function<void()> run_now;
   {
     std::lock_guard lock(mu_);
     // Checked again under the lock: the writer fulfils a group before it
     // looks at the queue again, so a ticket still pending now is fulfilled
-    // by a writer that will also see the marker.
-    if (ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      run_now = std::move(marker.after);
-    } else {
-      queue_.push_back(std::move(marker));
+    // by a writer that will also see what is queued now.
+    if (ticket.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      // Entries are fulfilled in queue order, so the callback rides on the
+      // last one queued (the reservation's own write, usually): no entry of
+      // its own. With nothing queued, the ticket's group is being applied: a
+      // marker behind it runs as soon as the writer looks again.
+      if (queue_.empty()) {
+        queue_.push_back(Pending{Changeset{}, {}, nullptr, true, {}});
+        wake_.notify_one();  // under the lock: the marker is the queue's only entry
+      }
+      queue_.back().after.push_back(After{ticket, std::move(fn)});
+      return;
     }
   }
-  if (run_now) {
-    run_now();
-    return;
-  }
-  wake_.notify_one();
+  fn(ticket.get());
 }
 
 Status Repository::wait(const Ticket& ticket) {
@@ -96,7 +96,7 @@ void Repository::apply_queued() {
 // ---- submission -----------------------------------------------------------
 
 Result<Ticket> Repository::enqueue(Changeset changes, bool bounded) {
-  Pending pending{std::move(changes), {}, nullptr, false, nullptr};
+  Pending pending{std::move(changes), {}, nullptr, false, {}};
   Ticket ticket = pending.done.get_future().share();
   {
     std::lock_guard lock(mu_);
@@ -194,9 +194,7 @@ void Repository::take_group(std::vector<Pending>& ready, std::vector<Pending>& g
 
 void Repository::run_ready(std::vector<Pending>& ready) {
   for (auto& p : ready) p.done.set_value(Status{});
-  for (auto& p : ready) {
-    if (p.after) p.after();
-  }
+  for (auto& p : ready) run_after(p);
 }
 
 Status Repository::claim_fence(Pending& pending) {
@@ -269,9 +267,7 @@ void Repository::apply_group(std::vector<Pending>& group) {
   // Fulfil after the stats are updated, so a waiter sees them; then the
   // after_durable() callbacks, which may read any ticket of the group.
   for (size_t i = 0; i < group.size(); ++i) group[i].done.set_value(std::move(results[i]));
-  for (auto& p : group) {
-    if (p.after) p.after();
-  }
+  for (auto& p : group) run_after(p);
 }
 
 }  // namespace vend::agent

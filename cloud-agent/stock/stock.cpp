@@ -9,16 +9,18 @@
 namespace vend::agent {
 
 StockSlot& Stock::define(const std::string& device, const SlotSpec& spec) {
-  StockSlot& slot = slots_[device][spec.slot];
+  auto [d, added] = slots_.try_emplace(device);
+  if (added) by_device_.emplace(device, &d->second);
+  StockSlot& slot = d->second[spec.slot];
   slot.spec = spec;
   return slot;
 }
 
 StockSlot* Stock::find(const std::string& device, int slot) {
-  auto d = slots_.find(device);
-  if (d == slots_.end()) return nullptr;
-  auto s = d->second.find(slot);
-  return s == d->second.end() ? nullptr : &s->second;
+  auto d = by_device_.find(device);
+  if (d == by_device_.end()) return nullptr;
+  auto s = d->second->find(slot);
+  return s == d->second->end() ? nullptr : &s->second;
 }
 
 const StockSlot* Stock::find(const std::string& device, int slot) const {
@@ -27,8 +29,8 @@ const StockSlot* Stock::find(const std::string& device, int slot) const {
 
 const Stock::Slots& Stock::slots(const std::string& device) const {
   static const Slots kNone;
-  auto d = slots_.find(device);
-  return d == slots_.end() ? kNone : d->second;
+  auto d = by_device_.find(device);
+  return d == by_device_.end() ? kNone : *d->second;
 }
 
 int64_t Stock::pool_total() const {

@@ -5,6 +5,7 @@
 // operators' tools keep working against a newer agent.
 #include "vend/ops.hpp"
 
+#include <charconv>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -34,22 +35,6 @@ Json base() {
   return j;
 }
 
-Json to_json(const SlotStatus& s) {
-  Json j = Json::object();
-  j["slot"] = s.slot;
-  j["product"] = s.product;
-  j["price_cents"] = s.price_cents;
-  j["capacity"] = s.capacity;
-  j["pool"] = s.pool;
-  j["reserved"] = s.reserved;
-  j["dispatched"] = s.dispatched;
-  j["sold"] = s.sold;
-  j["burned"] = s.burned;
-  j["physical_count"] = s.physical_count;
-  j["device_tokens"] = s.device_tokens;
-  return j;
-}
-
 Json to_json(const SlotReconcile& s) {
   Json j = Json::object();
   j["slot"] = s.slot;
@@ -64,6 +49,74 @@ Json to_json(const SlotReconcile& s) {
   j["tokens_added"] = s.tokens_added;
   j["tokens_removed"] = s.tokens_removed;
   return j;
+}
+
+// ---- Direct writing (the hot messages) ---------------------------------------
+
+template <typename Int>
+void append_number(std::string& out, Int n) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
+  out.append(buf, end);
+}
+
+// A JSON string as dump() writes it: printable ASCII without '"' or '\\'
+// is copied; anything else (escapes, UTF-8, invalid bytes) goes through
+// nlohmann, so the bytes are the same in every case.
+void append_string(std::string& out, std::string_view s) {
+  bool plain = true;
+  for (unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  if (!plain) {
+    out += dump(Json(std::string(s)));
+    return;
+  }
+  out += '"';
+  out.append(s);
+  out += '"';
+}
+
+// Writes one object's members; the caller passes them in sorted key order.
+class JsonObject {
+ public:
+  explicit JsonObject(std::string& out) : out_(out) { out_ += '{'; }
+  void key(std::string_view name) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_.append(name);
+    out_ += "\":";
+  }
+  void string(std::string_view name, std::string_view value) {
+    key(name);
+    append_string(out_, value);
+  }
+  template <typename Int>
+  void number(std::string_view name, Int value) {
+    key(name);
+    append_number(out_, value);
+  }
+  void boolean(std::string_view name, bool value) {
+    key(name);
+    out_ += value ? "true" : "false";
+  }
+  void close() { out_ += '}'; }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+// A JSON array of objects, each written by `write(object, item)`.
+template <typename T, typename Write>
+void append_array(std::string& out, const std::vector<T>& items, Write write) {
+  out += '[';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ',';
+    JsonObject object(out);
+    write(object, items[i]);
+    object.close();
+  }
+  out += ']';
 }
 
 // ---- Decoding helpers -------------------------------------------------------
@@ -299,45 +352,64 @@ std::string encode(const FleetSummary& m) {
   return dump(j);
 }
 
+// The two messages of the agent's hot path (every reservation makes an
+// order event; every changed device a status) are written directly, in the
+// byte order dump() gives (keys sorted, no whitespace): the nlohmann tree
+// cost more core time than the reservation itself (docs/benchmarks.md #1).
+// ops_test pins the bytes against the tree encoding.
 std::string encode(const DeviceStatus& m) {
-  Json j = base();
-  j["device"] = m.device;
-  j["online"] = m.online;
-  j["boot_id"] = m.boot_id;
-  j["last_seen_ms"] = m.last_seen_ms;
-  j["last_seq"] = m.last_seq;
-  j["unacked_events"] = m.unacked_events;
-  j["outbox_depth"] = m.outbox_depth;
-  j["snapshot_at_ms"] = m.snapshot_at_ms;
-  j["last_verdict"] = m.last_verdict;
-  j["slots"] = Json::array();
-  for (const SlotStatus& s : m.slots) j["slots"].push_back(to_json(s));
-  j["ts_ms"] = m.ts_ms;
-  if (m.clock_skew_ms) j["clock_skew_ms"] = *m.clock_skew_ms;
-  if (!m.owner.empty()) j["owner"] = m.owner;
-  return dump(j);
+  std::string out;
+  out.reserve(256 + 160 * m.slots.size());
+  JsonObject j(out);
+  j.string("boot_id", m.boot_id);
+  if (m.clock_skew_ms) j.number("clock_skew_ms", *m.clock_skew_ms);
+  j.string("device", m.device);
+  j.number("last_seen_ms", m.last_seen_ms);
+  j.number("last_seq", m.last_seq);
+  j.string("last_verdict", m.last_verdict);
+  j.boolean("online", m.online);
+  j.number("outbox_depth", m.outbox_depth);
+  if (!m.owner.empty()) j.string("owner", m.owner);
+  j.key("slots");
+  append_array(out, m.slots, [](JsonObject& slot, const SlotStatus& s) {
+    slot.number("burned", s.burned);
+    slot.number("capacity", s.capacity);
+    slot.number("device_tokens", s.device_tokens);
+    slot.number("dispatched", s.dispatched);
+    slot.number("physical_count", s.physical_count);
+    slot.number("pool", s.pool);
+    slot.number("price_cents", s.price_cents);
+    slot.string("product", s.product);
+    slot.number("reserved", s.reserved);
+    slot.number("slot", s.slot);
+    slot.number("sold", s.sold);
+  });
+  j.number("snapshot_at_ms", m.snapshot_at_ms);
+  j.number("ts_ms", m.ts_ms);
+  j.number("unacked_events", m.unacked_events);
+  j.number("v", kVersion);
+  j.close();
+  return out;
 }
-
-namespace {
-Json to_json(const OrderEvent& m) {
-  Json j = Json::object();
-  j["order_id"] = m.order_id;
-  j["device"] = m.device;
-  j["slot"] = m.slot;
-  j["from_state"] = m.from_state;
-  j["to_state"] = m.to_state;
-  j["price_cents"] = m.price_cents;
-  j["reason"] = m.reason;
-  j["ts_ms"] = m.ts_ms;
-  return j;
-}
-}  // namespace
 
 std::string encode(const OrderEvents& m) {
-  Json j = base();
-  j["events"] = Json::array();
-  for (const OrderEvent& e : m.events) j["events"].push_back(to_json(e));
-  return dump(j);
+  std::string out;
+  out.reserve(32 + 200 * m.events.size());
+  out += "{\"events\":";
+  append_array(out, m.events, [](JsonObject& j, const OrderEvent& e) {
+    j.string("device", e.device);
+    j.string("from_state", e.from_state);
+    j.string("order_id", e.order_id);
+    j.number("price_cents", e.price_cents);
+    j.string("reason", e.reason);
+    j.number("slot", e.slot);
+    j.string("to_state", e.to_state);
+    j.number("ts_ms", e.ts_ms);
+  });
+  out += ",\"v\":";
+  append_number(out, kVersion);
+  out += '}';
+  return out;
 }
 
 std::string encode(const Alert& m) {

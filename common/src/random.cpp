@@ -1,7 +1,12 @@
 #include "vend/random.hpp"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 #include "vend/crypto.hpp"
 
@@ -36,9 +41,30 @@ std::string Random::id128() {
   return crypto::to_hex(bytes, sizeof bytes);
 }
 
+namespace {
+// Bumped in every forked child: a buffer filled in another generation holds
+// bytes the parent (or a sibling) may hand out too, so it is refilled.
+std::atomic<uint64_t> fork_generation{1};
+void count_fork() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+uint64_t current_generation() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { pthread_atfork(nullptr, nullptr, count_fork); });
+  return fork_generation.load(std::memory_order_relaxed);
+}
+}  // namespace
+
 uint64_t SecureRandom::next_u64() {
+  uint64_t generation = current_generation();
+  std::lock_guard lock(mu_);
+  if (next_ + sizeof(uint64_t) > kBufferBytes || filled_in_ != generation) {
+    crypto::random_bytes(buffer_, kBufferBytes);
+    next_ = 0;
+    filled_in_ = generation;
+  }
   uint64_t v = 0;
-  crypto::random_bytes(reinterpret_cast<uint8_t*>(&v), sizeof v);
+  std::memcpy(&v, buffer_ + next_, sizeof v);
+  std::memset(buffer_ + next_, 0, sizeof v);  // handed out once
+  next_ += sizeof v;
   return v;
 }
 

@@ -1,4 +1,6 @@
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <limits>
 #include <set>
@@ -66,4 +68,33 @@ TEST_CASE("Random helpers stay in range") {
   CHECK(seen.size() == 4);
   vend::SecureRandom s;
   CHECK(s.id128() != s.id128());
+}
+
+TEST_CASE("SecureRandom hands out each buffered byte once, across refills") {
+  vend::SecureRandom s;
+  std::set<uint64_t> seen;
+  const size_t draws = 10 * vend::SecureRandom::kBufferBytes / sizeof(uint64_t);
+  for (size_t i = 0; i < draws; ++i) seen.insert(s.next_u64());
+  CHECK(seen.size() == draws);  // 64-bit collisions: ~2^-45 here
+}
+
+TEST_CASE("a forked child never repeats its parent's buffered SecureRandom bytes") {
+  vend::SecureRandom s;
+  (void)s.next_u64();  // the buffer now holds bytes the parent will hand out next
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    uint64_t v = s.next_u64();
+    _exit(write(fds[1], &v, sizeof v) == static_cast<ssize_t>(sizeof v) ? 0 : 1);
+  }
+  close(fds[1]);
+  uint64_t from_child = 0;
+  REQUIRE(read(fds[0], &from_child, sizeof from_child) == static_cast<ssize_t>(sizeof from_child));
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(s.next_u64() != from_child);
 }

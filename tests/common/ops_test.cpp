@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -139,6 +140,73 @@ TEST_CASE("a device status carries clock_skew_ms once measured, either sign") {
   json j = json::parse(kDeviceJson);
   j["clock_skew_ms"] = "2500";
   CHECK(decode_device(j.dump()).error().code == "wrong_type");
+}
+
+// The hot messages are written without a JSON tree: their bytes must be
+// what nlohmann's dump() (sorted keys, invalid UTF-8 replaced) gives for
+// the same fields, for every string an outsider could put in them.
+TEST_CASE("direct-written order events and device statuses match the tree encoding") {
+  auto tree = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  const std::vector<std::string> strings = {"",
+                                            "plain",
+                                            "quote\"s",
+                                            "back\\slash",
+                                            "tab\tnew\nline\r",
+                                            std::string("nul\0x", 5),
+                                            "\x01\x1f\x7f",
+                                            "caf\xc3\xa9 \xe2\x82\xac",
+                                            "bad \xff\xfe utf8",
+                                            "cut \xe2\x82"};
+  for (const auto& text : strings) {
+    CAPTURE(text);
+    OrderEvents events{{{text, "vm-1", 3, "", "RESERVED", 150, text, 1700000001000},
+                        {"ord-2", text, -1, "PAID", text, -7, "", -5}}};
+    json expected_events = {{"v", 1}, {"events", json::array()}};
+    for (const auto& e : events.events) {
+      expected_events["events"].push_back({{"order_id", e.order_id},
+                                           {"device", e.device},
+                                           {"slot", e.slot},
+                                           {"from_state", e.from_state},
+                                           {"to_state", e.to_state},
+                                           {"price_cents", e.price_cents},
+                                           {"reason", e.reason},
+                                           {"ts_ms", e.ts_ms}});
+    }
+    CHECK(encode(events) == tree(expected_events));
+
+    DeviceStatus d = device();
+    d.device = d.boot_id = d.last_verdict = d.slots[0].product = d.owner = text;
+    d.clock_skew_ms = -12;
+    d.last_seq = UINT64_MAX;
+    json expected = {{"v", 1},
+                     {"device", d.device},
+                     {"online", d.online},
+                     {"boot_id", d.boot_id},
+                     {"last_seen_ms", d.last_seen_ms},
+                     {"last_seq", d.last_seq},
+                     {"unacked_events", d.unacked_events},
+                     {"outbox_depth", d.outbox_depth},
+                     {"snapshot_at_ms", d.snapshot_at_ms},
+                     {"last_verdict", d.last_verdict},
+                     {"slots", json::array()},
+                     {"ts_ms", d.ts_ms},
+                     {"clock_skew_ms", *d.clock_skew_ms}};
+    if (!d.owner.empty()) expected["owner"] = d.owner;
+    for (const auto& s : d.slots) {
+      expected["slots"].push_back({{"slot", s.slot},
+                                   {"product", s.product},
+                                   {"price_cents", s.price_cents},
+                                   {"capacity", s.capacity},
+                                   {"pool", s.pool},
+                                   {"reserved", s.reserved},
+                                   {"dispatched", s.dispatched},
+                                   {"sold", s.sold},
+                                   {"burned", s.burned},
+                                   {"physical_count", s.physical_count},
+                                   {"device_tokens", s.device_tokens}});
+    }
+    CHECK(encode(d) == tree(expected));
+  }
 }
 
 TEST_CASE("ops decoding ignores unknown fields and accepts any key order and whitespace") {

@@ -22,7 +22,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -121,9 +120,20 @@ class Inbox {
   // Waits until something is queued (or closed, or woken) or `deadline`
   // passes, then takes everything.
   Batch take_until(std::chrono::steady_clock::time_point deadline) {
+    Batch batch;
+    take_until(deadline, batch);
+    return batch;
+  }
+
+  // The same into `batch`, whose previous contents are dropped. A consumer
+  // that passes the same Batch every time allocates nothing in steady state:
+  // the two item vectors swap roles (the producers fill the one the consumer
+  // just emptied).
+  void take_until(std::chrono::steady_clock::time_point deadline, Batch& batch) {
+    batch.connection_changes.clear();
+    batch.items.clear();
     std::unique_lock lock(mu_);
     cv_.wait_until(lock, deadline, [this] { return has_work_locked(); });
-    Batch batch;
     // A loss the consumer has not seen comes first, even if the session is
     // already back: the core must learn that its session was lost.
     if (lost_since_take_ && delivered_connected_) {
@@ -136,15 +146,12 @@ class Inbox {
     }
     latest_connection_.reset();
     lost_since_take_ = false;
-    batch.items.reserve(items_.size());
-    for (auto& item : items_) batch.items.push_back(std::move(item));
-    items_.clear();
+    items_.swap(batch.items);
     messages_ = bytes_ = calls_ = 0;
     batch.dropped_since_last = dropped_total_ - dropped_reported_;
     dropped_reported_ = dropped_total_;
     batch.closed = closed_;
     woken_ = false;
-    return batch;
   }
 
   uint64_t dropped_total() const {
@@ -167,7 +174,7 @@ class Inbox {
   const Limits limits_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Item> items_;
+  std::vector<Item> items_;
   size_t messages_ = 0;
   size_t bytes_ = 0;
   size_t calls_ = 0;

@@ -3,7 +3,9 @@
 // SeededRandom so that one seed reproduces a run exactly.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace vend {
@@ -23,10 +25,25 @@ class Random {
   std::string id128();
 };
 
-// The kernel CSPRNG (getrandom). Thread-safe.
+// The kernel CSPRNG (getrandom), read in blocks of kBufferBytes: one
+// system call per 64 draws instead of one per draw (an order id costs two
+// draws). The bytes are the kernel's, unchanged; each is handed out once and
+// wiped as it is. A forked child never hands out its parent's buffered bytes
+// (it refills first). Thread-safe. Not copyable.
 class SecureRandom final : public Random {
  public:
+  static constexpr size_t kBufferBytes = 512;
+
+  SecureRandom() = default;
+  SecureRandom(const SecureRandom&) = delete;
+  SecureRandom& operator=(const SecureRandom&) = delete;
   uint64_t next_u64() override;
+
+ private:
+  std::mutex mu_;
+  uint8_t buffer_[kBufferBytes] = {};
+  size_t next_ = kBufferBytes;  // the first byte not handed out yet
+  uint64_t filled_in_ = 0;      // the fork generation that filled the buffer
 };
 
 // xoshiro256** seeded through splitmix64. Not thread-safe; deterministic.

@@ -387,7 +387,15 @@ class AgentCore {
   // False when the runner refused it (body never ran).
   bool step(const std::function<void()>& body);
   // The same, queued: returns at once; false when refused (never runs).
-  bool post_step(std::function<void()> body);
+  // A template so the step is one closure (one allocation), not a
+  // std::function wrapped in another.
+  template <typename Body>
+  bool post_step(Body body) {
+    return runner_.post([this, body = std::move(body)]() mutable {
+      body();
+      carry_out_effects();
+    });
+  }
   // create_order's checks of the key and the client: the scoped key.
   static Result<std::string> scoped_key(const std::string& client,
                                         const std::string& idempotency_key);

@@ -290,14 +290,22 @@ class Repository {
   }
 
  private:
+  // An after_durable() callback and the ticket whose outcome it gets.
+  struct After {
+    Ticket ticket;
+    std::function<void(Status)> fn;
+  };
   struct Pending {
     Changeset changes;
     std::promise<Status> done;
     std::shared_ptr<const WriteFence> fence;  // the fence when it was submitted
-    // after_durable(): no SQL; `after` runs once the group is fulfilled.
+    // A marker (after_durable() with nothing queued): no SQL.
     bool marker = false;
-    std::function<void()> after;
+    // after_durable() callbacks: run, in order, once this entry's group is
+    // fulfilled (every ticket queued before it is then fulfilled too).
+    std::vector<After> after;
   };
+  static void run_after(Pending& pending);
 
   Result<Ticket> enqueue(Changeset changes, bool bounded);
   void writer_loop();

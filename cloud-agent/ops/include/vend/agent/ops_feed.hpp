@@ -88,10 +88,14 @@ class ViewSchedule {
   bool take_fleet_due(int64_t now_ms);
 
  private:
+  struct Device {
+    int64_t published_ms = 0;  // last publish
+    bool dirty = false;        // changed since published (then in dirty_)
+  };
   const int64_t interval_ms_;
-  std::set<std::string> dirty_;                            // changed since published
-  std::unordered_map<std::string, int64_t> published_ms_;  // last publish per device
-  int64_t scan_due_ms_ = 0;  // no dirty device is due before this (0: scan next time)
+  std::unordered_map<std::string, Device> devices_;
+  std::vector<std::string> dirty_;  // the dirty devices, each once
+  int64_t scan_due_ms_ = 0;         // no dirty device is due before this (0: scan next time)
   bool fleet_dirty_ = true;
   int64_t fleet_published_ms_ = 0;
 };

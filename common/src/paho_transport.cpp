@@ -346,6 +346,11 @@ struct PahoTransport::Impl {
   static void on_connect_success(void* context, MQTTAsync_successData* data);
   static void on_connect_failure(void* context, MQTTAsync_failureData* data);
   static void on_request_success(void* context, MQTTAsync_successData* data);
+  // The disconnect's callbacks (context: the Impl). Paho may never call
+  // them (the broker gone); nothing is allocated for them, so nothing leaks.
+  static void on_disconnect_success(void* context, MQTTAsync_successData* data);
+  static void on_disconnect_failure(void* context, MQTTAsync_failureData* data);
+  void finish_disconnect(int rc, const char* message);
   static void on_request_failure(void* context, MQTTAsync_failureData* data);
   static int on_message_arrived(void* context, char* topic, int topic_len,
                                 MQTTAsync_message* message);
@@ -389,7 +394,8 @@ struct PahoTransport::Impl {
   // that timed out may complete the next one: that one then fails and is
   // retried.
   std::shared_ptr<Completion> pending_connect;
-  std::mt19937_64 jitter;  // reconnect thread only
+  std::shared_ptr<Completion> pending_disconnect;  // the running disconnect's outcome
+  std::mt19937_64 jitter;                          // reconnect thread only
 
   MQTTAsync client = nullptr;  // destroyed first (~Impl)
   std::thread reconnect_thread;
@@ -565,15 +571,17 @@ void PahoTransport::Impl::disconnect() {
   }
   if (client == nullptr || !MQTTAsync_isConnected(client)) return;
   auto completion = std::make_shared<Completion>();
-  auto* request = new Request{*this, Request::Kind::kOther, 0, {}, completion};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    pending_disconnect = completion;
+  }
   MQTTAsync_disconnectOptions opts = MQTTAsync_disconnectOptions_initializer;
   opts.timeout = 1000;
-  opts.context = request;
-  opts.onSuccess = &Impl::on_request_success;
-  opts.onFailure = &Impl::on_request_failure;
+  opts.context = this;
+  opts.onSuccess = &Impl::on_disconnect_success;
+  opts.onFailure = &Impl::on_disconnect_failure;
   int rc = MQTTAsync_disconnect(client, &opts);
   if (rc != MQTTASYNC_SUCCESS) {
-    delete request;
     log.warn(kLog, paho_error("disconnect", rc).to_string());
     return;
   }
@@ -737,6 +745,25 @@ void PahoTransport::Impl::on_request_failure(void* context, MQTTAsync_failureDat
   int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
   if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
   request->impl.finish_request(*request, rc, data != nullptr ? data->message : nullptr);
+}
+
+void PahoTransport::Impl::on_disconnect_success(void* context, MQTTAsync_successData*) {
+  static_cast<Impl*>(context)->finish_disconnect(MQTTASYNC_SUCCESS, nullptr);
+}
+
+void PahoTransport::Impl::on_disconnect_failure(void* context, MQTTAsync_failureData* data) {
+  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
+  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
+  static_cast<Impl*>(context)->finish_disconnect(rc, data != nullptr ? data->message : nullptr);
+}
+
+void PahoTransport::Impl::finish_disconnect(int rc, const char* message) {
+  std::shared_ptr<Completion> completion;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    completion = std::move(pending_disconnect);
+  }
+  if (completion) completion->finish(rc, false, message);
 }
 
 void PahoTransport::Impl::finish_request(Request& request, int rc, const char* message) {

@@ -196,7 +196,9 @@ Status Database::migrate(const std::vector<Migration>& migrations) {
     if (m.version <= *current) continue;
     auto tx = Transaction::begin(*this);
     if (!tx.ok()) return tx.error();
-    if (auto s = exec(m.sql); !s.ok()) {
+    Status s = exec(m.sql);
+    if (s.ok() && m.apply) s = m.apply(*this);
+    if (!s.ok()) {
       return Error{s.error().code,
                    "migration " + std::to_string(m.version) + " failed: " + s.error().message};
     }

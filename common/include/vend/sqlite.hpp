@@ -73,10 +73,13 @@ class Statement {
   std::string sql_;
 };
 
-// One schema step: migration N takes user_version from N-1 to N.
+// One schema step: migration N takes user_version from N-1 to N, in one
+// transaction: `sql`, then `apply` (if set) for what SQL text alone cannot
+// say.
 struct Migration {
   int version;
   std::string sql;  // may hold several statements
+  std::function<Status(Database&)> apply = nullptr;
 };
 
 // An open database. Non-copyable, movable.

@@ -98,7 +98,7 @@ ops::FleetSummary AgentCore::State::fleet_summary() const {
     if (d.online) ++f.online;
   }
   f.stock_total = stock.pool_total();
-  for (size_t i = 0; i < detail::kStateCount; ++i) {
+  for (size_t i = 0; i < kOrderStateCount; ++i) {
     f.orders_by_state[to_string(static_cast<OrderState>(i))] = orders.state_counts()[i];
   }
   f.orders_total = orders.created();

@@ -394,7 +394,7 @@ void AgentCore::State::evict_finished() {
 AgentMetrics AgentCore::State::take_metrics() {
   AgentMetrics m = counters;
   counters.dispatch_latency_ms.clear();
-  for (size_t i = 0; i < detail::kStateCount; ++i) {
+  for (size_t i = 0; i < kOrderStateCount; ++i) {
     m.orders_by_state.emplace_back(to_string(static_cast<OrderState>(i)), orders.state_counts()[i]);
   }
   for (const auto& [id, dev] : devices) {

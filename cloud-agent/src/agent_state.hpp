@@ -40,7 +40,6 @@ namespace vend::agent {
 namespace detail {
 
 inline constexpr const char* kLog = "agent";
-inline constexpr size_t kStateCount = kOrderStateCount;
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
 
 struct DeviceRec {

@@ -1,7 +1,9 @@
-// Deadlines (deadlines.hpp). Payload layout: kind in bits 60..63, the
-// sequence number in 32..59 (it wraps past 2^28 - 1, skipping 0: a stale
-// timer in the same advance() would have to be 2^28 schedules old to be
-// mistaken for its slot's), the subject in 0..31.
+// Deadlines (deadlines.hpp). Payload layout: the sequence number in bits
+// 36..63, the kind in 32..35, the subject in 0..31. The wheel fires timers of
+// one deadline in payload order, so the sequence number on top keeps them in the
+// order they were scheduled (as the counter payloads before). It wraps past
+// 2^28 - 1, skipping 0: a stale timer in the same advance() would have to be
+// 2^28 schedules old to be mistaken for its slot's.
 #include "vend/agent/deadlines.hpp"
 
 namespace vend::agent {
@@ -13,13 +15,13 @@ constexpr uint32_t kSeqMask = (uint32_t{1} << 28) - 1;
 Deadlines::Deadlines(int64_t start_ms, int64_t tick_ms) : wheel_(start_ms, tick_ms) {}
 
 uint64_t Deadlines::pack(TimerKind kind, uint32_t seq, uint32_t subject) {
-  return (static_cast<uint64_t>(kind) << 60) | (static_cast<uint64_t>(seq & kSeqMask) << 32) |
+  return (static_cast<uint64_t>(seq & kSeqMask) << 36) | (static_cast<uint64_t>(kind) << 32) |
          subject;
 }
 
 FiredTimer Deadlines::unpack(uint64_t payload) {
-  return FiredTimer{static_cast<TimerKind>(payload >> 60), static_cast<uint32_t>(payload),
-                    static_cast<uint32_t>(payload >> 32) & kSeqMask};
+  return FiredTimer{static_cast<TimerKind>((payload >> 32) & 0xF), static_cast<uint32_t>(payload),
+                    static_cast<uint32_t>(payload >> 36) & kSeqMask};
 }
 
 void Deadlines::schedule(TimerSlot& slot, TimerKind kind, uint32_t subject, int64_t at_ms) {

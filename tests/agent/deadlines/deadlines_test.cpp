@@ -34,6 +34,19 @@ TEST_CASE("timers fire in deadline order with their kind and subject") {
   CHECK(d.pending() == 0);
 }
 
+TEST_CASE("timers with the same deadline fire in the order they were scheduled") {
+  Deadlines d(0, 10);
+  TimerSlot a, b, c;
+  d.schedule(a, TimerKind::kReconcile, 9, 105);
+  d.schedule(b, TimerKind::kReservation, 1, 105);
+  d.schedule(c, TimerKind::kResend, 5, 105);
+  auto due = d.advance(110);
+  REQUIRE(due.size() == 3);
+  CHECK(due[0].kind == TimerKind::kReconcile);
+  CHECK(due[1].kind == TimerKind::kReservation);
+  CHECK(due[2].kind == TimerKind::kResend);
+}
+
 TEST_CASE("a slot holds one timer: scheduling again replaces it") {
   Deadlines d(0, 10);
   TimerSlot s;

@@ -115,7 +115,7 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
   o.id = new_order_id(clock.wall_ms(), random);
   o.device = device;
   o.slot = slot;
-  auto token = stock.take(device, slot);
+  auto token = stock.take(slot_rec);
   assert(token.has_value());
   o.token = std::move(*token);
   o.price_cents = slot_rec.spec.price_cents;

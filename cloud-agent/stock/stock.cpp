@@ -75,8 +75,7 @@ StockSlot& Stock::at(const std::string& device, int slot) {
   return *s;
 }
 
-std::optional<std::string> Stock::take(const std::string& device, int slot) {
-  StockSlot& s = at(device, slot);
+std::optional<std::string> Stock::take(StockSlot& s) {
   if (s.pool.empty()) return std::nullopt;
   std::string token = std::move(s.pool.front());
   s.pool.pop_front();

@@ -35,10 +35,10 @@ void fill(Stock& stock, int n) {
 TEST_CASE("take hands out the pool front by front and never beyond it") {
   Stock stock;
   fill(stock, 2);
-  CHECK(stock.take(kDev, 1) == "t1");
-  CHECK(stock.take(kDev, 1) == "t2");
-  CHECK_FALSE(stock.take(kDev, 1).has_value());
-  CHECK_FALSE(stock.take(kDev, 1).has_value());
+  CHECK(stock.take(*stock.find(kDev, 1)) == "t1");
+  CHECK(stock.take(*stock.find(kDev, 1)) == "t2");
+  CHECK_FALSE(stock.take(*stock.find(kDev, 1)).has_value());
+  CHECK_FALSE(stock.take(*stock.find(kDev, 1)).has_value());
   const StockSlot& s = *stock.find(kDev, 1);
   CHECK(s.pool.empty());
   CHECK(s.reserved == 2);
@@ -50,11 +50,11 @@ TEST_CASE("take hands out the pool front by front and never beyond it") {
 TEST_CASE("a token put back is the next one sold") {
   Stock stock;
   fill(stock, 3);
-  auto t = stock.take(kDev, 1);
+  auto t = stock.take(*stock.find(kDev, 1));
   REQUIRE(t.has_value());
   stock.put_back_reserved(kDev, 1, *t);
   CHECK(stock.known(*t));
-  CHECK(stock.take(kDev, 1) == *t);
+  CHECK(stock.take(*stock.find(kDev, 1)) == *t);
   stock.dispatch(kDev, 1);
   stock.put_back_dispatched(kDev, 1, *t);  // the device says it is unconsumed
   const StockSlot& s = *stock.find(kDev, 1);
@@ -69,7 +69,7 @@ TEST_CASE("the counters stay consistent through every move") {
   fill(stock, 6);
   const StockSlot& s = *stock.find(kDev, 1);
   for (int i = 1; i <= 5; ++i) {
-    REQUIRE(stock.take(kDev, 1).has_value());
+    REQUIRE(stock.take(*stock.find(kDev, 1)).has_value());
     CHECK(total(s) == 6);
   }
   stock.dispatch(kDev, 1);
@@ -93,7 +93,7 @@ TEST_CASE("the counters stay consistent through every move") {
 TEST_CASE("burn_from_pool burns only pool tokens, in pool order, and forgets them") {
   Stock stock;
   fill(stock, 4);
-  REQUIRE(stock.take(kDev, 1) == "t1");
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
   auto burned = stock.burn_from_pool(kDev, 1, {"t4", "t1", "t2", "nope"});
   CHECK(burned == std::vector<std::string>{"t2", "t4"});
   const StockSlot& s = *stock.find(kDev, 1);
@@ -145,7 +145,7 @@ TEST_CASE("withdraw burns every pool of the device; its tokens stay known") {
   stock.add_to_pool(kDev, 2, {"u1"});
   stock.define("vm-2", spec(1));
   stock.add_to_pool("vm-2", 1, {"v1"});
-  REQUIRE(stock.take(kDev, 1) == "t1");
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
   auto out = stock.withdraw(kDev);
   const std::vector<std::pair<int, std::string>> want = {{1, "t2"}, {1, "t3"}, {2, "u1"}};
   CHECK(out == want);
@@ -161,7 +161,7 @@ TEST_CASE("withdraw burns every pool of the device; its tokens stay known") {
 TEST_CASE("a held token is forgotten with its holder; the others stay known") {
   Stock stock;
   fill(stock, 2);
-  REQUIRE(stock.take(kDev, 1) == "t1");
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
   stock.forget("t1");
   CHECK_FALSE(stock.known("t1"));
   CHECK(stock.known("t2"));

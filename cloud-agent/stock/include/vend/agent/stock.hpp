@@ -75,9 +75,10 @@ class Stock {
   void restore_held(const std::string& device, int slot, const std::string& token, bool dispatched);
 
   // ---- moves. REQUIRES: the slot exists (define/load_slot) ----
-  // The front of the pool, now reserved (its order holds it); nullopt when
-  // the pool is empty (nothing is ever sold beyond it).
-  std::optional<std::string> take(const std::string& device, int slot);
+  // The front of the slot's pool (a slot of find()), now reserved (its
+  // order holds it); nullopt when the pool is empty (nothing is ever sold
+  // beyond it). By the slot, not its names: the caller has just found it.
+  std::optional<std::string> take(StockSlot& slot);
   // One reserved token is now dispatched.
   void dispatch(const std::string& device, int slot);
   // A held token goes back to the front of the pool (sold next).

@@ -15,14 +15,10 @@ constexpr int64_t kMinCheckIntervalMs = 1000;
 }  // namespace
 
 using detail::DeviceRec;
-using detail::OrderRec;
-using detail::TimerKind;
 
 void AgentCore::State::tick_locked() {
   if (!started) return;
-  std::vector<uint64_t> due;
-  wheel.advance(clock.wall_ms(), [&due](uint64_t payload, int64_t) { due.push_back(payload); });
-  for (uint64_t payload : due) fire_timer(payload);
+  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
   int64_t now = clock.monotonic_ms();
   if (now - last_sweep_mono_ms >= options.sweep_interval_ms) {
     last_sweep_mono_ms = now;
@@ -85,8 +81,8 @@ void AgentCore::State::resolve_overdue(DeviceRec& device, int64_t device_ts_ms,
                                        const proto::Snapshot& snapshot, Changeset& changes) {
   int64_t now = clock.wall_ms();
   std::vector<OrderRec*> overdue;
-  for (const auto& id : open_orders) {
-    OrderRec& rec = orders.at(id);
+  for (OrderRef ref : orders.open_orders()) {
+    OrderRec& rec = *orders.at(ref);
     if (rec.order.device != device.id || rec.order.state != OrderState::kDispatched) continue;
     int64_t cutoff = rec.order.dispatch_expires_at_ms + options.expiry_skew_ms;
     if (now >= cutoff && device_ts_ms > cutoff) overdue.push_back(&rec);
@@ -123,14 +119,13 @@ void AgentCore::State::on_resend(OrderRec& rec) {
 
 void AgentCore::State::sweep() {
   int64_t now = clock.wall_ms();
-  std::vector<std::string> ids(open_orders.begin(), open_orders.end());
-  for (const auto& id : ids) {
-    OrderRec* rec = find_order(id);
+  for (OrderRef ref : orders.open_orders()) {
+    OrderRec* rec = orders.at(ref);
     if (rec == nullptr) continue;
     const Order& o = rec->order;
     if (o.state == OrderState::kReserved && now >= o.reserve_deadline_ms) {
       expire_reservation(*rec, "reservation expired");
-    } else if (o.state == OrderState::kDispatched && rec->deadline_timer == 0 &&
+    } else if (o.state == OrderState::kDispatched && !rec->deadline_timer.pending() &&
                now >= o.dispatch_expires_at_ms + options.expiry_skew_ms) {
       on_dispatch_deadline(*rec);
     }

@@ -53,13 +53,13 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
   DeviceRec& dev = it->second;
   if (dev.decommissioned_ms != 0) return make_error("conflict", id + " is decommissioned already");
   DecommissionedDevice out{id, 0, 0};
-  std::vector<std::string> reserved;
+  std::vector<OrderRef> reserved;
   int in_flight = 0;
-  for (const auto& order_id : open_orders) {
-    const Order& o = orders.at(order_id).order;  // open orders stay in memory
+  for (OrderRef ref : orders.open_orders()) {
+    const Order& o = orders.at(ref)->order;  // open orders stay in memory
     if (o.device != id) continue;
     if (o.state == OrderState::kReserved) {
-      reserved.push_back(order_id);
+      reserved.push_back(ref);
     } else {
       ++in_flight;  // PAID or DISPATCHED: the machine may still dispense it
     }
@@ -70,8 +70,8 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
   }
   if (auto s = writable(); !s.ok()) return s.error();
   Changeset changes;
-  for (const auto& order_id : reserved) {  // their tokens return to the pool, burned below
-    detail::OrderRec& rec = orders.at(order_id);
+  for (OrderRef ref : reserved) {  // their tokens return to the pool, burned below
+    OrderRec& rec = *orders.at(ref);
     token_to_pool(rec, TokenState::kReserved, changes);
     rec.order.reason = "device_decommissioned";
     set_state(rec, OrderState::kCancelled, changes, "device decommissioned");
@@ -86,7 +86,7 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
   dev.online = false;
   changes.decommission_device(id, dev.decommissioned_ms);
   Ticket t = commit(std::move(changes));
-  for (const auto& order_id : reserved) orders.at(order_id).last_write = t;
+  for (OrderRef ref : reserved) orders.at(ref)->last_write = t;
   mark_device_dirty(id);
   log.info(detail::kLog, id + " decommissioned: " + std::to_string(out.tokens_withdrawn) +
                              " token(s) withdrawn, " + std::to_string(out.orders_cancelled) +

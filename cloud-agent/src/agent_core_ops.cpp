@@ -20,7 +20,7 @@ void AgentCore::State::publish_ops(const std::string& topic, const std::string& 
   effects.publishes.push_back(detail::Publish{Message{topic, payload, qos, retained}, ""});
 }
 
-void AgentCore::State::ops_order_event(const detail::OrderRec& rec, const std::string& from) {
+void AgentCore::State::ops_order_event(const OrderRec& rec, const std::string& from) {
   mark_device_dirty(rec.order.device);
   if (!options.ops_enabled) return;
   const Order& o = rec.order;
@@ -98,10 +98,10 @@ ops::FleetSummary AgentCore::State::fleet_summary() const {
     if (d.online) ++f.online;
   }
   f.stock_total = stock.pool_total();
-  for (size_t i = 0; i < detail::kStateCount; ++i) {
-    f.orders_by_state[to_string(static_cast<OrderState>(i))] = state_counts[i];
+  for (size_t i = 0; i < kOrderStateCount; ++i) {
+    f.orders_by_state[to_string(static_cast<OrderState>(i))] = orders.state_counts()[i];
   }
-  f.orders_total = orders_created;
+  f.orders_total = orders.created();
   f.alerts_active = static_cast<int64_t>(alerts.size());
   f.storage_ok = !storage_failed;
   f.instance = options.instance_id;

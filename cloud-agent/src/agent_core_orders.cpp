@@ -36,15 +36,9 @@ std::string new_order_id(int64_t wall_ms, Random& random) {
 }
 }  // namespace
 
-using detail::OrderRec;
-using detail::TimerKind;
-
 Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std::string& key) {
-  auto it = by_idempotency_key.find(key);
-  if (it != by_idempotency_key.end()) {
-    if (OrderRec* rec = find_order(it->second)) return std::optional<Order>(rec->order);
-  }
-  if (all_orders_in_memory) return std::optional<Order>();
+  if (OrderRec* rec = orders.find_by_key(key)) return std::optional<Order>(rec->order);
+  if (orders.all_in_memory()) return std::optional<Order>();
   auto stored = repo.find_order_by_idempotency_key(key);
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return std::optional<Order>();
@@ -83,21 +77,18 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   }
   const size_t cap = options.max_open_reservations_per_client;
   if (cap > 0 && !client.empty()) {
-    auto held = open_reservations_by_client.find(client);
-    if (held != open_reservations_by_client.end() && held->second >= cap) {
+    size_t held = orders.reservations_of(client);
+    if (held >= cap) {
       ++counters.reservations_rejected_total;
       return make_error("too_many_reservations",
-                        "this client already holds " + std::to_string(held->second) +
+                        "this client already holds " + std::to_string(held) +
                             " unpaid reservations (at most " + std::to_string(cap) +
                             "): pay or cancel one first");
     }
   }
-  Order o = open_reservation(device, slot, **slot_rec, key);
-  if (cap > 0 && !client.empty()) {
-    orders.at(o.id).client = client;
-    ++open_reservations_by_client[client];
-  }
-  return o;
+  OrderRec& rec = open_reservation(device, slot, **slot_rec, key);
+  if (cap > 0 && !client.empty()) orders.hold_for(rec, client);
+  return rec.order;
 }
 
 Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
@@ -118,13 +109,13 @@ Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, in
 }
 
 // The pool is not empty: its front token goes to the new order.
-Order AgentCore::State::open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
-                                         const std::string& key) {
+OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot,
+                                             StockSlot& slot_rec, const std::string& key) {
   Order o;
   o.id = new_order_id(clock.wall_ms(), random);
   o.device = device;
   o.slot = slot;
-  auto token = stock.take(device, slot, o.id);
+  auto token = stock.take(slot_rec);
   assert(token.has_value());
   o.token = std::move(*token);
   o.price_cents = slot_rec.spec.price_cents;
@@ -133,24 +124,20 @@ Order AgentCore::State::open_reservation(const std::string& device, int slot, St
   o.reserve_deadline_ms = o.created_ms + options.reservation_ttl_ms;
   o.idempotency_key = key;
 
+  OrderRec& rec = orders.add_open(std::move(o), true);
   Changeset changes;
-  changes.insert_order(o, "reserved");
-  changes.move_token(o.token, TokenState::kPool, TokenState::kReserved, o.id);
-  OrderRec& rec = orders[o.id];
-  rec.order = o;
-  open_orders.insert(o.id);
-  if (!key.empty()) by_idempotency_key[key] = o.id;
-  ++state_counts[static_cast<size_t>(OrderState::kReserved)];
+  changes.insert_order(rec.order, "reserved");
+  changes.move_token(rec.order.token, TokenState::kPool, TokenState::kReserved, rec.order.id);
   ++counters.reservations_total;
-  ++orders_created;
   ops_order_event(rec, "");
-  schedule_deadline(rec, TimerKind::kReservation, o.reserve_deadline_ms);
+  schedule_deadline(rec, TimerKind::kReservation, rec.order.reserve_deadline_ms);
   rec.last_write = rec.durable = commit(std::move(changes));
-  return o;
+  return rec;
 }
 
 void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
   const Order& o = rec.order;
+  rec.holds_token = false;  // the pool's again
   if (from == TokenState::kReserved) {
     stock.put_back_reserved(o.device, o.slot, o.token);
   } else {
@@ -243,11 +230,11 @@ std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state
   if (limit == 0) limit = kDefaultListLimit;
   limit = std::min(limit, kMaxListLimit);
   std::vector<const Order*> matching;
-  for (const auto& [id, rec] : orders) {
-    if (state && rec.order.state != *state) continue;
-    if (!device.empty() && rec.order.device != device) continue;
+  orders.for_each([&](const OrderRec& rec) {
+    if (state && rec.order.state != *state) return;
+    if (!device.empty() && rec.order.device != device) return;
     matching.push_back(&rec.order);
-  }
+  });
   // Newest first; ties by id, so the answer does not depend on hashing.
   auto newer = [](const Order* a, const Order* b) {
     return a->created_ms != b->created_ms ? a->created_ms > b->created_ms : a->id < b->id;

@@ -14,12 +14,11 @@ constexpr const char* kMismatchRefunded = "amount_mismatch_refunded";
 constexpr const char* kUnknownOrderRefunded = "unknown_order_refunded";
 }  // namespace
 
-using detail::OrderRec;
 using detail::PayStep;
 
 Result<std::optional<PaymentRecord>> AgentCore::State::find_payment(const std::string& payment_id) {
   if (const PaymentRecord* p = payments.find(payment_id)) return std::optional(*p);
-  if (all_orders_in_memory) return std::optional<PaymentRecord>();
+  if (orders.all_in_memory()) return std::optional<PaymentRecord>();
   auto stored = repo.find_payment(payment_id);  // an order evicted from memory
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return std::optional<PaymentRecord>();
@@ -108,7 +107,7 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
   changes.move_token(rec.order.token, TokenState::kReserved, TokenState::kDispatched, rec.order.id);
   rec.paid_mono_ms = clock.monotonic_ms();
   rec.command_published = false;
-  schedule_deadline(rec, detail::TimerKind::kDispatchDeadline,
+  schedule_deadline(rec, TimerKind::kDispatchDeadline,
                     rec.order.dispatch_expires_at_ms + options.expiry_skew_ms);
   Ticket t = commit(std::move(changes));
   rec.last_write = rec.durable = t;

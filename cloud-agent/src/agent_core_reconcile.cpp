@@ -15,7 +15,6 @@
 namespace vend::agent {
 
 using detail::DeviceRec;
-using detail::OrderRec;
 
 // The cloud's view of the snapshot's slots: pools, tokens held by open
 // orders, the slots' alerts, and which listed tokens were never seen.
@@ -40,8 +39,8 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
       c.fresh_error = fresh.error().message;
     }
   }
-  for (const auto& id : open_orders) {
-    const OrderRec& rec = orders.at(id);
+  for (OrderRef ref : orders.open_orders()) {
+    const OrderRec& rec = *orders.at(ref);
     if (rec.order.device != device.id) continue;
     auto c = out.find(rec.order.slot);
     if (c == out.end()) continue;
@@ -125,7 +124,7 @@ void AgentCore::State::burn_lost_tokens(const std::string& device, const reconci
     changes.move_token(t, TokenState::kPool, TokenState::kBurned, "");
   }
   for (const auto& held : c.cancel) {
-    OrderRec* rec = find_order(held.order_id);
+    OrderRec* rec = orders.find(held.order_id);
     if (rec == nullptr || rec->order.state != OrderState::kReserved) continue;
     stock.burn_reserved(device, c.slot);
     changes.move_token(held.token, TokenState::kReserved, TokenState::kBurned, rec->order.id);

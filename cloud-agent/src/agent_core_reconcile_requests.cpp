@@ -19,10 +19,7 @@ int64_t AgentCore::State::first_reconcile_at(const std::string& device_id) const
 
 void AgentCore::State::schedule_reconcile(DeviceRec& device, int64_t at_ms) {
   if (options.reconcile_interval_ms <= 0) return;
-  uint64_t payload = next_timer++;
-  timers[payload] = detail::TimerTarget{device.id, detail::TimerKind::kReconcile};
-  wheel.schedule(at_ms, payload);
-  device.reconcile_timer = payload;
+  deadlines.schedule(device.reconcile_timer, TimerKind::kReconcile, device.index, at_ms);
 }
 
 void AgentCore::State::on_reconcile_timer(const std::string& device_id) {

@@ -29,7 +29,7 @@ void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOut
   const StoredRefund& r = a.refund;
   std::string device;  // of its order, if in memory: the fence and the alert name it
   int slot = 0;
-  if (detail::OrderRec* order = find_order(r.order_id)) {
+  if (OrderRec* order = orders.find(r.order_id)) {
     device = order->order.device;
     slot = order->order.slot;
   }

@@ -9,7 +9,6 @@
 namespace vend::agent {
 
 using detail::DeviceRec;
-using detail::OrderRec;
 
 Status AgentCore::State::on_dispense_result(DeviceRec& device, const proto::DispenseResult& r,
                                             Changeset& changes) {

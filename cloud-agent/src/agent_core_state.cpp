@@ -10,11 +10,6 @@ namespace vend::agent {
 
 namespace detail {
 
-bool is_open(OrderState state) {
-  return state == OrderState::kReserved || state == OrderState::kPaid ||
-         state == OrderState::kDispatched;
-}
-
 Ticket ready_ticket(Status status) {
   std::promise<Status> p;
   p.set_value(std::move(status));
@@ -42,9 +37,6 @@ Status check_text(const std::string& what, const std::string& value, size_t max_
 
 }  // namespace detail
 
-using detail::OrderRec;
-using detail::TimerKind;
-
 AgentCore::State::State(Repository& repo_, const Clock& clock_, Random& random_, Logger& log_,
                         AgentOptions options_)
     : repo(repo_),
@@ -52,7 +44,7 @@ AgentCore::State::State(Repository& repo_, const Clock& clock_, Random& random_,
       random(random_),
       log(log_),
       options(options_),
-      wheel(clock_.wall_ms(), 10),
+      deadlines(clock_.wall_ms(), 10),
       payments(RefundRetryPolicy{options_.refund_retry_base_ms, options_.refund_retry_max_ms,
                                  options_.refund_max_attempts}),
       ops_views(options_.ops_interval_ms),
@@ -78,15 +70,15 @@ Status AgentCore::State::start() {
   // A crash between the DISPATCHED commit and the publish loses the
   // command: publish every live one again (the device dedups by order id).
   size_t republished = 0;
-  for (const auto& id : open_orders) {
-    OrderRec& rec = orders.at(id);
+  for (OrderRef ref : orders.open_orders()) {
+    OrderRec& rec = *orders.at(ref);
     if (rec.order.state != OrderState::kDispatched) continue;
     if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
     publish_dispense(rec);
     ++republished;
   }
   log.info(detail::kLog, "started: " + std::to_string(devices.size()) + " devices, " +
-                             std::to_string(open_orders.size()) + " open orders, " +
+                             std::to_string(orders.open_count()) + " open orders, " +
                              std::to_string(loaded->pool.size()) + " tokens for sale, " +
                              std::to_string(republished) + " commands re-sent");
   return {};
@@ -165,38 +157,29 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
 
 void AgentCore::State::load_orders(const LoadedState& loaded) {
   for (const auto& o : loaded.open_orders) restore_order(o);
-  // recent_orders is newest first; `finished` is oldest first.
+  // recent_orders is newest first; the book's eviction queue oldest first.
   for (auto it = loaded.recent_orders.rbegin(); it != loaded.recent_orders.rend(); ++it) {
-    OrderRec& rec = orders[it->id];
-    rec.order = *it;
+    OrderRec& rec = orders.add_finished(*it);
     rec.last_write = rec.durable = detail::ready_ticket();
-    finished.push_back(it->id);
-    if (!it->idempotency_key.empty()) by_idempotency_key[it->idempotency_key] = it->id;
   }
   for (const auto& p : loaded.payments) {
     payments.record(p.payment_id,
                     PaymentRecord{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
-    if (OrderRec* rec = find_order(p.order_id)) rec->payment_ids.push_back(p.payment_id);
+    if (OrderRec* rec = orders.find(p.order_id)) rec->payment_ids.push_back(p.payment_id);
   }
+  orders.load_counts(loaded.order_counts);
   int64_t total = 0;
-  for (const auto& [state, n] : loaded.order_counts) {
-    state_counts[static_cast<size_t>(state)] = n;
-    total += n;
-  }
+  for (const auto& [state, n] : loaded.order_counts) total += n;
   // Cluster mode: the log holds other instances' orders, which a request
   // may name (answered not_owner, and redirected).
-  all_orders_in_memory = !owns && total == static_cast<int64_t>(loaded.open_orders.size() +
-                                                                loaded.recent_orders.size());
+  orders.set_all_in_memory(!owns && total == static_cast<int64_t>(loaded.open_orders.size() +
+                                                                  loaded.recent_orders.size()));
 }
 
 void AgentCore::State::restore_order(const Order& order) {
-  OrderRec& rec = orders[order.id];
-  rec.order = order;
+  OrderRec& rec = orders.add_open(order, false);
   rec.last_write = rec.durable = detail::ready_ticket();
-  open_orders.insert(order.id);
-  if (!order.idempotency_key.empty()) by_idempotency_key[order.idempotency_key] = order.id;
-  stock.restore_held(order.device, order.slot, order.token, order.id,
-                     order.state == OrderState::kDispatched);
+  stock.restore_held(order.device, order.slot, order.token, order.state == OrderState::kDispatched);
   if (order.state == OrderState::kDispatched) {
     rec.paid_mono_ms = clock.monotonic_ms();
     schedule_deadline(rec, TimerKind::kDispatchDeadline,
@@ -235,9 +218,11 @@ Status AgentCore::State::writable() {
 // is fenced by refund_attempted().
 void AgentCore::State::fence_devices(Changeset& changes) {
   auto order_device = [&](const std::string& order_id) {
-    if (OrderRec* rec = find_order(order_id)) changes.fence_device(rec->order.device);
+    if (OrderRec* rec = orders.find(order_id)) changes.fence_device(rec->order.device);
   };
-  for (const auto& id : touched) order_device(id);
+  for (OrderRef ref : touched) {
+    if (OrderRec* rec = orders.at(ref)) changes.fence_device(rec->order.device);
+  }
   for (const Change& c : changes.changes()) {
     if (const auto* m = std::get_if<change::MoveToken>(&c)) {
       order_device(m->order_id);
@@ -258,8 +243,8 @@ Ticket AgentCore::State::commit(Changeset changes) {
     payments.drop_staged();
     return detail::ready_ticket(ticket.error());
   }
-  for (const auto& id : touched) {
-    if (OrderRec* rec = find_order(id)) rec->last_write = *ticket;
+  for (OrderRef ref : touched) {
+    if (OrderRec* rec = orders.at(ref)) rec->last_write = *ticket;
   }
   touched.clear();
   payments.committed(*ticket);
@@ -287,30 +272,12 @@ void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& change
                                  const std::string& detail) {
   OrderState from = rec.order.state;
   assert(is_legal_transition(from, to));
-  if (from == OrderState::kReserved && !rec.client.empty()) {
-    auto held = open_reservations_by_client.find(rec.client);
-    if (held != open_reservations_by_client.end() && --held->second == 0) {
-      open_reservations_by_client.erase(held);
-    }
-    rec.client.clear();
-  }
-  rec.order.state = to;
+  bool finished = orders.set_state(rec, to);
   rec.order.updated_ms = clock.wall_ms();
-  --state_counts[static_cast<size_t>(from)];
-  ++state_counts[static_cast<size_t>(to)];
   changes.transition_order(rec.order, from, detail);
   ops_order_event(rec, to_string(from));
-  touched.push_back(rec.order.id);
-  if (detail::is_open(from) && !detail::is_open(to)) {
-    open_orders.erase(rec.order.id);
-    finished.push_back(rec.order.id);
-    cancel_timers(rec);
-  }
-}
-
-OrderRec* AgentCore::State::find_order(const std::string& order_id) {
-  auto it = orders.find(order_id);
-  return it == orders.end() ? nullptr : &it->second;
+  touched.push_back(rec.ref);
+  if (finished) cancel_timers(rec);
 }
 
 detail::DeviceRec* AgentCore::State::find_device(const std::string& id) {
@@ -320,76 +287,67 @@ detail::DeviceRec* AgentCore::State::find_device(const std::string& id) {
 
 detail::DeviceRec& AgentCore::State::add_device(const std::string& id) {
   auto [it, added] = devices.try_emplace(id);
-  if (added) device_index.emplace(id, &it->second);
+  if (added) {
+    device_index.emplace(id, &it->second);
+    it->second.index = static_cast<uint32_t>(device_list.size());
+    device_list.push_back(&it->second);
+  }
   return it->second;
 }
 
 Ticket AgentCore::State::durable_ticket(const std::string& order_id) {
-  OrderRec* rec = find_order(order_id);
+  OrderRec* rec = orders.find(order_id);
   if (rec == nullptr || !rec->last_write.valid()) return detail::ready_ticket();
   return rec->last_write;
 }
 
 Result<OrderRec*> AgentCore::State::find_or_load_order(const std::string& order_id) {
-  if (OrderRec* rec = find_order(order_id)) return rec;
-  if (all_orders_in_memory) return static_cast<OrderRec*>(nullptr);
+  if (OrderRec* rec = orders.find(order_id)) return rec;
+  if (orders.all_in_memory()) return static_cast<OrderRec*>(nullptr);
   // Not in memory: finished long ago (evicted), or unknown.
   auto stored = repo.find_order(order_id);
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return static_cast<OrderRec*>(nullptr);
   if (auto s = owner_check((*stored)->device); !s.ok()) return s.error();
-  if (detail::is_open((*stored)->state)) {
+  if (is_open((*stored)->state)) {
     log.error(detail::kLog, "open order " + order_id + " was not in memory");
     return make_error("unavailable", "order " + order_id + " is inconsistent; restart");
   }
-  OrderRec& rec = orders[order_id];
-  rec.order = **stored;
+  OrderRec& rec = orders.add_finished(**stored);
   rec.last_write = rec.durable = detail::ready_ticket();
-  finished.push_back(order_id);
-  if (!rec.order.idempotency_key.empty()) by_idempotency_key[rec.order.idempotency_key] = order_id;
   return &rec;
 }
 
 // ---- timers --------------------------------------------------------------------
 
 void AgentCore::State::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
-  if (rec.deadline_timer != 0) {
-    wheel.cancel(rec.deadline_timer_id);
-    timers.erase(rec.deadline_timer);
-  }
-  rec.deadline_timer = next_timer++;
-  timers[rec.deadline_timer] = detail::TimerTarget{rec.order.id, kind};
-  rec.deadline_timer_id = wheel.schedule(at_ms, rec.deadline_timer);
+  deadlines.schedule(rec.deadline_timer, kind, rec.ref, at_ms);
 }
 
 void AgentCore::State::schedule_resend(OrderRec& rec, int64_t at_ms) {
-  if (rec.resend_timer != 0) return;
-  rec.resend_timer = next_timer++;
-  timers[rec.resend_timer] = detail::TimerTarget{rec.order.id, TimerKind::kResend};
-  rec.resend_timer_id = wheel.schedule(at_ms, rec.resend_timer);
+  if (rec.resend_timer.pending()) return;
+  deadlines.schedule(rec.resend_timer, TimerKind::kResend, rec.ref, at_ms);
 }
 
 void AgentCore::State::cancel_timers(OrderRec& rec) {
-  for (auto [payload, id] : {std::pair{&rec.deadline_timer, &rec.deadline_timer_id},
-                             std::pair{&rec.resend_timer, &rec.resend_timer_id}}) {
-    if (*payload == 0) continue;
-    wheel.cancel(*id);
-    timers.erase(*payload);
-    *payload = 0;
-  }
+  deadlines.cancel(rec.deadline_timer);
+  deadlines.cancel(rec.resend_timer);
 }
 
-void AgentCore::State::fire_timer(uint64_t payload) {
-  auto it = timers.find(payload);
-  if (it == timers.end()) return;
-  detail::TimerTarget target = std::move(it->second);
-  timers.erase(it);
-  if (target.kind == TimerKind::kReconcile) return on_reconcile_timer(target.order_id);
-  OrderRec* rec = find_order(target.order_id);
+// A timer acts only while it is its slot's: one cancelled or replaced after
+// it fell due (by an earlier timer of the same tick) is dropped here.
+void AgentCore::State::fire_timer(const FiredTimer& timer) {
+  if (timer.kind == TimerKind::kReconcile) {
+    if (timer.subject >= device_list.size()) return;
+    detail::DeviceRec& dev = *device_list[timer.subject];
+    if (!Deadlines::take(dev.reconcile_timer, timer)) return;
+    return on_reconcile_timer(dev.id);
+  }
+  OrderRec* rec = orders.at(timer.subject);
   if (rec == nullptr) return;
-  if (rec->deadline_timer == payload) rec->deadline_timer = 0;
-  if (rec->resend_timer == payload) rec->resend_timer = 0;
-  switch (target.kind) {
+  TimerSlot& slot = timer.kind == TimerKind::kResend ? rec->resend_timer : rec->deadline_timer;
+  if (!Deadlines::take(slot, timer)) return;
+  switch (timer.kind) {
     case TimerKind::kReservation: expire_reservation(*rec, "reservation expired"); break;
     case TimerKind::kReconcile: break;  // handled above
     case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
@@ -414,7 +372,7 @@ Status AgentCore::State::publish_command(const detail::DeviceRec& device,
 }
 
 void AgentCore::State::publish_failed(const std::string& order_id) {
-  OrderRec* rec = find_order(order_id);
+  OrderRec* rec = orders.find(order_id);
   if (rec == nullptr || rec->order.state != OrderState::kDispatched) return;
   rec->command_published = false;
   schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
@@ -427,26 +385,17 @@ detail::Effects AgentCore::State::take_effects() {
 }
 
 void AgentCore::State::evict_finished() {
-  while (finished.size() > options.finished_orders_max) {
-    auto it = orders.find(finished.front());
-    if (it != orders.end()) {
-      OrderRec& rec = it->second;
-      if (!detail::is_ready(rec.last_write)) return;  // not durable yet: keep it
-      for (const auto& p : rec.payment_ids) payments.forget(p);
-      by_idempotency_key.erase(rec.order.idempotency_key);
-      stock.forget(rec.order.token, rec.order.id);
-      orders.erase(it);
-      all_orders_in_memory = false;
-    }
-    finished.pop_front();
-  }
+  orders.evict_finished(options.finished_orders_max, [this](const OrderRec& rec) {
+    for (const auto& p : rec.payment_ids) payments.forget(p);
+    if (rec.holds_token) stock.forget(rec.order.token);
+  });
 }
 
 AgentMetrics AgentCore::State::take_metrics() {
   AgentMetrics m = counters;
   counters.dispatch_latency_ms.clear();
-  for (size_t i = 0; i < detail::kStateCount; ++i) {
-    m.orders_by_state.emplace_back(to_string(static_cast<OrderState>(i)), state_counts[i]);
+  for (size_t i = 0; i < kOrderStateCount; ++i) {
+    m.orders_by_state.emplace_back(to_string(static_cast<OrderState>(i)), orders.state_counts()[i]);
   }
   for (const auto& [id, dev] : devices) {
     if (dev.online) ++m.devices_online;

@@ -11,7 +11,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,14 +21,15 @@
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
+#include "vend/agent/deadlines.hpp"
 #include "vend/agent/device_link.hpp"
 #include "vend/agent/ops_feed.hpp"
+#include "vend/agent/order_book.hpp"
 #include "vend/agent/payments.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
 #include "vend/agent/stock.hpp"
-#include "vend/agent/timing_wheel.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log_limiter.hpp"
 #include "vend/ops.hpp"
@@ -40,7 +40,6 @@ namespace vend::agent {
 namespace detail {
 
 inline constexpr const char* kLog = "agent";
-inline constexpr size_t kStateCount = 9;
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
 
 struct DeviceRec {
@@ -58,40 +57,12 @@ struct DeviceRec {
   int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
   int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
   ClockSkew clock_skew;                   // from its stamped messages
-  uint64_t reconcile_timer = 0;           // payload of the periodic snapshot request timer
+  TimerSlot reconcile_timer;              // the periodic snapshot request
+  uint32_t index = 0;                     // in State::device_list (its timers' subject)
   uint64_t outbox_depth = 0;              // from its last snapshot
   int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
   std::string last_verdict;               // of its last reconciliation
   std::string last_report;                // JSON of that report ("" = none in memory)
-};
-
-enum class TimerKind : uint8_t {
-  kReservation,       // RESERVED order's reserve_deadline_ms
-  kDispatchDeadline,  // DISPATCHED order's expires_at + skew, then every recheck
-  kResend,            // re-publish a dispense command (busy device, publish failure)
-  kReconcile,         // ask a device for its periodic snapshot (target: the device id)
-};
-
-struct TimerTarget {
-  std::string order_id;  // the device id for kReconcile
-  TimerKind kind = TimerKind::kReservation;
-};
-
-struct OrderRec {
-  Order order;
-  Ticket last_write;  // the latest write touching the order (eviction waits for it)
-  Ticket durable;     // what a pay() answer about this order waits for
-  bool command_published = false;
-  int64_t paid_mono_ms = 0;
-  uint64_t deadline_timer = 0;  // payload of the pending deadline timer, 0 = none
-  TimerId deadline_timer_id;
-  uint64_t resend_timer = 0;
-  TimerId resend_timer_id;
-  std::vector<std::string> payment_ids;  // every payment id seen for the order
-  // Who reserved it, while it counts against that client's open-reservation
-  // cap (cleared when it leaves RESERVED). In memory only: after a restart
-  // the reservations of before no longer count.
-  std::string client;
 };
 
 // What pay() does after the lock: wait for `wait`, then finish.
@@ -122,7 +93,6 @@ struct Effects {
   std::vector<std::string> unsubscribes;  // cluster mode: devices no longer served
 };
 
-bool is_open(OrderState state);
 // Rate limit of a request to a device: true (and `last_ms` = now) when
 // none was sent yet (last_ms == 0) or the last is at least `interval_ms` old.
 inline bool take_turn(int64_t& last_ms, int64_t now_ms, int64_t interval_ms) {
@@ -146,6 +116,7 @@ struct AgentCore::State {
   void keep_owned(LoadedState& loaded) const;
   Status load_devices(const LoadedState& loaded);
   void load_orders(const LoadedState& loaded);
+  // An open order of the log: in the book, its token held, its deadline set.
   void restore_order(const Order& order);
   // ok when a mutation may proceed: started, storage healthy, queue room.
   Status writable();
@@ -164,21 +135,21 @@ struct AgentCore::State {
   Status owner_check(const std::string& device) const;
   // Subscribes to the device's event and status topics (cluster mode), once.
   void subscribe_device(const std::string& device);
-  void set_state(detail::OrderRec& rec, OrderState to, Changeset& changes,
-                 const std::string& detail);
-  detail::OrderRec* find_order(const std::string& order_id);  // nullptr if unknown
-  detail::DeviceRec* find_device(const std::string& id);      // nullptr if unknown
+  // The transition in memory (the book), the log, the ops feed; a finished
+  // order's timers are cancelled.
+  void set_state(OrderRec& rec, OrderState to, Changeset& changes, const std::string& detail);
+  detail::DeviceRec* find_device(const std::string& id);  // nullptr if unknown
   // The device's record, created (empty, indexed) if new.
   detail::DeviceRec& add_device(const std::string& id);
   // What an answer about the order waits for: its latest durable-promising
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
-  Result<detail::OrderRec*> find_or_load_order(const std::string& order_id);
+  Result<OrderRec*> find_or_load_order(const std::string& order_id);
   // One deadline timer per order (a new one replaces it), one resend timer
-  // (kept if already pending).
-  void schedule_deadline(detail::OrderRec& rec, detail::TimerKind kind, int64_t at_ms);
-  void schedule_resend(detail::OrderRec& rec, int64_t at_ms);
-  void cancel_timers(detail::OrderRec& rec);
+  // (kept if already pending); subjects are the orders' places in the book.
+  void schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms);
+  void schedule_resend(OrderRec& rec, int64_t at_ms);
+  void cancel_timers(OrderRec& rec);
   // Queues the signed command (an effect); not_connected while the broker
   // connection is down (the caller keeps what it needs to re-send).
   Status publish_command(const detail::DeviceRec& device, const proto::Command& command,
@@ -186,6 +157,7 @@ struct AgentCore::State {
   // A dispense command of `order_id` did not go out: re-sent later.
   void publish_failed(const std::string& order_id);
   detail::Effects take_effects();
+  // The book's eviction; an evicted order's payments and token are forgotten.
   void evict_finished();
   AgentMetrics take_metrics();
 
@@ -197,36 +169,35 @@ struct AgentCore::State {
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
   // The slot, if the device is known, has it, and is online.
   Result<StockSlot*> sellable_slot(const std::string& device, int slot);
-  Order open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
-                         const std::string& key);
+  OrderRec& open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
+                             const std::string& key);
   Result<Order> cancel(const std::string& order_id);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
-  void expire_reservation(detail::OrderRec& rec, const std::string& why);
+  void expire_reservation(OrderRec& rec, const std::string& why);
   std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
                                  const std::string& device);
   // Token moves of an order, with the slot counters.
-  void token_to_pool(detail::OrderRec& rec, TokenState from, Changeset& changes);
-  void token_spent(detail::OrderRec& rec, TokenState to, Changeset& changes);
+  void token_to_pool(OrderRec& rec, TokenState from, Changeset& changes);
+  void token_spent(OrderRec& rec, TokenState to, Changeset& changes);
 
   // ---- agent_core_payments.cpp ----
   Result<detail::PayStep> pay(const std::string& order_id, const std::string& payment_id,
                               int64_t amount_cents);
   Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
-  detail::PayStep dispatch_paid(detail::OrderRec& rec, const std::string& payment_id,
-                                int64_t amount_cents);
+  detail::PayStep dispatch_paid(OrderRec& rec, const std::string& payment_id, int64_t amount_cents);
   // The payment cannot be honoured (the order is not RESERVED, or
   // `amount_mismatch`): recorded and refunded; the order keeps its state
   // unless it was EXPIRED or CANCELLED (then it ends REFUNDED).
-  detail::PayStep refund_payment(detail::OrderRec& rec, const std::string& payment_id,
-                                 int64_t amount_cents, bool amount_mismatch);
+  detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
+                                 bool amount_mismatch);
   detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
                                        int64_t amount_cents);
   static Order unknown_order(const std::string& order_id);
   Result<Order> finish_pay(const std::string& order_id, const detail::PayStep& step,
                            const Status& committed);
-  void publish_dispense(detail::OrderRec& rec);
-  void refund_order(detail::OrderRec& rec, const std::string& reason, Changeset& changes);
+  void publish_dispense(OrderRec& rec);
+  void refund_order(OrderRec& rec, const std::string& reason, Changeset& changes);
 
   // ---- agent_core_refunds.cpp: the refund outbox ----
   // Records a refund in `changes`; it enters the outbox at the next commit().
@@ -283,10 +254,9 @@ struct AgentCore::State {
   Status on_dispense_result(detail::DeviceRec& device, const proto::DispenseResult& result,
                             Changeset& changes);
   // DISPENSED for an order settled otherwise: alert, fault row, counter.
-  void report_contradiction(detail::DeviceRec& device, const detail::OrderRec& rec,
-                            const std::string& what, Changeset& changes);
-  void settle_rejected(detail::OrderRec& rec, const proto::DispenseResult& result,
-                       Changeset& changes);
+  void report_contradiction(detail::DeviceRec& device, const OrderRec& rec, const std::string& what,
+                            Changeset& changes);
+  void settle_rejected(OrderRec& rec, const proto::DispenseResult& result, Changeset& changes);
   Status on_tokens(detail::DeviceRec& device, const proto::TokensMinted& minted,
                    Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
@@ -350,7 +320,7 @@ struct AgentCore::State {
   // ---- agent_core_ops.cpp: operator views on vend/v1/ops/... ----
   void publish_ops(const std::string& topic, const std::string& payload, int qos, bool retained);
   // `from` is "" for a new order.
-  void ops_order_event(const detail::OrderRec& rec, const std::string& from);
+  void ops_order_event(const OrderRec& rec, const std::string& from);
   // The queued order events, as one message (tick, or a full batch).
   void flush_order_events();
   void mark_device_dirty(const std::string& device_id);
@@ -366,15 +336,16 @@ struct AgentCore::State {
 
   // ---- agent_core_deadlines.cpp ----
   void tick_locked();
-  void fire_timer(uint64_t payload);
-  void on_dispatch_deadline(detail::OrderRec& rec);
-  void send_to_review(detail::OrderRec& rec);
+  // A timer that fell due: its subject's handler, if the timer is still its slot's.
+  void fire_timer(const FiredTimer& timer);
+  void on_dispatch_deadline(OrderRec& rec);
+  void send_to_review(OrderRec& rec);
   // A full snapshot request (at most one per device per second); `prefix`
   // names the reason in its request id ("chk-", "full-", "gap-").
   void request_check_snapshot(detail::DeviceRec& device, const char* prefix = "chk-");
   void resolve_overdue(detail::DeviceRec& device, int64_t device_ts_ms,
                        const proto::Snapshot& snapshot, Changeset& changes);
-  void on_resend(detail::OrderRec& rec);
+  void on_resend(OrderRec& rec);
   void sweep();
 
   // Injected.
@@ -397,9 +368,8 @@ struct AgentCore::State {
   std::set<std::string> subscribed_devices;
   bool draining = false;
   bool fenced = false;
-  TimingWheel wheel;
-  std::unordered_map<uint64_t, detail::TimerTarget> timers;  // wheel payload -> target
-  uint64_t next_timer = 1;
+  // Reservation expiries, dispatch deadlines, resends, reconcile requests.
+  Deadlines deadlines;
   int64_t last_sweep_mono_ms = 0;
 
   std::map<std::string, detail::DeviceRec> devices;  // ordered: deterministic iteration
@@ -407,13 +377,9 @@ struct AgentCore::State {
   // walk of a thousand-name tree was a dozen cache misses). Devices are never
   // erased and map nodes never move; add_device() keeps both.
   std::unordered_map<std::string, detail::DeviceRec*> device_index;
-  std::unordered_map<std::string, detail::OrderRec> orders;  // open + recent finished
-  std::set<std::string> open_orders;                         // RESERVED/PAID/DISPATCHED ids
-  std::deque<std::string> finished;                          // finished ids, oldest first
-  // Every order of the log is in memory (nothing evicted yet): a miss in
-  // memory is a miss, with no repository look-up on the request path.
-  bool all_orders_in_memory = true;
-  std::unordered_map<std::string, std::string> by_idempotency_key;  // key -> order id
+  std::vector<detail::DeviceRec*> device_list;  // by DeviceRec::index
+  // The open orders and the recent finished ones, their indexes and counts.
+  OrderBook orders;
   // Payment records by id (of the orders in memory) and the refund outbox.
   Payments payments;
   // The slots, their token pools and counters, and who holds which token.
@@ -426,15 +392,11 @@ struct AgentCore::State {
   ViewSchedule ops_views;
   // Devices with an ack scheduled (DeviceRec::acks).
   std::set<std::string> acks_due;
-  // client -> its RESERVED orders (AgentOptions::max_open_reservations_per_client).
-  std::unordered_map<std::string, size_t> open_reservations_by_client;
-  int64_t orders_created = 0;
   AlertBook alerts;
   OrderEventBatch pending_order_events;  // since the last tick
 
-  std::vector<std::string> touched;  // orders set_state() changed since the last commit()
-  std::array<int64_t, detail::kStateCount> state_counts{};
-  AgentMetrics counters;  // the monotonic counters and latency samples
+  std::vector<OrderRef> touched;  // orders set_state() changed since the last commit()
+  AgentMetrics counters;          // the monotonic counters and latency samples
   // Lines an outsider can trigger (rejected messages): bounded rate.
   RateLimitedLog reject_log;
   // Snapshots in parts, joined per device (bounded; lost on a restart).

@@ -4,7 +4,6 @@
 #include "vend/agent/stock.hpp"
 
 #include <cassert>
-#include <unordered_set>
 
 namespace vend::agent {
 
@@ -58,13 +57,13 @@ bool Stock::load_pool_token(const std::string& device, int slot, const std::stri
   StockSlot* s = find(device, slot);
   if (s == nullptr) return false;
   s->pool.push_back(token);
-  owners_[token] = "";
+  known_.insert(token);
   return true;
 }
 
 void Stock::restore_held(const std::string& device, int slot, const std::string& token,
-                         const std::string& order_id, bool dispatched) {
-  owners_[token] = order_id;
+                         bool dispatched) {
+  known_.insert(token);
   StockSlot* s = find(device, slot);
   if (s == nullptr) return;
   ++(dispatched ? s->dispatched : s->reserved);
@@ -76,14 +75,11 @@ StockSlot& Stock::at(const std::string& device, int slot) {
   return *s;
 }
 
-std::optional<std::string> Stock::take(const std::string& device, int slot,
-                                       const std::string& order_id) {
-  StockSlot& s = at(device, slot);
+std::optional<std::string> Stock::take(StockSlot& s) {
   if (s.pool.empty()) return std::nullopt;
   std::string token = std::move(s.pool.front());
   s.pool.pop_front();
   ++s.reserved;
-  owners_[token] = order_id;
   return token;
 }
 
@@ -97,14 +93,12 @@ void Stock::put_back_reserved(const std::string& device, int slot, const std::st
   StockSlot& s = at(device, slot);
   --s.reserved;
   s.pool.push_front(token);
-  owners_[token] = "";
 }
 
 void Stock::put_back_dispatched(const std::string& device, int slot, const std::string& token) {
   StockSlot& s = at(device, slot);
   --s.dispatched;
   s.pool.push_front(token);
-  owners_[token] = "";
 }
 
 void Stock::spend_sold(const std::string& device, int slot) {
@@ -136,7 +130,7 @@ void Stock::add_to_pool(const std::string& device, int slot,
   StockSlot& s = at(device, slot);
   for (const auto& t : tokens) {
     s.pool.push_back(t);
-    owners_[t] = "";
+    known_.insert(t);
   }
 }
 
@@ -151,7 +145,7 @@ std::vector<std::string> Stock::burn_from_pool(const std::string& device, int sl
       kept.push_back(std::move(t));
       continue;
     }
-    owners_.erase(t);
+    known_.erase(t);
     burned.push_back(std::move(t));
   }
   s.pool = std::move(kept);
@@ -171,17 +165,8 @@ std::vector<std::pair<int, std::string>> Stock::withdraw(const std::string& devi
   return out;
 }
 
-bool Stock::known(const std::string& token) const { return owners_.count(token) != 0; }
+bool Stock::known(const std::string& token) const { return known_.count(token) != 0; }
 
-std::optional<std::string> Stock::owner(const std::string& token) const {
-  auto it = owners_.find(token);
-  if (it == owners_.end()) return std::nullopt;
-  return it->second;
-}
-
-void Stock::forget(const std::string& token, const std::string& order_id) {
-  auto it = owners_.find(token);
-  if (it != owners_.end() && it->second == order_id) owners_.erase(it);
-}
+void Stock::forget(const std::string& token) { known_.erase(token); }
 
 }  // namespace vend::agent

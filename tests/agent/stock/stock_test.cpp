@@ -1,5 +1,6 @@
-// Stock alone: take and put back, never beyond the pool, the counters and
-// the owners in step through every move, start-up loads, decommissioning.
+// Stock alone: take and put back, never beyond the pool, the counters in
+// step through every move, the tokens memory knows, start-up loads,
+// decommissioning.
 #include "vend/agent/stock.hpp"
 
 #include <doctest/doctest.h>
@@ -34,26 +35,26 @@ void fill(Stock& stock, int n) {
 TEST_CASE("take hands out the pool front by front and never beyond it") {
   Stock stock;
   fill(stock, 2);
-  CHECK(stock.take(kDev, 1, "o1") == "t1");
-  CHECK(stock.take(kDev, 1, "o2") == "t2");
-  CHECK_FALSE(stock.take(kDev, 1, "o3").has_value());
-  CHECK_FALSE(stock.take(kDev, 1, "o3").has_value());
+  CHECK(stock.take(*stock.find(kDev, 1)) == "t1");
+  CHECK(stock.take(*stock.find(kDev, 1)) == "t2");
+  CHECK_FALSE(stock.take(*stock.find(kDev, 1)).has_value());
+  CHECK_FALSE(stock.take(*stock.find(kDev, 1)).has_value());
   const StockSlot& s = *stock.find(kDev, 1);
   CHECK(s.pool.empty());
   CHECK(s.reserved == 2);
   CHECK(total(s) == 2);
-  CHECK(stock.owner("t1") == "o1");
-  CHECK(stock.owner("t2") == "o2");
+  CHECK(stock.known("t1"));  // held, still known
+  CHECK(stock.known("t2"));
 }
 
 TEST_CASE("a token put back is the next one sold") {
   Stock stock;
   fill(stock, 3);
-  auto t = stock.take(kDev, 1, "o1");
+  auto t = stock.take(*stock.find(kDev, 1));
   REQUIRE(t.has_value());
   stock.put_back_reserved(kDev, 1, *t);
-  CHECK(stock.owner(*t) == "");
-  CHECK(stock.take(kDev, 1, "o2") == *t);
+  CHECK(stock.known(*t));
+  CHECK(stock.take(*stock.find(kDev, 1)) == *t);
   stock.dispatch(kDev, 1);
   stock.put_back_dispatched(kDev, 1, *t);  // the device says it is unconsumed
   const StockSlot& s = *stock.find(kDev, 1);
@@ -68,7 +69,7 @@ TEST_CASE("the counters stay consistent through every move") {
   fill(stock, 6);
   const StockSlot& s = *stock.find(kDev, 1);
   for (int i = 1; i <= 5; ++i) {
-    REQUIRE(stock.take(kDev, 1, "o" + std::to_string(i)).has_value());
+    REQUIRE(stock.take(*stock.find(kDev, 1)).has_value());
     CHECK(total(s) == 6);
   }
   stock.dispatch(kDev, 1);
@@ -92,7 +93,7 @@ TEST_CASE("the counters stay consistent through every move") {
 TEST_CASE("burn_from_pool burns only pool tokens, in pool order, and forgets them") {
   Stock stock;
   fill(stock, 4);
-  REQUIRE(stock.take(kDev, 1, "o1") == "t1");
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
   auto burned = stock.burn_from_pool(kDev, 1, {"t4", "t1", "t2", "nope"});
   CHECK(burned == std::vector<std::string>{"t2", "t4"});
   const StockSlot& s = *stock.find(kDev, 1);
@@ -110,16 +111,17 @@ TEST_CASE("start-up: slots, pool tokens and held tokens of open orders") {
   CHECK(stock.load_pool_token(kDev, 1, "p1"));
   CHECK_FALSE(stock.load_pool_token(kDev, 2, "p2"));  // no slot 2
   CHECK_FALSE(stock.known("p2"));
-  stock.restore_held(kDev, 1, "r1", "o1", false);
-  stock.restore_held(kDev, 1, "d1", "o2", true);
-  stock.restore_held(kDev, 7, "x1", "o3", true);  // unknown slot: owner only
+  stock.restore_held(kDev, 1, "r1", false);
+  stock.restore_held(kDev, 1, "d1", true);
+  stock.restore_held(kDev, 7, "x1", true);  // unknown slot: known only
   const StockSlot& s = *stock.find(kDev, 1);
   CHECK(s.sold == 4);
   CHECK(s.burned == 1);
   CHECK(s.reserved == 1);
   CHECK(s.dispatched == 1);
   CHECK(s.pool.size() == 1);
-  CHECK(stock.owner("x1") == "o3");
+  CHECK(stock.known("x1"));
+  CHECK(stock.known("d1"));
   CHECK(stock.find(kDev, 7) == nullptr);
 }
 
@@ -143,7 +145,7 @@ TEST_CASE("withdraw burns every pool of the device; its tokens stay known") {
   stock.add_to_pool(kDev, 2, {"u1"});
   stock.define("vm-2", spec(1));
   stock.add_to_pool("vm-2", 1, {"v1"});
-  REQUIRE(stock.take(kDev, 1, "o1") == "t1");
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
   auto out = stock.withdraw(kDev);
   const std::vector<std::pair<int, std::string>> want = {{1, "t2"}, {1, "t3"}, {2, "u1"}};
   CHECK(out == want);
@@ -156,13 +158,12 @@ TEST_CASE("withdraw burns every pool of the device; its tokens stay known") {
   CHECK(stock.withdraw("vm-9").empty());
 }
 
-TEST_CASE("forget drops a token only for the order that owns it") {
+TEST_CASE("a held token is forgotten with its holder; the others stay known") {
   Stock stock;
-  fill(stock, 1);
-  REQUIRE(stock.take(kDev, 1, "o1") == "t1");
-  stock.forget("t1", "o2");
-  CHECK(stock.known("t1"));
-  stock.forget("t1", "o1");
+  fill(stock, 2);
+  REQUIRE(stock.take(*stock.find(kDev, 1)) == "t1");
+  stock.forget("t1");
   CHECK_FALSE(stock.known("t1"));
-  CHECK_FALSE(stock.owner("t1").has_value());
+  CHECK(stock.known("t2"));
+  CHECK(stock.find(kDev, 1)->reserved == 1);  // the counters are the slot's
 }

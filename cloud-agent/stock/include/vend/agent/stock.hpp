@@ -1,10 +1,17 @@
 // The cloud's stock: every slot it sells, its pool of sale tokens (the one
 // truth of what may be sold), the counters of tokens held, sold and burned,
-// and which tokens memory knows and who holds them. Memory only: the agent
-// core records each move in its changeset; this class neither reads nor
-// writes the log, nor reads a clock.
+// and which tokens memory knows. Memory only: the agent core records each
+// move in its changeset; this class neither reads nor writes the log, nor
+// reads a clock.
 //
-// Every move keeps the counters and the owners in step, so for each slot
+// Who holds a token is the order's to know (an order record holds its
+// token): a take or a put-back touches only the slot, never a table of
+// tokens, so a reservation costs no look-up in the million-token set. The
+// set of known tokens changes only when tokens arrive (pool loads, mints,
+// held tokens restored) or leave memory (burned from the pool, forgotten
+// with their last holder).
+//
+// Every move keeps the counters in step, so for each slot
 //   pool + reserved + dispatched + sold + burned
 // only grows by tokens added (add_to_pool, load_pool_token, restore_held)
 // and never changes otherwise; nothing is sold that was not in the pool.
@@ -18,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "vend/agent/order.hpp"
@@ -62,15 +70,15 @@ class Stock {
   void load_slot(const std::string& device, const SlotSpec& spec, int64_t sold, int64_t burned);
   // A pool token, appended. Ignored (false) when the slot is unknown.
   bool load_pool_token(const std::string& device, int slot, const std::string& token);
-  // The token of an open order: owned by it, counted as reserved or
-  // dispatched (when the slot is known; the owner is kept either way).
-  void restore_held(const std::string& device, int slot, const std::string& token,
-                    const std::string& order_id, bool dispatched);
+  // The token of an open order: known, counted as reserved or dispatched
+  // (when the slot is known; it is known either way).
+  void restore_held(const std::string& device, int slot, const std::string& token, bool dispatched);
 
   // ---- moves. REQUIRES: the slot exists (define/load_slot) ----
-  // The front of the pool, now reserved by `order_id`; nullopt when the
-  // pool is empty (nothing is ever sold beyond it).
-  std::optional<std::string> take(const std::string& device, int slot, const std::string& order_id);
+  // The front of the slot's pool (a slot of find()), now reserved (its
+  // order holds it); nullopt when the pool is empty (nothing is ever sold
+  // beyond it). By the slot, not its names: the caller has just found it.
+  std::optional<std::string> take(StockSlot& slot);
   // One reserved token is now dispatched.
   void dispatch(const std::string& device, int slot);
   // A held token goes back to the front of the pool (sold next).
@@ -93,13 +101,13 @@ class Stock {
   // by slot. Memory keeps knowing them (they can never be sold again).
   std::vector<std::pair<int, std::string>> withdraw(const std::string& device);
 
-  // ---- who holds what ----
+  // ---- what memory knows ----
   // True when the token is in a pool or held (or spent) by an order memory keeps.
   bool known(const std::string& token) const;
-  // The order that holds the token, "" for a pool token, nullopt if unknown.
-  std::optional<std::string> owner(const std::string& token) const;
-  // The order leaves memory: its token is forgotten if the order owns it.
-  void forget(const std::string& token, const std::string& order_id);
+  // The token's last holder leaves memory still holding it (taken or
+  // restored, never put back): the token is forgotten.
+  // REQUIRES: not a pool token (one put back is the pool's again).
+  void forget(const std::string& token);
 
  private:
   StockSlot& at(const std::string& device, int slot);
@@ -109,7 +117,8 @@ class Stock {
   // thousand device names cost a dozen cache misses each time). Map nodes
   // never move, and a device's entry is never erased.
   std::unordered_map<std::string, Slots*> by_device_;
-  std::unordered_map<std::string, std::string> owners_;  // token -> order id, "" = pool
+  // Tokens in a pool or held by orders in memory.
+  std::unordered_set<std::string> known_;
 };
 
 }  // namespace vend::agent

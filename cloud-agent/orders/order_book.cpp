@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <chrono>
 
 namespace vend::agent {
 
@@ -19,9 +18,6 @@ namespace {
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;
 constexpr uint32_t kTomb = 0xFFFFFFFEu;
 
-bool ready(const Ticket& t) {
-  return t.valid() && t.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-}
 std::string_view id_of(const OrderRec& rec) { return rec.order.id; }
 std::string_view key_of(const OrderRec& rec) { return rec.order.idempotency_key; }
 }  // namespace
@@ -268,7 +264,7 @@ void OrderBook::evict_finished(size_t keep, const std::function<void(const Order
     Entry e = finished_.front();
     if (used_[e.ref] && generation_[e.ref] == e.generation) {
       OrderRec& rec = slot(e.ref);
-      if (!ready(rec.last_write)) return;  // not durable yet: keep it
+      if (!is_ready(rec.last_write)) return;  // not durable yet: keep it
       leaving(rec);
       by_id_->drop(e.ref);
       if (!rec.order.idempotency_key.empty()) by_key_->drop(e.ref);

@@ -16,10 +16,6 @@ Ticket ready_ticket(Status status) {
   return p.get_future().share();
 }
 
-bool is_ready(const Ticket& ticket) {
-  return ticket.valid() && ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-}
-
 Status check_text(const std::string& what, const std::string& value, size_t max_len,
                   bool allow_empty) {
   if (value.empty()) {

@@ -101,7 +101,6 @@ inline bool take_turn(int64_t& last_ms, int64_t now_ms, int64_t interval_ms) {
   return true;
 }
 Ticket ready_ticket(Status status = {});
-bool is_ready(const Ticket& ticket);
 Status check_text(const std::string& what, const std::string& value, size_t max_len,
                   bool allow_empty);
 

@@ -4,6 +4,7 @@
 // PostgreSQL store the same things.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -84,6 +85,11 @@ using WriteFn = std::function<Status(WriteContext&)>;
 
 // The outcome of one write, ready once its group committed (or failed).
 using Ticket = std::shared_future<Status>;
+
+// True when `ticket` is set and its group is done (never waits).
+inline bool is_ready(const Ticket& ticket) {
+  return ticket.valid() && ticket.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
 
 struct StoredPayment {
   std::string payment_id;

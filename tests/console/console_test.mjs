@@ -64,6 +64,24 @@ async function eventually(what, fn, timeoutMs) {
   throw new Error('timed out (' + timeoutMs + ' ms) waiting for ' + what + ' (last: ' + last + ')');
 }
 
+// Clicks `selector`. The fleet and device tables are rebuilt by live
+// updates, so the element puppeteer found can be replaced before its click
+// lands ("Node is detached from document"): then it is looked up again.
+async function click(page, selector, timeoutMs = 10000) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await page.click(selector);
+    } catch (e) {
+      if (!/detached|not clickable|No node found|not an Element/i.test(String(e.message)) ||
+          Date.now() > end) {
+        throw e;
+      }
+      await sleep(50);
+    }
+  }
+}
+
 // The payment gateway's refund endpoint: takes every refund (200), except
 // the one of the review resolved "not dispensed" (payment pay-console-1),
 // which it refuses for good (400): the agent gives that one up at once and
@@ -227,7 +245,7 @@ async function main() {
       const status = await page.$eval('#status', (s) => s.textContent).catch(() => '?');
       await page.screenshot({path: path.join(shots, 'console-failure.png'), fullPage: true})
           .catch(() => {});
-      throw new Error(e.message + '\n  page status: ' + status + '\n  page errors: ' +
+      throw new Error(e.stack + '\n  page status: ' + status + '\n  page errors: ' +
                       errors.join('; ') + '\n  page console: ' + consoleLines.join('; ') + '\n  page at failure: ' + path.join(shots,
                                                                             'console-failure.png'));
     }
@@ -242,11 +260,11 @@ async function drive(page, errors, firmware, secret) {
     // Log in: a wrong token first.
     await page.goto(api + '/console/', {waitUntil: 'load'});
     await page.type('#token', 'not-the-token');
-    await page.click('#login-form button');
+    await click(page, '#login-form button');
     await page.waitForFunction(() => /Wrong operator token/.test(
         document.getElementById('login-error').textContent), {timeout: 10000});
     await page.type('#token', token);
-    await page.click('#login-form button');
+    await click(page, '#login-form button');
     await page.waitForSelector('#fleet-table', {timeout: 10000});
 
     // The fleet table shows the four machines. The event stream is refused
@@ -293,27 +311,27 @@ async function drive(page, errors, firmware, secret) {
     await page.screenshot({path: path.join(shots, 'console-fleet.png'), fullPage: true});
 
     // The plots: orders and sales, latency percentiles, availability.
-    await page.click('nav a[href="#/plots"]');
+    await click(page, 'nav a[href="#/plots"]');
     await page.waitForSelector('#orders-plot rect[data-series=sales]', {timeout: 10000});
     await page.waitForSelector('#latency-plot [data-series=P99]', {timeout: 10000});
     await eventually('availability of 4 machines', async () =>
       (await page.$$('#availability-plot rect')).length === 4, 10000);
     await page.screenshot({path: path.join(shots, 'console-plots.png'), fullPage: true});
-    await page.click('nav a[href="#/fleet"]');
+    await click(page, 'nav a[href="#/fleet"]');
     await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
 
     // Restock from vm-frozen's page: the machine confirms, and the slot's
     // pool moves in place from the stream's device event (3 -> 5).
-    await page.click('#fleet-table tr[data-device="vm-frozen"] a');
+    await click(page, '#fleet-table tr[data-device="vm-frozen"] a');
     await page.waitForSelector('#slots-table tbody tr', {timeout: 10000});
     await page.$eval('#restock-count', (e) => { e.value = '2'; });
-    await page.click('#restock-form button');
+    await click(page, '#restock-form button');
     await page.waitForFunction(() => /restock .* sent: slot 1 \+2/.test(
         document.getElementById('device-msg').textContent), {timeout: 10000});
     await page.waitForFunction(() => document.querySelector(
         '#slots-table tr[data-slot="1"] td[data-field=pool]')?.textContent === '5',
     {timeout: 20000});
-    await page.click('nav a[href="#/fleet"]');
+    await click(page, 'nav a[href="#/fleet"]');
     await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
 
     // The orders that will need review: paid, dispatched to a frozen machine.
@@ -338,7 +356,7 @@ async function drive(page, errors, firmware, secret) {
     // The device page of a sim machine.
     const simMachine = (await machines()).find((id) => id !== 'vm-frozen');
     requests.length = 0;
-    await page.click(`#fleet-table tr[data-device="${simMachine}"] a`);
+    await click(page, `#fleet-table tr[data-device="${simMachine}"] a`);
     await page.waitForSelector('#slots-table tbody tr', {timeout: 10000});
     await page.waitForSelector('#device-orders tbody tr', {timeout: 10000});
     await page.waitForSelector('#faults-none, #faults-table', {timeout: 10000});
@@ -349,7 +367,7 @@ async function drive(page, errors, firmware, secret) {
     if (others.some((d) => d !== simMachine)) {
       throw new Error('device page lists orders of ' + [...new Set(others)].join(', '));
     }
-    await page.click('#reconcile-now');
+    await click(page, '#reconcile-now');
     await page.waitForFunction(() => /reconciliation .* requested/.test(
         document.getElementById('device-msg').textContent), {timeout: 10000});
     await page.waitForSelector('#report-verdict', {timeout: 30000});
@@ -366,7 +384,7 @@ async function drive(page, errors, firmware, secret) {
     await page.screenshot({path: path.join(shots, 'console-device.png'), fullPage: true});
 
     // Order search, by the agent: a machine's orders, then one order by id.
-    await page.click('nav a[href="#/orders"]');
+    await click(page, 'nav a[href="#/orders"]');
     await page.waitForSelector('#orders-table', {timeout: 10000});
     await page.type('#orders-search', 'vm-frozen');
     const shownOrders = () => page.$$eval('#orders-table tbody tr',
@@ -383,7 +401,7 @@ async function drive(page, errors, firmware, secret) {
 
     // The broker stops: the agent is cut off from its machines, and the
     // header says so (the stream itself is still up); back, it says live.
-    await page.click('nav a[href="#/fleet"]');
+    await click(page, 'nav a[href="#/fleet"]');
     await page.waitForSelector('#fleet-table tbody tr', {timeout: 10000});
     brokerProcess.kill('SIGTERM');
     await page.waitForFunction(() => document.getElementById('live').dataset.state ===
@@ -405,10 +423,10 @@ async function drive(page, errors, firmware, secret) {
     await page.type(row(kept) + ' .resolve-by', 'console-test');
     await page.type(row(kept) + ' .resolve-note', 'checked the tray: the can came out');
     await page.screenshot({path: path.join(shots, 'console-review.png'), fullPage: true});
-    await page.click(row(kept) + ' .resolve-dispensed');
+    await click(page, row(kept) + ' .resolve-dispensed');
     await page.type(row(refunded) + ' .resolve-by', 'console-test');
     await page.type(row(refunded) + ' .resolve-note', 'tray empty: refund');
-    await page.click(row(refunded) + ' .resolve-not-dispensed');
+    await click(page, row(refunded) + ' .resolve-not-dispensed');
     const settledHere = (id, state) => page.waitForFunction((i, s) =>
       [...document.querySelectorAll('#review-done li')].some(
           (li) => li.dataset.order === i && li.textContent.includes(s)),
@@ -437,7 +455,7 @@ async function drive(page, errors, firmware, secret) {
     if (settled.state !== 'COMPLETED') throw new Error('order is ' + settled.state);
 
     // Its refund: delivered to the gateway, refused for good: GAVE_UP.
-    await page.click('nav a[href="#/refunds"]');
+    await click(page, 'nav a[href="#/refunds"]');
     const refundRow = `#refunds-table tr[data-order="${refunded}"]`;
     await page.waitForFunction((sel) => document.querySelector(sel + ' td[data-field=state]')
         ?.textContent === 'GAVE_UP', {timeout: 20000}, refundRow);
@@ -450,7 +468,7 @@ async function drive(page, errors, firmware, secret) {
     await page.screenshot({path: path.join(shots, 'console-refunds.png'), fullPage: true});
 
     // The alert the gave-up refund raised, with its machine.
-    await page.click('nav a[href="#/alerts"]');
+    await click(page, 'nav a[href="#/alerts"]');
     const alertRow = '#alerts-table tr[data-alert="vm-frozen/1/refund_undeliverable"]';
     await page.waitForSelector(alertRow, {timeout: 10000});
     const count = await page.$eval('#alert-count', (e) => Number(e.textContent));

@@ -47,19 +47,14 @@ std::vector<std::pair<std::string, int64_t>> AlertBook::counts_by_code() const {
   return {counts.begin(), counts.end()};
 }
 
-bool OrderEventBatch::add(ops::OrderEvent event) {
-  pending_.events.push_back(std::move(event));
-  return pending_.events.size() >= kMaxPerMessage;
+bool OrderEventBatch::add(const ops::OrderEventView& event) {
+  pending_.add(event);
+  return pending_.size() >= kMaxPerMessage;
 }
 
-std::optional<ops::OrderEvents> OrderEventBatch::take() {
-  if (pending_.events.empty()) return std::nullopt;
-  ops::OrderEvents out = std::move(pending_);
-  pending_ = {};
-  // Room for as many as this time: one allocation per batch, not a dozen
-  // growing ones (each large one made malloc consolidate its free lists).
-  pending_.events.reserve(out.events.size());
-  return out;
+std::optional<std::string> OrderEventBatch::take() {
+  if (pending_.size() == 0) return std::nullopt;
+  return pending_.finish();
 }
 
 void ViewSchedule::device_changed(const std::string& device, int64_t now_ms) {

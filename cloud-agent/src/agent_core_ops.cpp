@@ -10,14 +10,14 @@ namespace vend::agent {
 
 using detail::DeviceRec;
 
-void AgentCore::State::publish_ops(const std::string& topic, const std::string& payload, int qos,
-                                   bool retained) {
+void AgentCore::State::publish_ops(std::string topic, std::string payload, int qos, bool retained) {
   if (!options.ops_enabled) return;
   if (!connected) {
     log.debug(detail::kLog, "ops message on " + topic + " dropped: the broker connection is down");
     return;
   }
-  effects.publishes.push_back(detail::Publish{Message{topic, payload, qos, retained}, ""});
+  effects.publishes.push_back(
+      detail::Publish{Message{std::move(topic), std::move(payload), qos, retained}, ""});
 }
 
 void AgentCore::State::ops_order_event(const OrderRec& rec, const std::string& from) {
@@ -25,15 +25,16 @@ void AgentCore::State::ops_order_event(const OrderRec& rec, const std::string& f
   if (!options.ops_enabled) return;
   const Order& o = rec.order;
   // Bounded: a burst between two ticks goes out in several messages.
-  if (pending_order_events.add(ops::OrderEvent{o.id, o.device, o.slot, from, to_string(o.state),
-                                               o.price_cents, o.reason, o.updated_ms})) {
+  if (pending_order_events.add(ops::OrderEventView{o.id, o.device, o.slot, from, to_string(o.state),
+                                                   o.price_cents, o.reason, o.updated_ms})) {
     flush_order_events();
   }
 }
 
 void AgentCore::State::flush_order_events() {
-  auto events = pending_order_events.take();
-  if (events) publish_ops(topics::ops_orders(), ops::encode(*events), 0, false);
+  if (auto payload = pending_order_events.take()) {
+    publish_ops(topics::ops_orders(), std::move(*payload), 0, false);
+  }
 }
 
 void AgentCore::State::mark_device_dirty(const std::string& device_id) {

@@ -317,7 +317,7 @@ struct AgentCore::State {
   void request_resend(detail::DeviceRec& device);
 
   // ---- agent_core_ops.cpp: operator views on vend/v1/ops/... ----
-  void publish_ops(const std::string& topic, const std::string& payload, int qos, bool retained);
+  void publish_ops(std::string topic, std::string payload, int qos, bool retained);
   // `from` is "" for a new order.
   void ops_order_event(const OrderRec& rec, const std::string& from);
   // The queued order events, as one message (tick, or a full batch).

@@ -5,6 +5,7 @@
 // operators' tools keep working against a newer agent.
 #include "vend/ops.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <exception>
 #include <limits>
@@ -392,24 +393,44 @@ std::string encode(const DeviceStatus& m) {
   return out;
 }
 
+void OrderEventsWriter::add(const OrderEventView& e) {
+  if (count_ == 0) {
+    out_.clear();
+    out_.reserve(std::max<size_t>(last_bytes_, 256));
+    out_ += "{\"events\":[";
+  } else {
+    out_ += ',';
+  }
+  ++count_;
+  JsonObject j(out_);
+  j.string("device", e.device);
+  j.string("from_state", e.from_state);
+  j.string("order_id", e.order_id);
+  j.number("price_cents", e.price_cents);
+  j.string("reason", e.reason);
+  j.number("slot", e.slot);
+  j.string("to_state", e.to_state);
+  j.number("ts_ms", e.ts_ms);
+  j.close();
+}
+
+std::string OrderEventsWriter::finish() {
+  out_ += "],\"v\":";
+  append_number(out_, kVersion);
+  out_ += '}';
+  last_bytes_ = out_.size();
+  count_ = 0;
+  return std::move(out_);
+}
+
 std::string encode(const OrderEvents& m) {
-  std::string out;
-  out.reserve(32 + 200 * m.events.size());
-  out += "{\"events\":";
-  append_array(out, m.events, [](JsonObject& j, const OrderEvent& e) {
-    j.string("device", e.device);
-    j.string("from_state", e.from_state);
-    j.string("order_id", e.order_id);
-    j.number("price_cents", e.price_cents);
-    j.string("reason", e.reason);
-    j.number("slot", e.slot);
-    j.string("to_state", e.to_state);
-    j.number("ts_ms", e.ts_ms);
-  });
-  out += ",\"v\":";
-  append_number(out, kVersion);
-  out += '}';
-  return out;
+  OrderEventsWriter writer;
+  for (const OrderEvent& e : m.events) {
+    writer.add(OrderEventView{e.order_id, e.device, e.slot, e.from_state, e.to_state, e.price_cents,
+                              e.reason, e.ts_ms});
+  }
+  if (writer.size() == 0) return "{\"events\":[],\"v\":" + std::to_string(kVersion) + "}";
+  return writer.finish();
 }
 
 std::string encode(const Alert& m) {

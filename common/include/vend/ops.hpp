@@ -100,6 +100,35 @@ struct OrderEvents {
   bool operator==(const OrderEvents&) const = default;
 };
 
+// An order event's fields as views, for OrderEventsWriter: an event is
+// written straight from the order, its strings not copied first.
+struct OrderEventView {
+  std::string_view order_id;
+  std::string_view device;
+  int slot = 0;
+  std::string_view from_state;
+  std::string_view to_state;
+  int64_t price_cents = 0;
+  std::string_view reason;
+  int64_t ts_ms = 0;
+};
+
+// Writes an OrderEvents message one event at a time (the agent adds each
+// transition as it happens and sends the message at its tick): finish()
+// returns the bytes encode() gives for the same events, oldest first.
+class OrderEventsWriter {
+ public:
+  void add(const OrderEventView& event);
+  size_t size() const { return count_; }
+  // REQUIRES: size() > 0. The writer is empty afterwards.
+  std::string finish();
+
+ private:
+  std::string out_;
+  size_t count_ = 0;
+  size_t last_bytes_ = 0;  // the previous message's size: the next one's reserve
+};
+
 struct Alert {
   std::string code;      // "physical_mismatch", "token_resurrected", "seq_gap", ...
   std::string severity;  // "warning" or "critical"

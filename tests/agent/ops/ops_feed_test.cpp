@@ -69,21 +69,39 @@ TEST_CASE("the active alerts are listed by device, slot and code, cleared ones g
 TEST_CASE("order events go out in bounded batches, in order") {
   OrderEventBatch batch;
   CHECK_FALSE(batch.take().has_value());
-  for (size_t i = 1; i < OrderEventBatch::kMaxPerMessage; ++i) {
-    vend::ops::OrderEvent e;
-    e.order_id = "o" + std::to_string(i);
-    CHECK_FALSE(batch.add(e));
+  vend::ops::OrderEvents added;
+  for (size_t i = 1; i <= OrderEventBatch::kMaxPerMessage; ++i) {
+    vend::ops::OrderEvent e{i == OrderEventBatch::kMaxPerMessage ? "last" : "o" + std::to_string(i),
+                            "vm-" + std::to_string(i % 7),
+                            static_cast<int>(1 + i % 4),
+                            i == 1 ? "" : "RESERVED",
+                            "PAID",
+                            150,
+                            i % 5 == 0 ? "a \"quoted\" reason" : "",
+                            static_cast<int64_t>(1000 + i)};
+    added.events.push_back(e);
+    bool full = batch.add(vend::ops::OrderEventView{e.order_id, e.device, e.slot, e.from_state,
+                                                    e.to_state, e.price_cents, e.reason, e.ts_ms});
+    CHECK(full == (i == OrderEventBatch::kMaxPerMessage));  // full: take it now
   }
-  vend::ops::OrderEvent last;
-  last.order_id = "last";
-  CHECK(batch.add(last));  // full: take it now
   auto taken = batch.take();
   REQUIRE(taken.has_value());
-  REQUIRE(taken->events.size() == OrderEventBatch::kMaxPerMessage);
-  CHECK(taken->events.front().order_id == "o1");
-  CHECK(taken->events.back().order_id == "last");
+  // The bytes encode() writes for the same events, and they decode back.
+  CHECK(*taken == vend::ops::encode(added));
+  auto decoded = vend::ops::decode_order_events(*taken);
+  REQUIRE_MESSAGE(decoded.ok(), (decoded.ok() ? "" : decoded.error().to_string()));
+  REQUIRE(decoded->events.size() == OrderEventBatch::kMaxPerMessage);
+  CHECK(decoded->events.front().order_id == "o1");
+  CHECK(decoded->events.back().order_id == "last");
+  CHECK(*decoded == added);
   CHECK(batch.size() == 0);
   CHECK_FALSE(batch.take().has_value());
+  // The next batch starts afresh.
+  CHECK_FALSE(batch.add(vend::ops::OrderEventView{"next", "vm-1", 1, "", "RESERVED", 150, "", 5}));
+  auto again = vend::ops::decode_order_events(*batch.take());
+  REQUIRE(again.ok());
+  REQUIRE(again->events.size() == 1);
+  CHECK(again->events[0].order_id == "next");
 }
 
 TEST_CASE("a changed device is published at once, then at most once per interval") {

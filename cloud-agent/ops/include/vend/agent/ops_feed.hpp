@@ -58,13 +58,15 @@ class OrderEventBatch {
   static constexpr size_t kMaxPerMessage = 500;
 
   // True when the batch is full and should be taken now (bounded messages).
-  bool add(ops::OrderEvent event);
-  // The waiting events as one message; nullopt when there are none.
-  std::optional<ops::OrderEvents> take();
-  size_t size() const { return pending_.events.size(); }
+  // Each event is written as it is added (ops::OrderEventsWriter).
+  bool add(const ops::OrderEventView& event);
+  // The waiting events as one vend/v1/ops/orders payload; nullopt when
+  // there are none.
+  std::optional<std::string> take();
+  size_t size() const { return pending_.size(); }
 
  private:
-  ops::OrderEvents pending_;
+  ops::OrderEventsWriter pending_;
 };
 
 // When the retained views are due: a device whose status changed is

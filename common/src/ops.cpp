@@ -393,11 +393,15 @@ std::string encode(const DeviceStatus& m) {
   return out;
 }
 
+void OrderEventsWriter::open() {
+  out_.clear();
+  out_.reserve(std::max<size_t>(last_bytes_, 256));
+  out_ += "{\"events\":[";
+}
+
 void OrderEventsWriter::add(const OrderEventView& e) {
   if (count_ == 0) {
-    out_.clear();
-    out_.reserve(std::max<size_t>(last_bytes_, 256));
-    out_ += "{\"events\":[";
+    open();
   } else {
     out_ += ',';
   }
@@ -415,6 +419,7 @@ void OrderEventsWriter::add(const OrderEventView& e) {
 }
 
 std::string OrderEventsWriter::finish() {
+  if (count_ == 0) open();  // no events: {"events":[],"v":1}
   out_ += "],\"v\":";
   append_number(out_, kVersion);
   out_ += '}';
@@ -429,7 +434,6 @@ std::string encode(const OrderEvents& m) {
     writer.add(OrderEventView{e.order_id, e.device, e.slot, e.from_state, e.to_state, e.price_cents,
                               e.reason, e.ts_ms});
   }
-  if (writer.size() == 0) return "{\"events\":[],\"v\":" + std::to_string(kVersion) + "}";
   return writer.finish();
 }
 

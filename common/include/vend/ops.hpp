@@ -120,10 +120,13 @@ class OrderEventsWriter {
  public:
   void add(const OrderEventView& event);
   size_t size() const { return count_; }
-  // REQUIRES: size() > 0. The writer is empty afterwards.
+  // The message (with no events added: an empty list). The writer is
+  // empty afterwards.
   std::string finish();
 
  private:
+  void open();  // starts the message in out_
+
   std::string out_;
   size_t count_ = 0;
   size_t last_bytes_ = 0;  // the previous message's size: the next one's reserve

@@ -102,6 +102,8 @@ TEST_CASE("order events go out in bounded batches, in order") {
   REQUIRE(again.ok());
   REQUIRE(again->events.size() == 1);
   CHECK(again->events[0].order_id == "next");
+  // No events: an empty list, as before the writer.
+  CHECK(vend::ops::encode(vend::ops::OrderEvents{}) == R"({"events":[],"v":1})");
 }
 
 TEST_CASE("a changed device is published at once, then at most once per interval") {

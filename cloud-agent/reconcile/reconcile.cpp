@@ -142,7 +142,7 @@ int64_t compare_tokens(SlotRun& run, const std::vector<std::string>& device_toke
   std::unordered_set<std::string_view> in_cloud(run.cloud.pool.begin(), run.cloud.pool.end());
   std::vector<std::string> lost_pool;
   for (const auto& t : run.cloud.pool) {
-    if (on_device.count(t) == 0) lost_pool.push_back(t);
+    if (on_device.count(t) == 0) lost_pool.emplace_back(t);
   }
   std::vector<const HeldToken*> lost_held;
   for (const auto& h : run.cloud.reserved) {
@@ -258,10 +258,18 @@ std::string trigger_of(std::string_view request_id) {
   return "device";
 }
 
-std::vector<std::string> well_formed_tokens(const std::vector<std::string>& tokens) {
+std::vector<std::string> unknown_tokens(const proto::SlotSnapshot& seen, const CloudSlot& cloud) {
   std::vector<std::string> out;
-  for (const auto& t : tokens) {
-    if (is_token_id(t)) out.push_back(t);
+  if (!seen.tokens) return out;
+  // A sorted vector of views: a slot holds tens of tokens, not thousands.
+  std::vector<std::string_view> view(cloud.pool.begin(), cloud.pool.end());
+  for (const auto& h : cloud.reserved) view.push_back(h.token);
+  view.insert(view.end(), cloud.dispatched.begin(), cloud.dispatched.end());
+  std::sort(view.begin(), view.end());
+  for (const auto& t : *seen.tokens) {
+    if (!std::binary_search(view.begin(), view.end(), std::string_view(t)) && is_token_id(t)) {
+      out.push_back(t);
+    }
   }
   return out;
 }

@@ -50,7 +50,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   if (!decoded.ok()) {
     return reject_message(topic_device, decoded.error().code, decoded.error().to_string());
   }
-  const proto::DeviceEvent& event = decoded->message;
+  proto::DeviceEvent& event = decoded->message;
   if (event.device != topic_device) {
     return reject_message(topic_device, "wrong_device",
                           "event names device '" + event.device + "'");
@@ -96,7 +96,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   mark_device_dirty(dev.id);
 }
 
-Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent& event,
+Status AgentCore::State::apply_event(DeviceRec& device, proto::DeviceEvent& event,
                                      const std::string& canonical, Changeset& changes) {
   if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
     return on_dispense_result(device, *r, changes);
@@ -104,8 +104,8 @@ Status AgentCore::State::apply_event(DeviceRec& device, const proto::DeviceEvent
   if (const auto* t = std::get_if<proto::TokensMinted>(&event.body)) {
     return on_tokens(device, *t, changes);
   }
-  if (const auto* s = std::get_if<proto::Snapshot>(&event.body)) {
-    on_snapshot(device, event, canonical, *s, changes);
+  if (auto* s = std::get_if<proto::Snapshot>(&event.body)) {
+    on_snapshot(device, event, canonical, std::move(*s), changes);
     return {};
   }
   if (const auto* f = std::get_if<proto::Fault>(&event.body)) {

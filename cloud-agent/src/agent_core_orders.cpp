@@ -94,7 +94,13 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
 Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
   detail::DeviceRec* dev = find_device(device);
   if (dev == nullptr) return make_error("not_found", "no device '" + device + "'");
-  StockSlot* found = stock.find(device, slot);
+  // One look-up of the name per reservation: the device's stock is kept.
+  if (dev->stock_slots == nullptr) dev->stock_slots = stock.slots_of(device);
+  StockSlot* found = nullptr;
+  if (dev->stock_slots != nullptr) {
+    auto s = dev->stock_slots->find(slot);
+    if (s != dev->stock_slots->end()) found = &s->second;
+  }
   if (found == nullptr) {
     return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));
   }

@@ -16,8 +16,10 @@ namespace vend::agent {
 
 using detail::DeviceRec;
 
-// The cloud's view of the snapshot's slots: pools, tokens held by open
-// orders, the slots' alerts, and which listed tokens were never seen.
+// The cloud's view of the snapshot's slots: pools (views of the stock's,
+// which nothing changes before reconcile() returns), tokens held by open
+// orders, the slots' alerts, and which listed tokens the view lacks and the
+// cloud never saw (looked up only for those: a matching slot costs none).
 std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec& device,
                                                                  const proto::Snapshot& snapshot) {
   std::map<int, reconcile::CloudSlot> out;
@@ -31,14 +33,8 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
     c.dispatched_count = slot.dispatched;
     c.physical_mismatch_alert = alert_active(device.id, seen.slot, "physical_mismatch");
     c.token_resurrected_alert = alert_active(device.id, seen.slot, "token_resurrected");
-    if (!seen.tokens) continue;
-    auto fresh = fresh_tokens(reconcile::well_formed_tokens(*seen.tokens));
-    if (fresh.ok()) {
-      c.fresh.insert(fresh->begin(), fresh->end());
-    } else {
-      c.fresh_error = fresh.error().message;
-    }
   }
+  if (out.empty()) return out;
   for (OrderRef ref : orders.open_orders()) {
     const OrderRec& rec = *orders.at(ref);
     if (rec.order.device != device.id) continue;
@@ -51,18 +47,30 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
       c->second.reserved.push_back({rec.order.token, rec.order.id, cancellable});
     }
   }
+  for (const auto& seen : snapshot.slots) {
+    auto c = out.find(seen.slot);
+    if (c == out.end()) continue;
+    std::vector<std::string> unknown = reconcile::unknown_tokens(seen, c->second);
+    if (unknown.empty()) continue;
+    auto fresh = fresh_tokens(unknown);
+    if (fresh.ok()) {
+      c->second.fresh.insert(fresh->begin(), fresh->end());
+    } else {
+      c->second.fresh_error = fresh.error().message;
+    }
+  }
   return out;
 }
 
 void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& event,
-                                 const proto::Snapshot& snapshot, Changeset& changes) {
+                                 proto::Snapshot snapshot, Changeset& changes) {
   reconcile::Input in;
   in.device = device.id;
   in.report_id = "rpt-" + random.id128().substr(0, 16);
   in.now_ms = clock.wall_ms();
   in.snapshot_seq = event.seq;
-  in.snapshot = snapshot;
-  in.cloud = cloud_view(device, snapshot);
+  in.snapshot = std::move(snapshot);
+  in.cloud = cloud_view(device, in.snapshot);
   reconcile::Outcome outcome = reconcile::reconcile(in);
   for (const auto& slot : outcome.slots) apply_reconcile(device, slot, changes);
   for (const auto& alert : outcome.alerts) apply_alert(device.id, alert);
@@ -72,7 +80,7 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
     counters.tokens_removed_total += slot.tokens_removed;
     counters.tokens_added_total += slot.tokens_added;
   }
-  device.outbox_depth = snapshot.outbox_depth;
+  device.outbox_depth = in.snapshot.outbox_depth;
   device.snapshot_at_ms = report.ts_ms;
   device.last_verdict = report.verdict;
   device.last_report = ops::encode(report);

@@ -14,32 +14,33 @@ using detail::DeviceRec;
 using Outcome = SnapshotAssembler::Outcome;
 
 void AgentCore::State::on_snapshot(DeviceRec& device, const proto::DeviceEvent& event,
-                                   const std::string& canonical, const proto::Snapshot& snapshot,
+                                   const std::string& canonical, proto::Snapshot snapshot,
                                    Changeset& changes) {
+  const int parts = snapshot.parts;
   SnapshotAssembler::Added added =
-      snapshot_parts.add(device.id, event.boot_id, event.seq, snapshot);
+      snapshot_parts.add(device.id, event.boot_id, event.seq, std::move(snapshot));
   if (added.superseded) {
     log.info(detail::kLog, device.id + ": an unfinished snapshot in parts gave way to seq " +
                                std::to_string(event.seq));
   }
   if (added.outcome == Outcome::kPending || added.outcome == Outcome::kDuplicate) return;
   if (added.outcome != Outcome::kComplete) return snapshot_part_dropped(device, event, added);
-  const proto::Snapshot& whole = added.snapshot;
-  if (snapshot.parts == 1) {
+  proto::Snapshot& whole = added.snapshot;
+  if (parts == 1) {
     changes.put_snapshot(device.id, canonical, clock.wall_ms());
   } else {  // the joined parts, as one (unsigned) canonical event
     changes.put_snapshot(device.id,
                          proto::encode_canonical(proto::DeviceEvent{
                              event.device, event.seq, event.boot_id, event.ts_ms, whole}),
                          clock.wall_ms());
-    log.info(detail::kLog, device.id + ": snapshot of " + std::to_string(snapshot.parts) +
-                               " parts (seq " + std::to_string(added.first_seq) + ".." +
-                               std::to_string(event.seq) + ") joined");
+    log.info(detail::kLog, device.id + ": snapshot of " + std::to_string(parts) + " parts (seq " +
+                               std::to_string(added.first_seq) + ".." + std::to_string(event.seq) +
+                               ") joined");
   }
   bool full = std::any_of(whole.slots.begin(), whole.slots.end(),
                           [](const proto::SlotSnapshot& s) { return s.tokens.has_value(); });
   if (full) resolve_overdue(device, event.ts_ms, whole, changes);
-  reconcile(device, event, whole, changes);
+  reconcile(device, event, std::move(whole), changes);
 }
 
 void AgentCore::State::snapshot_part_dropped(DeviceRec& device, const proto::DeviceEvent& event,

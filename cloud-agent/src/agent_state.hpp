@@ -63,6 +63,7 @@ struct DeviceRec {
   int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
   std::string last_verdict;               // of its last reconciliation
   std::string last_report;                // JSON of that report ("" = none in memory)
+  Stock::Slots* stock_slots = nullptr;    // Stock::slots_of, kept once it exists
 };
 
 // What pay() does after the lock: wait for `wait`, then finish.
@@ -228,7 +229,8 @@ struct AgentCore::State {
   void reject_message(const std::string& device, std::string_view reason,
                       const std::string& detail);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
-  Status apply_event(detail::DeviceRec& device, const proto::DeviceEvent& event,
+  // A snapshot's body is moved out of `event` (its token lists are not copied).
+  Status apply_event(detail::DeviceRec& device, proto::DeviceEvent& event,
                      const std::string& canonical, Changeset& changes);
   // A status the core cannot use: rejected as reject_message does, and the
   // device (if known) asked for its status again.
@@ -265,8 +267,7 @@ struct AgentCore::State {
   // A part is held in `snapshot_parts`; the whole snapshot (one message, or
   // its last part) is stored, settles overdue dispatches and is reconciled.
   void on_snapshot(detail::DeviceRec& device, const proto::DeviceEvent& event,
-                   const std::string& canonical, const proto::Snapshot& snapshot,
-                   Changeset& changes);
+                   const std::string& canonical, proto::Snapshot snapshot, Changeset& changes);
   // A part the assembler dropped: logged (counted when inconsistent) and,
   // the first time for its snapshot, a new full snapshot is asked for.
   void snapshot_part_dropped(detail::DeviceRec& device, const proto::DeviceEvent& event,
@@ -274,7 +275,7 @@ struct AgentCore::State {
 
   // ---- agent_core_reconcile.cpp: applies reconcile::reconcile ----
   void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
-                 const proto::Snapshot& snapshot, Changeset& changes);
+                 proto::Snapshot snapshot, Changeset& changes);
   std::map<int, reconcile::CloudSlot> cloud_view(const detail::DeviceRec& device,
                                                  const proto::Snapshot& snapshot);
   void apply_reconcile(detail::DeviceRec& device, const reconcile::SlotChanges& c,

@@ -32,6 +32,11 @@ const Stock::Slots& Stock::slots(const std::string& device) const {
   return d == by_device_.end() ? kNone : *d->second;
 }
 
+Stock::Slots* Stock::slots_of(const std::string& device) {
+  auto d = by_device_.find(device);
+  return d == by_device_.end() ? nullptr : d->second;
+}
+
 int64_t Stock::pool_total() const {
   int64_t n = 0;
   for (const auto& [device, slots] : slots_) {

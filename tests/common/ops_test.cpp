@@ -145,7 +145,8 @@ TEST_CASE("a device status carries clock_skew_ms once measured, either sign") {
 // The hot messages are written without a JSON tree: their bytes must be
 // what nlohmann's dump() (sorted keys, invalid UTF-8 replaced) gives for
 // the same fields, for every string an outsider could put in them.
-TEST_CASE("direct-written order events and device statuses match the tree encoding") {
+TEST_CASE(
+    "direct-written order events, device statuses and reconcile reports match the tree encoding") {
   auto tree = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
   const std::vector<std::string> strings = {"",
                                             "plain",
@@ -206,7 +207,40 @@ TEST_CASE("direct-written order events and device statuses match the tree encodi
                                    {"device_tokens", s.device_tokens}});
     }
     CHECK(encode(d) == tree(expected));
+
+    ReconcileReport r = reconcile();
+    r.id = r.device = r.trigger = r.request_id = r.verdict = r.slots[1].verdict = text;
+    r.slots[0].actions = {text, "", text};
+    r.snapshot_seq = UINT64_MAX;
+    r.ts_ms = -3;
+    json expected_report = {{"v", 1},
+                            {"id", r.id},
+                            {"device", r.device},
+                            {"ts_ms", r.ts_ms},
+                            {"trigger", r.trigger},
+                            {"request_id", r.request_id},
+                            {"snapshot_seq", r.snapshot_seq},
+                            {"full", r.full},
+                            {"verdict", r.verdict},
+                            {"slots", json::array()}};
+    for (const auto& s : r.slots) {
+      expected_report["slots"].push_back({{"slot", s.slot},
+                                          {"pool", s.pool},
+                                          {"reserved", s.reserved},
+                                          {"dispatched", s.dispatched},
+                                          {"physical_count", s.physical_count},
+                                          {"device_tokens", s.device_tokens},
+                                          {"digest_match", s.digest_match},
+                                          {"verdict", s.verdict},
+                                          {"actions", s.actions},
+                                          {"tokens_added", s.tokens_added},
+                                          {"tokens_removed", s.tokens_removed}});
+    }
+    CHECK(encode(r) == tree(expected_report));
   }
+  ReconcileReport no_slots = reconcile();
+  no_slots.slots.clear();
+  CHECK(encode(no_slots) == tree(json::parse(encode(no_slots))));
 }
 
 TEST_CASE("ops decoding ignores unknown fields and accepts any key order and whitespace") {

@@ -20,7 +20,7 @@ using vend::agent::reconcile::Outcome;
 using vend::agent::reconcile::reconcile;
 using vend::agent::reconcile::SlotChanges;
 using vend::agent::reconcile::trigger_of;
-using vend::agent::reconcile::well_formed_tokens;
+using vend::agent::reconcile::unknown_tokens;
 using vend::proto::SlotSnapshot;
 
 namespace {
@@ -51,8 +51,9 @@ SlotSnapshot seen(const std::vector<std::string>& tokens, int physical, bool ful
 
 // Pool 1,2; RESERVED order o3 holds 3, PAID order o4 holds 4; DISPATCHED 5.
 CloudSlot cloud() {
+  static const std::vector<std::string> pool = toks({1, 2});  // outlives every view of it
   CloudSlot c;
-  c.pool = toks({1, 2});
+  c.pool.assign(pool.begin(), pool.end());
   c.reserved = {{tok(3), "o3", true}, {tok(4), "o4", false}};
   c.dispatched = toks({5});
   c.reserved_count = 2;
@@ -384,7 +385,7 @@ TEST_CASE("the report: worst verdict, trigger, seq and the seq_gap alert") {
   CHECK(reconcile(in).alerts.empty());
 }
 
-TEST_CASE("triggers and well-formed tokens") {
+TEST_CASE("triggers") {
   CHECK(trigger_of("rec-1") == "periodic");
   CHECK(trigger_of("ond-1") == "on_demand");
   CHECK(trigger_of("chk-1") == "deadline");
@@ -393,5 +394,17 @@ TEST_CASE("triggers and well-formed tokens") {
   CHECK(trigger_of("prt-1") == "incomplete_snapshot");
   CHECK(trigger_of("") == "device");
   CHECK(trigger_of("rec") == "device");
-  CHECK(well_formed_tokens({tok(1), "XYZ", std::string(32, 'A'), tok(2)}) == toks({1, 2}));
+}
+
+TEST_CASE("unknown tokens: well-formed, listed, and in none of the slot's views") {
+  // cloud(): pool 1,2; held 3, 4; dispatched 5.
+  CHECK(unknown_tokens(seen(toks({1, 2, 3, 4, 5}), 5, true), cloud()).empty());
+  CHECK(unknown_tokens(seen(toks({9, 1, 8, 5}), 4, true), cloud()) == toks({9, 8}));
+  SlotSnapshot odd = seen(toks({1}), 3, true);
+  odd.tokens->push_back("XYZ");
+  odd.tokens->push_back(std::string(32, 'A'));
+  odd.tokens->push_back(tok(7));
+  CHECK(unknown_tokens(odd, cloud()) == toks({7}));
+  CHECK(unknown_tokens(seen(toks({9}), 1, false), cloud()).empty());  // no list: no look-up
+  CHECK(unknown_tokens(seen(toks({9}), 1, true), CloudSlot{}) == toks({9}));
 }

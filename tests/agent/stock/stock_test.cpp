@@ -125,6 +125,19 @@ TEST_CASE("start-up: slots, pool tokens and held tokens of open orders") {
   CHECK(stock.find(kDev, 7) == nullptr);
 }
 
+TEST_CASE("slots_of: none before a slot, then the same object for good") {
+  Stock stock;
+  CHECK(stock.slots_of(kDev) == nullptr);
+  stock.define(kDev, spec(1));
+  Stock::Slots* kept = stock.slots_of(kDev);
+  REQUIRE(kept != nullptr);
+  for (int d = 2; d <= 500; ++d) stock.define("vm-" + std::to_string(d), spec(1));  // rehashes
+  stock.define(kDev, spec(2));
+  CHECK(stock.slots_of(kDev) == kept);
+  CHECK(kept->size() == 2);
+  CHECK(&kept->at(1) == stock.find(kDev, 1));
+}
+
 TEST_CASE("define changes the spec and keeps the pool") {
   Stock stock;
   fill(stock, 2);

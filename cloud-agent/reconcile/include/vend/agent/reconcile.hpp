@@ -44,7 +44,9 @@ struct HeldToken {
 
 // The cloud's view of one slot it sells, before the snapshot.
 struct CloudSlot {
-  std::vector<std::string> pool;        // tokens for sale, in selling order
+  // Tokens for sale, in selling order: views of the caller's own copy (the
+  // stock's pool), which must outlive the call and not change during it.
+  std::vector<std::string_view> pool;
   std::vector<HeldToken> reserved;      // held by RESERVED and PAID orders
   std::vector<std::string> dispatched;  // held by DISPATCHED orders
   int64_t reserved_count = 0;           // the slot's counters (reported)
@@ -53,8 +55,9 @@ struct CloudSlot {
   bool physical_mismatch_alert = false;
   bool token_resurrected_alert = false;
   // Only for a slot whose snapshot carries its token list: the tokens of
-  // that list (well_formed_tokens()) the cloud has never seen, neither in
-  // memory nor in its log — the only ones that may join the pool.
+  // that list the slot's view lacks (unknown_tokens()) that the cloud has
+  // never seen, neither in memory nor in its log — the only ones that may
+  // join the pool.
   std::set<std::string> fresh;
   // Non-empty when `fresh` could not be established (a failed read): the
   // unknown tokens are then neither added nor alerted on.
@@ -106,9 +109,11 @@ struct Outcome {
 // counts as known for the slots after it (it never joins two pools).
 Outcome reconcile(const Input& in);
 
-// The tokens of `tokens` that can be token ids (32 lowercase hex digits):
-// the ones worth looking up for CloudSlot::fresh. Others are never added.
-std::vector<std::string> well_formed_tokens(const std::vector<std::string>& tokens);
+// The tokens of `seen`'s list that can be token ids (32 lowercase hex
+// digits) and that `cloud`'s pool and held tokens lack: the only ones worth
+// looking up for CloudSlot::fresh (a slot that matches needs no look-up).
+// Others are never added. Empty without a list.
+std::vector<std::string> unknown_tokens(const proto::SlotSnapshot& seen, const CloudSlot& cloud);
 
 // What asked for the snapshot, from its request id's prefix: "periodic",
 // "on_demand", "deadline", "seq_gap", "digest_mismatch",

@@ -60,6 +60,10 @@ class Stock {
   const StockSlot* find(const std::string& device, int slot) const;
   // The device's slots by number (empty when it has none).
   const Slots& slots(const std::string& device) const;
+  // The same, to keep: nullptr while the device has no slot; once not null,
+  // the same object for the Stock's life (a device's slots are never
+  // erased), so a caller may hold it instead of looking the name up again.
+  Slots* slots_of(const std::string& device);
   // Tokens for sale in every pool.
   int64_t pool_total() const;
   // ... in the device's pools.

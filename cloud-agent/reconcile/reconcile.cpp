@@ -70,6 +70,7 @@ AlertChange clear(int slot, std::string code) { return {slot, std::move(code), f
 struct SlotRun {
   const proto::SlotSnapshot& seen;
   const CloudSlot& cloud;
+  const FreshLookup& fresh;
   std::unordered_set<std::string>& added_before;  // joined a pool earlier in this run
   SlotChanges changes;
   ops::SlotReconcile out;
@@ -105,14 +106,19 @@ void add_missing(SlotRun& run, const std::vector<std::string>& extra) {
       ++malformed;
     }
   }
-  if (!run.cloud.fresh_error.empty()) {
-    run.out.actions.push_back("could not check " + std::to_string(candidates.size()) +
-                              " unknown tokens: " + run.cloud.fresh_error);
-    return;
+  std::set<std::string> never_seen;
+  if (!candidates.empty() && run.fresh) {
+    auto looked_up = run.fresh(run.seen.slot, candidates);
+    if (!looked_up.ok()) {
+      run.out.actions.push_back("could not check " + std::to_string(candidates.size()) +
+                                " unknown tokens: " + looked_up.error().message);
+      return;
+    }
+    never_seen = std::move(looked_up).value();
   }
   std::vector<std::string> fresh;
   for (const auto& t : candidates) {
-    if (run.cloud.fresh.count(t) != 0 && run.added_before.insert(t).second) fresh.push_back(t);
+    if (never_seen.count(t) != 0 && run.added_before.insert(t).second) fresh.push_back(t);
   }
   int64_t known = static_cast<int64_t>(candidates.size() - fresh.size()) + malformed;
   if (!fresh.empty()) {
@@ -235,8 +241,8 @@ void reconcile_known(SlotRun& run) {
 }
 
 SlotRun start_slot(const proto::SlotSnapshot& seen, const CloudSlot& cloud,
-                   std::unordered_set<std::string>& added) {
-  SlotRun run{seen, cloud, added, {}, {}, cloud.token_resurrected_alert};
+                   const FreshLookup& fresh, std::unordered_set<std::string>& added) {
+  SlotRun run{seen, cloud, fresh, added, {}, {}, cloud.token_resurrected_alert};
   run.changes.slot = seen.slot;
   run.changes.physical_count = seen.physical_count;
   run.changes.device_tokens = seen.available_tokens;
@@ -258,22 +264,6 @@ std::string trigger_of(std::string_view request_id) {
   return "device";
 }
 
-std::vector<std::string> unknown_tokens(const proto::SlotSnapshot& seen, const CloudSlot& cloud) {
-  std::vector<std::string> out;
-  if (!seen.tokens) return out;
-  // A sorted vector of views: a slot holds tens of tokens, not thousands.
-  std::vector<std::string_view> view(cloud.pool.begin(), cloud.pool.end());
-  for (const auto& h : cloud.reserved) view.push_back(h.token);
-  view.insert(view.end(), cloud.dispatched.begin(), cloud.dispatched.end());
-  std::sort(view.begin(), view.end());
-  for (const auto& t : *seen.tokens) {
-    if (!std::binary_search(view.begin(), view.end(), std::string_view(t)) && is_token_id(t)) {
-      out.push_back(t);
-    }
-  }
-  return out;
-}
-
 Outcome reconcile(const Input& in) {
   Outcome result;
   ops::ReconcileReport& report = result.report;
@@ -290,7 +280,7 @@ Outcome reconcile(const Input& in) {
   int rank = 0;
   for (const auto& seen : in.snapshot.slots) {
     auto it = in.cloud.find(seen.slot);
-    SlotRun run = start_slot(seen, it == in.cloud.end() ? kUnknown : it->second, added);
+    SlotRun run = start_slot(seen, it == in.cloud.end() ? kUnknown : it->second, in.fresh, added);
     if (it == in.cloud.end()) {
       run.out.verdict = "alert";
       run.changes.alerts.push_back(

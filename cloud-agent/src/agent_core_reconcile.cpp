@@ -18,8 +18,7 @@ using detail::DeviceRec;
 
 // The cloud's view of the snapshot's slots: pools (views of the stock's,
 // which nothing changes before reconcile() returns), tokens held by open
-// orders, the slots' alerts, and which listed tokens the view lacks and the
-// cloud never saw (looked up only for those: a matching slot costs none).
+// orders, the slots' alerts.
 std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec& device,
                                                                  const proto::Snapshot& snapshot) {
   std::map<int, reconcile::CloudSlot> out;
@@ -47,18 +46,6 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
       c->second.reserved.push_back({rec.order.token, rec.order.id, cancellable});
     }
   }
-  for (const auto& seen : snapshot.slots) {
-    auto c = out.find(seen.slot);
-    if (c == out.end()) continue;
-    std::vector<std::string> unknown = reconcile::unknown_tokens(seen, c->second);
-    if (unknown.empty()) continue;
-    auto fresh = fresh_tokens(unknown);
-    if (fresh.ok()) {
-      c->second.fresh.insert(fresh->begin(), fresh->end());
-    } else {
-      c->second.fresh_error = fresh.error().message;
-    }
-  }
   return out;
 }
 
@@ -71,6 +58,13 @@ void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& ev
   in.snapshot_seq = event.seq;
   in.snapshot = std::move(snapshot);
   in.cloud = cloud_view(device, in.snapshot);
+  // Asked only for the listed tokens a slot's view lacks (memory, then the log).
+  in.fresh = [this](int,
+                    const std::vector<std::string>& candidates) -> Result<std::set<std::string>> {
+    auto fresh = fresh_tokens(candidates);
+    if (!fresh.ok()) return fresh.error();
+    return std::set<std::string>(fresh->begin(), fresh->end());
+  };
   reconcile::Outcome outcome = reconcile::reconcile(in);
   for (const auto& slot : outcome.slots) apply_reconcile(device, slot, changes);
   for (const auto& alert : outcome.alerts) apply_alert(device.id, alert);

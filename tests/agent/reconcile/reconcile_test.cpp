@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,13 @@
 
 using vend::agent::reconcile::AlertChange;
 using vend::agent::reconcile::CloudSlot;
+using vend::agent::reconcile::FreshLookup;
 using vend::agent::reconcile::HeldToken;
 using vend::agent::reconcile::Input;
 using vend::agent::reconcile::Outcome;
 using vend::agent::reconcile::reconcile;
 using vend::agent::reconcile::SlotChanges;
 using vend::agent::reconcile::trigger_of;
-using vend::agent::reconcile::unknown_tokens;
 using vend::proto::SlotSnapshot;
 
 namespace {
@@ -49,20 +50,44 @@ SlotSnapshot seen(const std::vector<std::string>& tokens, int physical, bool ful
   return s;
 }
 
+// Slot 1 as the cloud sees it, and what its fresh look-up answers: the
+// tokens of `fresh` it is asked about, or `fresh_error`.
+struct Cloud {
+  CloudSlot slot;
+  std::set<std::string> fresh;
+  std::string fresh_error;
+};
+
+// The look-up answering from `fresh`/`error`; each question is kept in `asked`.
+FreshLookup lookup(std::set<std::string> fresh, std::string error = "",
+                   std::vector<std::vector<std::string>>* asked = nullptr) {
+  return
+      [=](int, const std::vector<std::string>& candidates) -> vend::Result<std::set<std::string>> {
+        if (asked != nullptr) asked->push_back(candidates);
+        if (!error.empty()) return vend::make_error("io", error);
+        std::set<std::string> out;
+        for (const auto& t : candidates) {
+          if (fresh.count(t) != 0) out.insert(t);
+        }
+        return out;
+      };
+}
+
 // Pool 1,2; RESERVED order o3 holds 3, PAID order o4 holds 4; DISPATCHED 5.
-CloudSlot cloud() {
+Cloud cloud() {
   static const std::vector<std::string> pool = toks({1, 2});  // outlives every view of it
-  CloudSlot c;
-  c.pool.assign(pool.begin(), pool.end());
-  c.reserved = {{tok(3), "o3", true}, {tok(4), "o4", false}};
-  c.dispatched = toks({5});
-  c.reserved_count = 2;
-  c.dispatched_count = 1;
+  Cloud c;
+  c.slot.pool.assign(pool.begin(), pool.end());
+  c.slot.reserved = {{tok(3), "o3", true}, {tok(4), "o4", false}};
+  c.slot.dispatched = toks({5});
+  c.slot.reserved_count = 2;
+  c.slot.dispatched_count = 1;
   return c;
 }
 
-Outcome run(const CloudSlot& c, std::vector<SlotSnapshot> slots,
-            const std::string& request_id = "rec-1") {
+Outcome run(const Cloud& c, std::vector<SlotSnapshot> slots,
+            const std::string& request_id = "rec-1",
+            std::vector<std::vector<std::string>>* asked = nullptr) {
   Input in;
   in.device = "vm-1";
   in.report_id = "rpt-1";
@@ -70,7 +95,8 @@ Outcome run(const CloudSlot& c, std::vector<SlotSnapshot> slots,
   in.snapshot_seq = 7;
   in.snapshot.request_id = request_id;
   in.snapshot.slots = std::move(slots);
-  in.cloud[1] = c;
+  in.cloud[1] = c.slot;
+  in.fresh = lookup(c.fresh, c.fresh_error, asked);
   return reconcile(in);
 }
 
@@ -89,7 +115,7 @@ std::vector<std::string> cancelled_orders(const SlotChanges& c) {
 
 struct Case {
   std::string name;
-  CloudSlot cloud;
+  Cloud cloud;
   SlotSnapshot seen;
   std::string verdict;
   std::vector<std::string> burned;
@@ -99,14 +125,14 @@ struct Case {
   int64_t reserved;  // reported after the changes
 };
 
-CloudSlot with_fresh(CloudSlot c, std::vector<std::string> fresh) {
+Cloud with_fresh(Cloud c, std::vector<std::string> fresh) {
   c.fresh.insert(fresh.begin(), fresh.end());
   return c;
 }
 
-CloudSlot with_alerts(CloudSlot c, bool physical, bool resurrected) {
-  c.physical_mismatch_alert = physical;
-  c.token_resurrected_alert = resurrected;
+Cloud with_alerts(Cloud c, bool physical, bool resurrected) {
+  c.slot.physical_mismatch_alert = physical;
+  c.slot.token_resurrected_alert = resurrected;
   return c;
 }
 
@@ -305,7 +331,7 @@ TEST_CASE("the alerts of one slot: raised with a message, said once, cleared") {
 }
 
 TEST_CASE("unknown tokens that could not be checked are neither added nor alerted on") {
-  CloudSlot c = with_fresh(cloud(), toks({8}));
+  Cloud c = with_fresh(cloud(), toks({8}));
   c.fresh_error = "database is locked";
   Outcome out = run(c, {seen(toks({1, 2, 3, 4, 5, 8}), 6, true)});
   const SlotChanges& ch = out.slots[0];
@@ -350,8 +376,9 @@ TEST_CASE("a fresh token offered by two slots joins the first pool only") {
   Input in;
   in.device = "vm-1";
   in.snapshot.slots = {seen(toks({8}), 1, true, 1), seen(toks({8}), 1, true, 2)};
-  in.cloud[1] = with_fresh(CloudSlot{}, toks({8}));
-  in.cloud[2] = with_fresh(CloudSlot{}, toks({8}));
+  in.cloud[1] = CloudSlot{};
+  in.cloud[2] = CloudSlot{};
+  in.fresh = lookup({tok(8)});
   Outcome out = reconcile(in);
   REQUIRE(out.slots.size() == 2);
   CHECK(out.slots[0].add_to_pool == toks({8}));
@@ -368,8 +395,8 @@ TEST_CASE("the report: worst verdict, trigger, seq and the seq_gap alert") {
   in.snapshot.request_id = "gap-3";
   in.snapshot.slots = {seen(toks({1, 2, 3, 4, 5}), 5, false, 1),
                        seen(toks({1, 2, 3, 4, 5, 9}), 6, false, 2)};
-  in.cloud[1] = cloud();
-  in.cloud[2] = cloud();
+  in.cloud[1] = cloud().slot;
+  in.cloud[2] = cloud().slot;
   Outcome out = reconcile(in);
   CHECK(out.report.id == "rpt-x");
   CHECK(out.report.device == "vm-1");
@@ -396,15 +423,25 @@ TEST_CASE("triggers") {
   CHECK(trigger_of("rec") == "device");
 }
 
-TEST_CASE("unknown tokens: well-formed, listed, and in none of the slot's views") {
-  // cloud(): pool 1,2; held 3, 4; dispatched 5.
-  CHECK(unknown_tokens(seen(toks({1, 2, 3, 4, 5}), 5, true), cloud()).empty());
-  CHECK(unknown_tokens(seen(toks({9, 1, 8, 5}), 4, true), cloud()) == toks({9, 8}));
-  SlotSnapshot odd = seen(toks({1}), 3, true);
+TEST_CASE("the fresh look-up is asked only about well-formed tokens the slot's view lacks") {
+  std::vector<std::vector<std::string>> asked;
+  // cloud(): pool 1,2; held 3, 4; dispatched 5. Matching lists, in any order: never asked.
+  (void)run(cloud(), {seen(toks({1, 2, 3, 4, 5}), 5, true)}, "rec-1", &asked);
+  (void)run(cloud(), {seen(toks({5, 4, 3, 2, 1}), 5, true)}, "rec-1", &asked);
+  (void)run(cloud(), {seen(toks({1, 2, 3, 4, 5, 9}), 6, false)}, "rec-1", &asked);  // no list
+  CHECK(asked.empty());
+  SlotSnapshot odd = seen(toks({1, 9, 2, 3, 4, 5, 8}), 9, true);
   odd.tokens->push_back("XYZ");
   odd.tokens->push_back(std::string(32, 'A'));
-  odd.tokens->push_back(tok(7));
-  CHECK(unknown_tokens(odd, cloud()) == toks({7}));
-  CHECK(unknown_tokens(seen(toks({9}), 1, false), cloud()).empty());  // no list: no look-up
-  CHECK(unknown_tokens(seen(toks({9}), 1, true), CloudSlot{}) == toks({9}));
+  odd.available_tokens = static_cast<int>(odd.tokens->size());
+  Outcome out = run(with_fresh(cloud(), toks({8})), {odd}, "rec-1", &asked);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0] == toks({9, 8}));
+  CHECK(out.slots[0].add_to_pool == toks({8}));
+  // 9 is known (spent), the other two malformed: three not sold.
+  bool said = false;
+  for (const AlertChange& a : out.slots[0].alerts) {
+    if (a.code == "token_resurrected" && a.raise) said = a.message.starts_with("3 tokens ");
+  }
+  CHECK(said);
 }

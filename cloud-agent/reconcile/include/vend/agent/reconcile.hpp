@@ -1,9 +1,10 @@
-// Reconciliation as a pure function: a device's snapshot, the cloud's view
-// of each slot it sells (pool, tokens held by open orders, active alerts)
-// and which unknown tokens the log has never seen go in; the report and the
-// changes that repair the cloud's view come out. No clock, no randomness,
-// no repository, no core state: the caller (the agent core) gathers the
-// inputs, then applies the changes in the order given.
+// Reconciliation as a pure function: a device's snapshot and the cloud's
+// view of each slot it sells (pool, tokens held by open orders, active
+// alerts) go in, with a look-up of which unknown tokens the cloud has never
+// seen; the report and the changes that repair the cloud's view come out.
+// No clock, no randomness, no repository, no core state: the caller (the
+// agent core) gathers the inputs and answers the look-up, then applies the
+// changes in the order given.
 //
 // Per slot, three views are compared:
 //
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -30,6 +32,7 @@
 
 #include "vend/ops.hpp"
 #include "vend/protocol.hpp"
+#include "vend/result.hpp"
 
 namespace vend::agent::reconcile {
 
@@ -54,15 +57,15 @@ struct CloudSlot {
   // Alerts of this slot active before the snapshot.
   bool physical_mismatch_alert = false;
   bool token_resurrected_alert = false;
-  // Only for a slot whose snapshot carries its token list: the tokens of
-  // that list the slot's view lacks (unknown_tokens()) that the cloud has
-  // never seen, neither in memory nor in its log — the only ones that may
-  // join the pool.
-  std::set<std::string> fresh;
-  // Non-empty when `fresh` could not be established (a failed read): the
-  // unknown tokens are then neither added nor alerted on.
-  std::string fresh_error;
 };
+
+// Of `candidates` (well-formed tokens a slot's full list holds and its view
+// lacks), the ones the cloud has never seen, neither in memory nor in its
+// log: the only ones that may join the pool. Asked only for a slot that has
+// such tokens, so a slot that matches costs no look-up. An error (a failed
+// read) leaves them neither added nor alerted on.
+using FreshLookup = std::function<Result<std::set<std::string>>(
+    int slot, const std::vector<std::string>& candidates)>;
 
 struct Input {
   std::string device;
@@ -71,6 +74,7 @@ struct Input {
   uint64_t snapshot_seq = 0;
   proto::Snapshot snapshot;        // REQUIRES: each slot at most once (the decoder's rule)
   std::map<int, CloudSlot> cloud;  // the slots the cloud sells, by slot number
+  FreshLookup fresh;               // unset: no unknown token is fresh
 };
 
 // An alert to raise (again, perhaps with a new message) or to clear.
@@ -108,12 +112,6 @@ struct Outcome {
 // the same input gives the same outcome. A token added to one slot's pool
 // counts as known for the slots after it (it never joins two pools).
 Outcome reconcile(const Input& in);
-
-// The tokens of `seen`'s list that can be token ids (32 lowercase hex
-// digits) and that `cloud`'s pool and held tokens lack: the only ones worth
-// looking up for CloudSlot::fresh (a slot that matches needs no look-up).
-// Others are never added. Empty without a list.
-std::vector<std::string> unknown_tokens(const proto::SlotSnapshot& seen, const CloudSlot& cloud);
 
 // What asked for the snapshot, from its request id's prefix: "periodic",
 // "on_demand", "deadline", "seq_gap", "digest_mismatch",

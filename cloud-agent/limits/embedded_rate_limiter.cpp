@@ -58,27 +58,39 @@ RateDecision EmbeddedRateLimiter::take_all(const std::vector<BucketRequest>& req
   }
   std::lock_guard lock(mu_);
   int64_t now_ms = clock_.monotonic_ms();
-  forget_idle(now_ms, requests.size());
-  std::vector<Bucket*> used;
-  used.reserve(requests.size());
+  forget_idle(now_ms, 0);
+  // Decided before any bucket is created: a key without one holds a full
+  // bucket's tokens (burst >= 1) and never refuses. So a refused request
+  // leaves no bucket behind, and a flood of refused requests under ever new
+  // keys (client ids) pushes no other key's bucket out.
   RateDecision d;
   for (size_t i = 0; i < requests.size(); ++i) {
-    Bucket* b = &bucket_of(requests[i].key, requests[i].limit, now_ms);
+    const BucketRequest& r = requests[i];
+    double tokens = static_cast<double>(r.limit.burst);
+    if (auto it = buckets_.find(r.key); it != buckets_.end()) {
+      Bucket& b = it->second;
+      b.tokens = bucket::refill(b.tokens, static_cast<double>(now_ms - b.updated_ms), r.limit);
+      b.updated_ms = now_ms;
+      b.limit = r.limit;
+      lru_.splice(lru_.begin(), lru_, b.lru);
+      tokens = b.tokens;
+    }
     // A key seen earlier in this call needs one more token per repeat.
-    auto before = static_cast<double>(std::count(used.begin(), used.end(), b));
-    used.push_back(b);
-    double have = b->tokens - before;
+    auto before = static_cast<double>(
+        std::count_if(requests.begin(), requests.begin() + static_cast<std::ptrdiff_t>(i),
+                      [&](const BucketRequest& o) { return o.key == r.key; }));
+    double have = tokens - before;
     if (have >= 1.0) continue;
-    int64_t wait = bucket::wait_ms(have, b->limit);
+    int64_t wait = bucket::wait_ms(have, r.limit);
     if (d.allowed || wait > d.retry_after_ms) {
       d.allowed = false;
       d.retry_after_ms = wait;
       d.limited = i;
     }
   }
-  if (d.allowed) {
-    for (Bucket* b : used) b->tokens -= 1.0;
-  }
+  if (!d.allowed) return d;
+  forget_idle(now_ms, requests.size());
+  for (const BucketRequest& r : requests) bucket_of(r.key, r.limit, now_ms).tokens -= 1.0;
   return d;
 }
 

@@ -56,11 +56,15 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
 void HttpApi::add_routes() {
   std::string order = std::string("/v1/orders/") + kId;
   std::string device = std::string("/v1/devices/") + kId;
-  route("POST", "/v1/orders", &HttpApi::create_order, Access::kPublic);
+  // The customers' two calls run on the event thread: they only parse,
+  // check and hand the work to the core, which answers after the commit --
+  // unless the rate limiter asks a server over the network (Redis).
+  bool limiter_blocks = options_.rate_limiter != nullptr && options_.rate_limiter->may_block();
+  route("POST", "/v1/orders", &HttpApi::create_order, Access::kPublic, !limiter_blocks);
   route("GET", "/v1/orders", &HttpApi::list_orders, Access::kOperator);
   route("GET", "/v1/refunds", &HttpApi::list_refunds, Access::kOperator);
   route("GET", order, &HttpApi::get_order, Access::kPublic);
-  route("POST", order + "/payment", &HttpApi::pay_order, Access::kPublic);
+  route("POST", order + "/payment", &HttpApi::pay_order, Access::kPublic, true);
   route("POST", order + "/cancel", &HttpApi::cancel_order, Access::kPublic);
   route("POST", order + "/resolve", &HttpApi::resolve_order, Access::kOperator);
   route("GET", order + "/history", &HttpApi::order_history, Access::kOperator);
@@ -93,8 +97,8 @@ void HttpApi::route(const std::string& method, const std::string& pattern, Handl
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, AsyncHandler handler,
-                    Access access) {
-  routes_.push_back(Route{method, std::regex(pattern), nullptr, handler, access});
+                    Access access, bool on_event_thread) {
+  routes_.push_back(Route{method, std::regex(pattern), nullptr, handler, access, on_event_thread});
 }
 
 HttpServer::Handler HttpApi::handler() {
@@ -104,25 +108,19 @@ HttpServer::Handler HttpApi::handler() {
 }
 
 void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
-  // std::function needs a copyable job; the responder is move-only.
-  struct Pending {
-    httplib::Request req;
-    HttpResponder responder;
-  };
+  // Shared: std::function needs a copyable job, and the responder is
+  // move-only. The request stays here until the reply; its matches point
+  // into its own path.
   auto pending = std::make_shared<Pending>(Pending{std::move(req), std::move(responder)});
-  bool queued = workers_.try_post([this, pending] {
-    Finish finish = [this, pending](HttpReply reply) {
-      log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
-                           std::to_string(reply.status));
-      pending->responder.complete(std::move(reply));
-    };
-    try {
-      serve(pending->req, finish);
-    } catch (const std::exception& e) {  // handlers catch what they expect
-      log_.error(kLog, pending->req.method + " " + pending->req.path + ": " + e.what());
-      finish(HttpReply{500, http::error_body("internal", "internal error")});
-    }
-  });
+  const Route* route = find_route(pending->req);
+  Finish finish = [this, pending](HttpReply reply) {
+    log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
+                         std::to_string(reply.status));
+    pending->responder.complete(std::move(reply));
+  };
+  if (route != nullptr && route->on_event_thread) return run(route, pending->req, finish);
+  bool queued =
+      workers_.try_post([this, route, pending, finish] { run(route, pending->req, finish); });
   if (queued) return;
   if (options_.on_rejected) options_.on_rejected("max_queued_requests", pending->req.remote_addr);
   HttpReply busy{503, limit_error_body("unavailable",
@@ -133,37 +131,44 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   pending->responder.complete(std::move(busy));
 }
 
-void HttpApi::serve(httplib::Request& req, const Finish& finish) {
+const HttpApi::Route* HttpApi::find_route(httplib::Request& req) const {
   const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
   for (const Route& r : routes_) {
-    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) {
-      return run(r, req, finish);
-    }
+    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) return &r;
   }
-  finish(
-      HttpReply{404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
+  return nullptr;
 }
 
-void HttpApi::run(const Route& route, const httplib::Request& req, const Finish& finish) {
-  if (route.access == Access::kOperator) {
-    if (Status auth = authorize_operator(req); !auth.ok()) {
-      HttpReply reply = respond(req, auth.error());
-      reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
-      return finish(std::move(reply));
+void HttpApi::run(const Route* route, const httplib::Request& req, const Finish& finish) {
+  try {
+    if (route == nullptr) {
+      return finish(HttpReply{
+          404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
     }
-  }
-  // HttpServer enforces its own cap (on Content-Length and chunked bodies).
-  if (req.body.size() > options_.max_body_bytes) {
-    return finish(respond(req, make_error("payload_too_large",
-                                          "the request body is over " +
+    if (route->access == Access::kOperator) {
+      if (Status auth = authorize_operator(req); !auth.ok()) {
+        HttpReply reply = respond(req, auth.error());
+        reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
+        return finish(std::move(reply));
+      }
+    }
+    // HttpServer enforces its own cap (on Content-Length and chunked bodies).
+    if (req.body.size() > options_.max_body_bytes) {
+      return finish(respond(
+          req,
+          make_error("payload_too_large", "the request body is over " +
                                               std::to_string(options_.max_body_bytes) + " bytes")));
+    }
+    if (route->async != nullptr) {
+      // `req` lives until `finish` ran (the caller's pending request owns it).
+      return (this->*route->async)(
+          req, [this, &req, finish](Result<HttpReply> r) { finish(respond(req, r)); });
+    }
+    finish(respond(req, (this->*route->handler)(req)));
+  } catch (const std::exception& e) {  // handlers catch what they expect
+    log_.error(kLog, req.method + " " + req.path + ": " + e.what());
+    finish(HttpReply{500, http::error_body("internal", "internal error")});
   }
-  if (route.async != nullptr) {
-    // `req` lives until `finish` ran (the caller's pending request owns it).
-    return (this->*route.async)(
-        req, [this, &req, finish](Result<HttpReply> r) { finish(respond(req, r)); });
-  }
-  finish(respond(req, (this->*route.handler)(req)));
 }
 
 Status HttpApi::authorize_operator(const httplib::Request& req) const {

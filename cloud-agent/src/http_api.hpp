@@ -120,14 +120,17 @@ struct HttpApiOptions {
 // must outlive every server whose handler() it gave (stop the server first:
 // the destructor finishes queued requests and joins the workers).
 // Thread-safe: handlers run on the worker threads concurrently (AgentCore is
-// thread-safe).
+// thread-safe), and the two customer calls (order, payment) on the server's
+// event threads.
 class HttpApi {
  public:
   HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Logger& log);
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
 
-  // The HttpServer handler: queues the request for a worker. Never blocks.
+  // The HttpServer handler: routes the request, then runs it at once when
+  // its route runs on the event thread, else queues it for a worker. Never
+  // blocks.
   HttpServer::Handler handler();
   void handle(httplib::Request&& req, HttpResponder responder);
 
@@ -147,17 +150,27 @@ class HttpApi {
     Handler handler = nullptr;
     AsyncHandler async = nullptr;
     Access access = Access::kPublic;
+    // Runs on the server's event thread, not a worker: an asynchronous
+    // handler whose own work never blocks (no network, no waiting for the
+    // core), so a worker hand-off would cost more than the work.
+    bool on_event_thread = false;
   };
   void add_routes();
   void route(const std::string& method, const std::string& pattern, Handler handler, Access access);
   void route(const std::string& method, const std::string& pattern, AsyncHandler handler,
-             Access access);
-  // On a worker: routes `req` (its matches point into its own path), checks
-  // access, runs the handler and gives its answer to `finish` (now, or later
-  // for an asynchronous one); every failure is an HttpReply too.
+             Access access, bool on_event_thread = false);
+  struct Pending {
+    httplib::Request req;
+    HttpResponder responder;
+  };
+  // The route of `req`, its matches set (they point into req.path); null:
+  // none.
+  const Route* find_route(httplib::Request& req) const;
+  // Checks access, runs the route's handler and gives its answer to
+  // `finish` (now, or later for an asynchronous one); every failure is an
+  // HttpReply too. `route`: null answers 404.
   using Finish = std::function<void(HttpReply)>;
-  void serve(httplib::Request& req, const Finish& finish);
-  void run(const Route& route, const httplib::Request& req, const Finish& finish);
+  void run(const Route* route, const httplib::Request& req, const Finish& finish);
   Status authorize_operator(const httplib::Request& req) const;
   HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);
 

@@ -5,6 +5,8 @@
 #include <set>
 #include <vector>
 
+#include "vend/json_writer.hpp"
+
 namespace vend::agent::http {
 
 namespace {
@@ -237,20 +239,42 @@ Json alert_json(const ops::Alert& a) {
           {"slot", a.slot}, {"message", a.message},   {"ts_ms", a.ts_ms}};
 }
 
-Json order_json(const Order& order) {
-  Json j = {{"id", order.id},
-            {"device", order.device},
-            {"slot", order.slot},
-            {"state", to_string(order.state)},
-            {"price_cents", order.price_cents},
-            {"created_ms", order.created_ms},
-            {"updated_ms", order.updated_ms},
-            {"reserve_deadline_ms", order.reserve_deadline_ms}};
-  if (order.dispatch_expires_at_ms > 0) j["dispatch_expires_at_ms"] = order.dispatch_expires_at_ms;
-  if (!order.payment_id.empty()) j["payment_id"] = order.payment_id;
-  if (!order.reason.empty()) j["reason"] = order.reason;
-  if (!order.payment_outcome.empty()) j["payment_outcome"] = order.payment_outcome;
-  return j;
+namespace {
+
+// The members in sorted key order, as dump() of a tree would write them.
+void write_order(json::Object& o, const Order& order) {
+  o.number("created_ms", order.created_ms);
+  o.string("device", order.device);
+  if (order.dispatch_expires_at_ms > 0) {
+    o.number("dispatch_expires_at_ms", order.dispatch_expires_at_ms);
+  }
+  o.string("id", order.id);
+  if (!order.payment_id.empty()) o.string("payment_id", order.payment_id);
+  if (!order.payment_outcome.empty()) o.string("payment_outcome", order.payment_outcome);
+  o.number("price_cents", order.price_cents);
+  if (!order.reason.empty()) o.string("reason", order.reason);
+  o.number("reserve_deadline_ms", order.reserve_deadline_ms);
+  o.number("slot", order.slot);
+  o.string("state", to_string(order.state));
+  o.number("updated_ms", order.updated_ms);
+}
+
+}  // namespace
+
+std::string order_text(const Order& order) {
+  std::string out;
+  out.reserve(256);
+  json::Object o(out);
+  write_order(o, order);
+  o.close();
+  return out;
+}
+
+std::string order_list_text(const std::vector<Order>& orders) {
+  std::string out = "{\"orders\":";
+  json::append_array(out, orders, write_order);
+  out += '}';
+  return out;
 }
 
 Json slot_json(const SlotView& s) {
@@ -280,9 +304,14 @@ Json device_json(const DeviceView& d) {
 }
 
 std::string error_body(const std::string& code, const std::string& message) {
-  Json j = {{"error", {{"code", code}, {"message", message}}}};
-  // Messages may quote client bytes: never let a bad byte make dump() throw.
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  // Messages may quote client bytes: append_string replaces invalid UTF-8.
+  std::string out = "{\"error\":";
+  json::Object e(out);
+  e.string("code", code);
+  e.string("message", message);
+  e.close();
+  out += '}';
+  return out;
 }
 
 }  // namespace vend::agent::http

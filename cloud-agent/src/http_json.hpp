@@ -70,8 +70,11 @@ Result<int64_t> integer_param(const std::string& name, const std::string& value,
 bool is_valid_id(std::string_view id);
 
 // Response bodies. Orders never carry their sale token (an internal
-// capability) nor the idempotency key.
-Json order_json(const Order& order);
+// capability) nor the idempotency key. Written directly (the request path's
+// replies); the same bytes as the nlohmann tree of these fields would dump.
+std::string order_text(const Order& order);
+// {"orders":[...]} (GET /v1/orders).
+std::string order_list_text(const std::vector<Order>& orders);
 // A refund and its delivery state (GET /v1/refunds).
 Json refund_json(const StoredRefund& refund);
 Json slot_json(const SlotView& slot);
@@ -81,7 +84,7 @@ Json order_history_json(const std::string& order_id, const OrderHistory& history
 Json fault_json(const StoredFault& fault);
 // An active alert, with the fields of the ops alert message (vend/ops.hpp).
 Json alert_json(const ops::Alert& alert);
-// {"error":{"code":...,"message":...}}
+// {"error":{"code":...,"message":...}}, written directly.
 std::string error_body(const std::string& code, const std::string& message);
 
 }  // namespace vend::agent::http

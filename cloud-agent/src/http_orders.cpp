@@ -109,7 +109,7 @@ Result<ListQuery<State>> list_query(const httplib::Request& req, Parse parse_sta
 }
 
 HttpReply order_reply(int status, const Order& order) {
-  return HttpReply{status, http::order_json(order).dump()};
+  return HttpReply{status, http::order_text(order)};
 }
 
 }  // namespace
@@ -263,9 +263,7 @@ Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {
   if (!query.ok()) return query.error();
   auto orders = core_.list_orders(query->state, query->limit, query->device);
   if (!orders.ok()) return orders.error();
-  http::Json list = http::Json::array();
-  for (const Order& o : *orders) list.push_back(http::order_json(o));
-  return HttpReply{200, http::Json{{"orders", std::move(list)}}.dump()};
+  return HttpReply{200, http::order_list_text(*orders)};
 }
 
 }  // namespace vend::agent

@@ -31,14 +31,12 @@ std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device,
   const RateLimit& l = limit == "machine" ? options_.machine_limit : options_.client_limit;
   int64_t retry_s = (d.retry_after_ms + 999) / 1000;
   std::string what = limit == "machine" ? "machine '" + device + "'" : "this client";
-  http::Json body = {
-      {"error",
-       {{"code", "rate_limited"},
-        {"limit", limit},
-        {"message", "too many orders for " + what + " (" + format_double(l.rate_per_s) +
-                        "/s, burst " + std::to_string(l.burst) + "): retry after " +
-                        std::to_string(retry_s) + " s"}}}};
-  HttpReply reply{429, body.dump(-1, ' ', false, http::Json::error_handler_t::replace)};
+  HttpReply reply{
+      429, limit_error_body("rate_limited",
+                            "too many orders for " + what + " (" + format_double(l.rate_per_s) +
+                                "/s, burst " + std::to_string(l.burst) + "): retry after " +
+                                std::to_string(retry_s) + " s",
+                            limit)};
   reply.headers.emplace_back("Retry-After", std::to_string(retry_s));
   return reply;
 }

@@ -4,10 +4,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
 #include "http_server.hpp"
 #include "http_server_state.hpp"
+#include "vend/json_writer.hpp"
 
 namespace vend::agent {
 
@@ -200,10 +200,14 @@ void HttpResponder::complete(HttpReply reply) {
 
 std::string limit_error_body(const std::string& code, const std::string& message,
                              const std::string& limit) {
-  nlohmann::json error = {{"code", code}, {"message", message}};
-  if (!limit.empty()) error["limit"] = limit;
-  return nlohmann::json{{"error", error}}.dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace);
+  std::string out = "{\"error\":";
+  json::Object e(out);
+  e.string("code", code);
+  if (!limit.empty()) e.string("limit", limit);
+  e.string("message", message);
+  e.close();
+  out += '}';
+  return out;
 }
 
 std::string render_http_metrics(const HttpServerStats& s) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "json_reader.hpp"
+#include "vend/json_writer.hpp"
 #include "vend/protocol.hpp"
 
 namespace vend::ops {
@@ -38,71 +39,10 @@ Json base() {
 
 // ---- Direct writing (the hot messages) ---------------------------------------
 
-template <typename Int>
-void append_number(std::string& out, Int n) {
-  char buf[24];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, n);
-  out.append(buf, end);
-}
-
-// A JSON string as dump() writes it: printable ASCII without '"' or '\\'
-// is copied; anything else (escapes, UTF-8, invalid bytes) goes through
-// nlohmann, so the bytes are the same in every case.
-void append_string(std::string& out, std::string_view s) {
-  bool plain = true;
-  for (unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-  if (!plain) {
-    out += dump(Json(std::string(s)));
-    return;
-  }
-  out += '"';
-  out.append(s);
-  out += '"';
-}
-
-// Writes one object's members; the caller passes them in sorted key order.
-class JsonObject {
- public:
-  explicit JsonObject(std::string& out) : out_(out) { out_ += '{'; }
-  void key(std::string_view name) {
-    if (!first_) out_ += ',';
-    first_ = false;
-    out_ += '"';
-    out_.append(name);
-    out_ += "\":";
-  }
-  void string(std::string_view name, std::string_view value) {
-    key(name);
-    append_string(out_, value);
-  }
-  template <typename Int>
-  void number(std::string_view name, Int value) {
-    key(name);
-    append_number(out_, value);
-  }
-  void boolean(std::string_view name, bool value) {
-    key(name);
-    out_ += value ? "true" : "false";
-  }
-  void close() { out_ += '}'; }
-
- private:
-  std::string& out_;
-  bool first_ = true;
-};
-
-// A JSON array of objects, each written by `write(object, item)`.
-template <typename T, typename Write>
-void append_array(std::string& out, const std::vector<T>& items, Write write) {
-  out += '[';
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ',';
-    JsonObject object(out);
-    write(object, items[i]);
-    object.close();
-  }
-  out += ']';
-}
+using json::append_array;
+using json::append_number;
+using json::append_string;
+using JsonObject = json::Object;
 
 // ---- Decoding helpers -------------------------------------------------------
 

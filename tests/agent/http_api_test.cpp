@@ -30,6 +30,7 @@
 
 #include "core_thread.hpp"
 #include "http_api_rig.hpp"
+#include "http_json.hpp"
 #include "http_server.hpp"
 #include "metrics.hpp"
 #include "test_support.hpp"
@@ -769,18 +770,28 @@ TEST_CASE("GET /console/: the embedded console files, ETag and 304") {
 namespace vend::agent {
 namespace {
 
+// Holds the repository's writer until release(): every commit after it waits.
+class WriterHold {
+ public:
+  explicit WriterHold(Agent& agent) {
+    auto blocker = agent.repo().submit([released = released_](WriteContext&) {
+      released.wait();
+      return Status{};
+    });
+    REQUIRE(blocker.ok());
+  }
+  void release() { release_.set_value(); }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+};
+
 TEST_CASE("orders and payments waiting for their group commit hold no handler thread") {
   Agent agent(1);  // one handler thread: a blocked one would stall everything
   Machine m;
   stock_machine(agent, m);
-  // Hold the repository's writer: every commit after this waits.
-  std::promise<void> release;
-  std::shared_future<void> released = release.get_future().share();
-  auto blocker = agent.repo().submit([released](WriteContext&) {
-    released.wait();
-    return Status{};
-  });
-  REQUIRE(blocker.ok());
+  WriterHold hold(agent);  // every commit after this waits
   std::vector<std::thread> customers;
   std::atomic<int> created{0};
   for (int i = 0; i < 3; ++i) {
@@ -797,10 +808,80 @@ TEST_CASE("orders and payments waiting for their group commit hold no handler th
   REQUIRE(health);
   CHECK(health->status == 200);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
-  release.set_value();
+  hold.release();
   for (auto& c : customers) c.join();
   CHECK(created == 3);
   CHECK(pool_of_slot1(agent) == "0");
+}
+
+TEST_CASE("orders and payments never queue behind a busy handler thread") {
+  Agent agent(1);
+  Machine m;
+  stock_machine(agent, m);
+  // The one handler thread waits for an operator write's commit, which
+  // waits for the held writer.
+  WriterHold hold(agent);
+  std::thread op([&] {
+    auto r = agent.client().Put("/v1/devices/vm-http-1/slots/1", agent.operator_headers(),
+                                R"({"product":"cola","price_cents":150})", "application/json");
+    CHECK((r && r->status == 200));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Answers that need no commit come at once: the customers' calls run on
+  // the server's event thread, not behind the handler thread.
+  auto start = std::chrono::steady_clock::now();
+  expect_error(post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":9})"), 404,
+               "unknown_slot");
+  std::string body = R"({"payment_id":"p-1","amount_cents":100})";
+  expect_error(post_json(agent, "/v1/orders/o-1/payment", body), 401, "bad_signature");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
+  hold.release();
+  op.join();
+}
+
+TEST_CASE("order and error bodies, written directly, match the tree encoding") {
+  auto tree = [](const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); };
+  const std::vector<std::string> strings = {"",
+                                            "plain",
+                                            "quote\"s",
+                                            "back\\slash",
+                                            "tab\tnl\n",
+                                            std::string("nul\0x", 5),
+                                            "\x01\x7f",
+                                            "caf\xc3\xa9",
+                                            "bad \xff utf8",
+                                            "cut \xe2\x82"};
+  for (const auto& text : strings) {
+    CAPTURE(text);
+    Order o;
+    o.id = o.device = o.token = o.idempotency_key = text;
+    o.slot = -3;
+    o.price_cents = 150;
+    o.state = OrderState::kRefunded;
+    o.created_ms = 1700000000000;
+    o.updated_ms = -1;
+    o.reserve_deadline_ms = INT64_MAX;
+    Json expected = {{"id", text},         {"device", text},
+                     {"slot", -3},         {"state", "REFUNDED"},
+                     {"price_cents", 150}, {"created_ms", 1700000000000},
+                     {"updated_ms", -1},   {"reserve_deadline_ms", INT64_MAX}};
+    CHECK(http::order_text(o) == tree(expected));
+    o.dispatch_expires_at_ms = 5;
+    o.payment_id = o.reason = o.payment_outcome = text;
+    expected["dispatch_expires_at_ms"] = 5;
+    if (!text.empty()) {  // an empty one is left out
+      expected["payment_id"] = expected["reason"] = expected["payment_outcome"] = text;
+    }
+    CHECK(http::order_text(o) == tree(expected));
+    CHECK(http::order_list_text({o, o}) == tree(Json{{"orders", {expected, expected}}}));
+    CHECK(http::error_body(text, text) ==
+          tree(Json{{"error", {{"code", text}, {"message", text}}}}));
+    CHECK(limit_error_body(text, text, "max_body_bytes") ==
+          tree(Json{{"error", {{"code", text}, {"message", text}, {"limit", "max_body_bytes"}}}}));
+    CHECK(limit_error_body(text, text, "") ==
+          tree(Json{{"error", {{"code", text}, {"message", text}}}}));
+  }
+  CHECK(http::order_list_text({}) == R"({"orders":[]})");
 }
 
 }  // namespace

@@ -220,6 +220,23 @@ TEST_CASE("embedded: at most max_buckets are kept, least recently used dropped f
   CHECK(l.take("client:0", 0.001, 1).allowed);         // dropped: starts full again
 }
 
+TEST_CASE("embedded: a refused request leaves no bucket behind") {
+  vend::ManualClock clock;
+  EmbeddedRateLimiter l(clock, EmbeddedRateLimiter::Options{10});
+  RateLimit machine{0.001, 1}, client{0.001, 1};
+  REQUIRE(l.take_all({{"machine:vm-1", machine}, {"client:keep", client}}).allowed);
+  // A flood under ever new client ids, all refused by the machine's bucket.
+  for (int i = 0; i < 1000; ++i) {
+    RateDecision d =
+        l.take_all({{"machine:vm-1", machine}, {"client:" + std::to_string(i), client}});
+    REQUIRE_FALSE(d.allowed);
+    CHECK(d.limited == 0);
+  }
+  CHECK(l.bucket_count() == 2);
+  CHECK(l.evicted_total() == 0);
+  CHECK_FALSE(l.take("client:keep", 0.001, 1).allowed);  // still empty: not pushed out
+}
+
 // ---- RedisRateLimiter ------------------------------------------------------
 
 TEST_CASE("redis: a bucket is a hash that expires once it would be full") {

@@ -60,6 +60,10 @@ class RateLimiter {
     return take_all({BucketRequest{std::string(key), RateLimit{rate_per_s, burst}}});
   }
 
+  // True when take_all() may wait on the network (a Redis round trip): the
+  // caller must not be a thread that serves other requests meanwhile.
+  virtual bool may_block() const { return false; }
+
   // Calls that failed open since construction.
   virtual uint64_t errors_total() const = 0;
 };

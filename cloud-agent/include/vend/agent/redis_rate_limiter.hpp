@@ -73,6 +73,7 @@ class RedisRateLimiter final : public RateLimiter {
   RedisRateLimiter& operator=(const RedisRateLimiter&) = delete;
 
   RateDecision take_all(const std::vector<BucketRequest>& buckets) override;
+  bool may_block() const override { return true; }
   uint64_t errors_total() const override { return errors_.load(std::memory_order_relaxed); }
 
   // Connects (if needed) and PINGs once: for a start-up check that says

@@ -106,15 +106,15 @@ Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) 
         fresh->subscribed_devices = old.subscribed_devices;
         out = fresh->start();
         for (auto& [id, dev] : fresh->devices) {
-          auto was = old.devices.find(id);
-          if (was == old.devices.end()) continue;
-          dev.online = was->second.online;
-          dev.boot_id = was->second.boot_id;
-          dev.last_seen_ms = was->second.last_seen_ms;
-          dev.clock_skew = was->second.clock_skew;
+          auto* was = old.devices.find(id);
+          if (was == nullptr) continue;
+          dev.online = was->online;
+          dev.boot_id = was->boot_id;
+          dev.last_seen_ms = was->last_seen_ms;
+          dev.clock_skew = was->clock_skew;
         }
         for (auto it = fresh->subscribed_devices.begin(); it != fresh->subscribed_devices.end();) {
-          if (fresh->devices.count(*it) != 0) {
+          if (fresh->devices.contains(*it)) {
             ++it;
             continue;
           }
@@ -325,11 +325,11 @@ std::vector<DeviceView> AgentCore::devices() {
 Result<DeviceView> AgentCore::device(const std::string& device_id) {
   Result<DeviceView> out = refused();
   if (!step([&] {
-        auto it = state_->devices.find(device_id);
-        if (it == state_->devices.end()) {
+        auto* it = state_->devices.find(device_id);
+        if (it == nullptr) {
           out = make_error("not_found", "no device '" + device_id + "'");
         } else {
-          out = State::device_view(it->second);
+          out = State::device_view(*it);
         }
       })) {
     return refused();
@@ -372,8 +372,8 @@ Result<CatalogView> AgentCore::catalog(const std::string& device_id) {
           out = slots.error();
           return;
         }
-        auto dev = state_->devices.find(device_id);
-        bool online = dev != state_->devices.end() && dev->second.online;
+        auto* dev = state_->devices.find(device_id);
+        bool online = dev != nullptr && dev->online;
         out = CatalogView{device_id, online, std::move(slots).value()};
       })) {
     return refused();

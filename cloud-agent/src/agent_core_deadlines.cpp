@@ -14,8 +14,6 @@ namespace {
 constexpr int64_t kMinCheckIntervalMs = 1000;
 }  // namespace
 
-using detail::DeviceRec;
-
 void AgentCore::State::tick_locked() {
   if (!started) return;
   for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
@@ -34,15 +32,15 @@ void AgentCore::State::tick_locked() {
 // the device stores every result, or still holds the token. Ask it.
 void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
   if (rec.order.state != OrderState::kDispatched) return;
-  auto dev = devices.find(rec.order.device);
-  if (dev == devices.end()) return;
+  auto* dev = devices.find(rec.order.device);
+  if (dev == nullptr) return;
   int64_t dispatched_ms = rec.order.dispatch_expires_at_ms - options.dispatch_ttl_ms;
   if (clock.wall_ms() >= dispatched_ms + options.dispatch_review_ms) {
     return send_to_review(rec);
   }
   log.info(detail::kLog, "order " + rec.order.id + " has no result past its deadline; checking " +
                              rec.order.device);
-  request_check_snapshot(dev->second);
+  request_check_snapshot(*dev);
   schedule_deadline(rec, TimerKind::kDispatchDeadline,
                     clock.wall_ms() + options.dispatch_recheck_ms);
 }
@@ -63,7 +61,7 @@ void AgentCore::State::send_to_review(OrderRec& rec) {
            "order " + rec.order.id + ": no result from " + rec.order.device + "; NEEDS_REVIEW");
 }
 
-void AgentCore::State::request_check_snapshot(DeviceRec& device, const char* prefix) {
+void AgentCore::State::request_check_snapshot(DeviceRecord& device, const char* prefix) {
   // Offline, a request would only queue up; the recheck asks again later.
   if (!device.online) return;
   int64_t now = clock.wall_ms();
@@ -77,7 +75,7 @@ void AgentCore::State::request_check_snapshot(DeviceRec& device, const char* pre
 // it took the snapshot, the command can never run any more; then a token
 // still available means the command never ran (FAILED -> REFUNDED, token
 // back), and a token gone means a result is on its way (keep waiting).
-void AgentCore::State::resolve_overdue(DeviceRec& device, int64_t device_ts_ms,
+void AgentCore::State::resolve_overdue(DeviceRecord& device, int64_t device_ts_ms,
                                        const proto::Snapshot& snapshot, Changeset& changes) {
   int64_t now = clock.wall_ms();
   std::vector<OrderRec*> overdue;

@@ -30,9 +30,7 @@ Status check_slot_spec(const SlotSpec& s) {
 
 }  // namespace
 
-using detail::DeviceRec;
-
-void AgentCore::State::add_slot(DeviceRec& device, const SlotSpec& spec) {
+void AgentCore::State::add_slot(DeviceRecord& device, const SlotSpec& spec) {
   stock.define(device.id, spec);  // a new slot starts with an empty pool
 }
 
@@ -49,11 +47,11 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::provision_device(
       return make_error("bad_request", "slot " + std::to_string(s.slot) + " given twice");
     }
   }
-  if (devices.count(id) != 0) return make_error("conflict", "device " + id + " already exists");
+  if (devices.contains(id)) return make_error("conflict", "device " + id + " already exists");
   if (auto s = writable(); !s.ok()) return s.error();
 
   crypto::Key key = crypto::Key::generate();
-  DeviceRec& dev = add_device(id);
+  DeviceRecord& dev = devices.add(id);
   dev.id = id;
   dev.keys = DeviceKeys(key);
   dev.created_ms = clock.wall_ms();
@@ -78,7 +76,7 @@ std::vector<DeviceView> AgentCore::State::device_views() {
   return out;
 }
 
-DeviceView AgentCore::State::device_view(const detail::DeviceRec& d) {
+DeviceView AgentCore::State::device_view(const DeviceRecord& d) {
   return DeviceView{d.id,
                     d.online,
                     d.boot_id,
@@ -91,7 +89,7 @@ DeviceView AgentCore::State::device_view(const detail::DeviceRec& d) {
 }
 
 // The estimate and its alert are ClockSkew's (device_link.hpp).
-void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
+void AgentCore::State::observe_clock(DeviceRecord& device, int64_t device_ts_ms) {
   if (device.clock_skew.observe(clock.monotonic_ms(), device_ts_ms, clock.wall_ms(),
                                 options.clock_skew_window_ms)) {
     mark_device_dirty(device.id);
@@ -114,8 +112,8 @@ void AgentCore::State::observe_clock(DeviceRec& device, int64_t device_ts_ms) {
 
 Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& device_id) {
   if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
-  auto dev = devices.find(device_id);
-  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  auto* dev = devices.find(device_id);
+  if (dev == nullptr) return make_error("not_found", "no device '" + device_id + "'");
   std::vector<SlotView> out;
   for (const auto& [n, s] : stock.slots(device_id)) {
     out.push_back(SlotView{device_id, n, s.spec.product, s.spec.price_cents, s.spec.capacity,
@@ -128,11 +126,11 @@ Result<std::vector<SlotView>> AgentCore::State::slot_views(const std::string& de
 Result<Ticket> AgentCore::State::set_slot(const std::string& device_id, const SlotSpec& slot) {
   if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
   if (auto s = check_slot_spec(slot); !s.ok()) return s.error();
-  auto dev = devices.find(device_id);
-  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  auto* dev = devices.find(device_id);
+  if (dev == nullptr) return make_error("not_found", "no device '" + device_id + "'");
   if (auto s = writable(); !s.ok()) return s.error();
   // A new price applies to new reservations; open orders keep theirs.
-  add_slot(dev->second, slot);
+  add_slot(*dev, slot);
   mark_device_dirty(device_id);
   Changeset changes;
   changes.upsert_slot(device_id, slot);
@@ -145,12 +143,12 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
   if (count < 1 || count > proto::kMaxRestockCount) {
     return make_error("bad_request", "count must be 1.." + std::to_string(proto::kMaxRestockCount));
   }
-  auto dev = devices.find(device_id);
-  if (dev == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
+  auto* dev = devices.find(device_id);
+  if (dev == nullptr) return make_error("not_found", "no device '" + device_id + "'");
   if (stock.find(device_id, slot) == nullptr) {
     return make_error("unknown_slot", device_id + " has no slot " + std::to_string(slot));
   }
-  if (dev->second.decommissioned_ms != 0) {
+  if (dev->decommissioned_ms != 0) {
     return make_error("decommissioned", device_id + " is decommissioned");
   }
   if (auto s = writable(); !s.ok()) return s.error();
@@ -164,9 +162,9 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
 }
 
 Result<std::string> AgentCore::State::publish_restock(const proto::RestockCommand& command) {
-  auto dev = devices.find(command.device);
-  if (dev == devices.end()) return make_error("not_found", "no device '" + command.device + "'");
-  if (auto s = publish_command(dev->second, command); !s.ok()) {
+  auto* dev = devices.find(command.device);
+  if (dev == nullptr) return make_error("not_found", "no device '" + command.device + "'");
+  if (auto s = publish_command(*dev, command); !s.ok()) {
     return make_error("unavailable", "restock " + command.restock_id +
                                          " recorded but not sent: " + s.error().message);
   }

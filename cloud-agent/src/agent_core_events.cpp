@@ -5,8 +5,6 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
 void AgentCore::State::on_message(const Message& message) {
   auto topic = topics::parse_device_topic(message.topic);
   if (!topic.ok()) {
@@ -55,9 +53,9 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
     return reject_message(topic_device, "wrong_device",
                           "event names device '" + event.device + "'");
   }
-  auto it = devices.find(event.device);
-  if (it == devices.end()) return reject_message(topic_device, "unknown_device", "unknown device");
-  DeviceRec& dev = it->second;
+  auto* it = devices.find(event.device);
+  if (it == nullptr) return reject_message(topic_device, "unknown_device", "unknown device");
+  DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "event");
   std::string what =
       std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
@@ -96,7 +94,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   mark_device_dirty(dev.id);
 }
 
-Status AgentCore::State::apply_event(DeviceRec& device, proto::DeviceEvent& event,
+Status AgentCore::State::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
                                      const std::string& canonical, Changeset& changes) {
   if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
     return on_dispense_result(device, *r, changes);
@@ -127,11 +125,11 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
     return reject_status(topic_device, "wrong_device",
                          "status names device '" + status.device + "'");
   }
-  auto it = devices.find(status.device);
-  if (it == devices.end()) {
+  auto* it = devices.find(status.device);
+  if (it == nullptr) {
     return reject_message(topic_device, "unknown_device", "status of an unknown device");
   }
-  DeviceRec& dev = it->second;
+  DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "status");
   if (!verify_signed(dev, decoded->canonical, decoded->mac)) {
     return reject_status(topic_device, "bad_mac", "bad_mac on status");
@@ -159,7 +157,7 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
   request_status(dev);
 }
 
-void AgentCore::State::reject_decommissioned(const DeviceRec& device, const char* what) {
+void AgentCore::State::reject_decommissioned(const DeviceRecord& device, const char* what) {
   // Its key is revoked: nothing it signs changes the cloud any more.
   ++counters.decommissioned_messages_total;
   reject_message(device.id, "decommissioned",
@@ -170,10 +168,10 @@ void AgentCore::State::reject_status(const std::string& device, std::string_view
                                      const std::string& detail) {
   reject_message(device, reason, detail);
   // The retained status may now be this one: ask the device for its own.
-  if (auto it = devices.find(device); it != devices.end()) request_status(it->second);
+  if (auto* it = devices.find(device); it != nullptr) request_status(*it);
 }
 
-void AgentCore::State::request_status(DeviceRec& device) {
+void AgentCore::State::request_status(DeviceRecord& device) {
   if (!detail::take_turn(device.status_requested_mono_ms, clock.monotonic_ms(),
                          options.status_request_interval_ms)) {
     return;
@@ -192,12 +190,12 @@ void AgentCore::State::probe_presence() {
 
 // ---- acks ------------------------------------------------------------------
 
-void AgentCore::State::want_ack(DeviceRec& device) {
+void AgentCore::State::want_ack(DeviceRecord& device) {
   device.acks.want_ack();
   schedule_ack(device);
 }
 
-void AgentCore::State::schedule_ack(DeviceRec& device) {
+void AgentCore::State::schedule_ack(DeviceRecord& device) {
   if (device.acks.schedule(clock.monotonic_ms(), options.ack_interval_ms)) {
     acks_due.insert(device.id);
   }
@@ -207,9 +205,9 @@ std::vector<Ticket> AgentCore::State::due_ack_tickets() {
   std::vector<Ticket> out;
   int64_t now = clock.monotonic_ms();
   for (const auto& id : acks_due) {
-    const DeviceRec& dev = devices.at(id);
-    if (!dev.acks.due(now)) continue;
-    if (auto ticket = dev.acks.newest_ticket()) out.push_back(*ticket);
+    const DeviceRecord* dev = devices.find(id);
+    if (dev == nullptr || !dev->acks.due(now)) continue;
+    if (auto ticket = dev->acks.newest_ticket()) out.push_back(*ticket);
   }
   return out;
 }
@@ -221,12 +219,12 @@ void AgentCore::State::flush_acks() {
   // Only the devices with an ack pending: a tick costs nothing per idle device.
   for (auto it = acks_due.begin(); it != acks_due.end();) {
     const std::string& id = *it;
-    auto found = devices.find(id);
-    if (found == devices.end()) {
+    auto* found = devices.find(id);
+    if (found == nullptr) {
       it = acks_due.erase(it);
       continue;
     }
-    DeviceRec& dev = found->second;
+    DeviceRecord& dev = *found;
     if (!dev.acks.due(now)) {
       ++it;
       continue;

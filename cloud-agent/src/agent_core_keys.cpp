@@ -5,9 +5,7 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
-bool AgentCore::State::verify_signed(DeviceRec& dev, const std::string& canonical,
+bool AgentCore::State::verify_signed(DeviceRecord& dev, const std::string& canonical,
                                      const std::string& mac) {
   DeviceKeys::Signed by = dev.keys.verify(canonical, mac);
   if (by == DeviceKeys::Signed::kCurrent) return true;
@@ -27,9 +25,9 @@ bool AgentCore::State::verify_signed(DeviceRec& dev, const std::string& canonica
 
 Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const std::string& id) {
   if (auto owner = owner_check(id); !owner.ok()) return owner.error();
-  auto it = devices.find(id);
-  if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
-  DeviceRec& dev = it->second;
+  auto* it = devices.find(id);
+  if (it == nullptr) return make_error("not_found", "no device '" + id + "'");
+  DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) {
     return make_error("decommissioned", id + " is decommissioned; its key is revoked");
   }
@@ -48,9 +46,9 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const st
 Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_device(
     const std::string& id) {
   if (auto owner = owner_check(id); !owner.ok()) return owner.error();
-  auto it = devices.find(id);
-  if (it == devices.end()) return make_error("not_found", "no device '" + id + "'");
-  DeviceRec& dev = it->second;
+  auto* it = devices.find(id);
+  if (it == nullptr) return make_error("not_found", "no device '" + id + "'");
+  DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) return make_error("conflict", id + " is decommissioned already");
   DecommissionedDevice out{id, 0, 0};
   std::vector<OrderRef> reserved;

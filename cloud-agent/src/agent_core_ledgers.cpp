@@ -6,9 +6,7 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
-bool AgentCore::State::accept_ledger(DeviceRec& dev, const proto::DeviceEvent& event) {
+bool AgentCore::State::accept_ledger(DeviceRecord& dev, const proto::DeviceEvent& event) {
   if (event.ledger_id == dev.ledger_id) return true;
   if (dev.retired_ledgers.count(event.ledger_id) > 0) {
     // A late event of a card or board that was replaced: its ledger is gone
@@ -24,7 +22,7 @@ bool AgentCore::State::accept_ledger(DeviceRec& dev, const proto::DeviceEvent& e
   return true;
 }
 
-void AgentCore::State::switch_ledger(DeviceRec& dev, const std::string& ledger_id) {
+void AgentCore::State::switch_ledger(DeviceRecord& dev, const std::string& ledger_id) {
   // A device that never sent an event under its first id just names it.
   const bool replaced = !dev.ledger_id.empty() || dev.acks.last_processed() > 0;
   Changeset changes;

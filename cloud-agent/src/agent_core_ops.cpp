@@ -8,8 +8,6 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
 void AgentCore::State::publish_ops(std::string topic, std::string payload, int qos, bool retained) {
   if (!options.ops_enabled) return;
   if (!connected) {
@@ -69,7 +67,7 @@ void AgentCore::State::clear_alert(const std::string& device, int slot, std::str
   publish_ops(topics::ops_alerts(), ops::encode(*cleared), 1, false);
 }
 
-ops::DeviceStatus AgentCore::State::device_status(const DeviceRec& d) const {
+ops::DeviceStatus AgentCore::State::device_status(const DeviceRecord& d) const {
   ops::DeviceStatus out;
   out.device = d.id;
   out.online = d.online;
@@ -114,7 +112,7 @@ void AgentCore::State::publish_ops_views() {
   flush_order_events();
   int64_t now = clock.monotonic_ms();
   for (const auto& id : ops_views.take_due_devices(now)) {
-    const detail::DeviceRec* dev = find_device(id);
+    const DeviceRecord* dev = devices.find(id);
     if (dev == nullptr) continue;
     publish_ops(topics::ops_device(id), ops::encode(device_status(*dev)), 1, true);
   }

@@ -92,14 +92,16 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
 }
 
 Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
-  detail::DeviceRec* dev = find_device(device);
+  DeviceRecord* dev = devices.find(device);
   if (dev == nullptr) return make_error("not_found", "no device '" + device + "'");
   // One look-up of the name per reservation: the device's stock is kept.
-  if (dev->stock_slots == nullptr) dev->stock_slots = stock.slots_of(device);
+  if (device_slots.size() <= dev->index) device_slots.resize(devices.size(), nullptr);
+  Stock::Slots*& slots = device_slots[dev->index];
+  if (slots == nullptr) slots = stock.slots_of(device);
   StockSlot* found = nullptr;
-  if (dev->stock_slots != nullptr) {
-    auto s = dev->stock_slots->find(slot);
-    if (s != dev->stock_slots->end()) found = &s->second;
+  if (slots != nullptr) {
+    auto s = slots->find(slot);
+    if (s != slots->end()) found = &s->second;
   }
   if (found == nullptr) {
     return make_error("unknown_slot", device + " has no slot " + std::to_string(slot));

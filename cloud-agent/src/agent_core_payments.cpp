@@ -172,11 +172,11 @@ Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const Pa
 }
 
 void AgentCore::State::publish_dispense(OrderRec& rec) {
-  auto dev = devices.find(rec.order.device);
-  if (dev == devices.end()) return;
+  auto* dev = devices.find(rec.order.device);
+  if (dev == nullptr) return;
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
-  if (publish_command(dev->second, command, o.id).ok()) {
+  if (publish_command(*dev, command, o.id).ok()) {
     rec.command_published = true;
   } else {
     schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);

@@ -14,12 +14,10 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
 // The cloud's view of the snapshot's slots: pools (views of the stock's,
 // which nothing changes before reconcile() returns), tokens held by open
 // orders, the slots' alerts.
-std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec& device,
+std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRecord& device,
                                                                  const proto::Snapshot& snapshot) {
   std::map<int, reconcile::CloudSlot> out;
   for (const auto& seen : snapshot.slots) {
@@ -49,7 +47,7 @@ std::map<int, reconcile::CloudSlot> AgentCore::State::cloud_view(const DeviceRec
   return out;
 }
 
-void AgentCore::State::reconcile(DeviceRec& device, const proto::DeviceEvent& event,
+void AgentCore::State::reconcile(DeviceRecord& device, const proto::DeviceEvent& event,
                                  proto::Snapshot snapshot, Changeset& changes) {
   reconcile::Input in;
   in.device = device.id;
@@ -98,7 +96,7 @@ void AgentCore::State::apply_alert(const std::string& device, const reconcile::A
 
 // One slot's changes, in the order reconcile.hpp gives: burn, cancel, add,
 // request, alerts.
-void AgentCore::State::apply_reconcile(DeviceRec& device, const reconcile::SlotChanges& c,
+void AgentCore::State::apply_reconcile(DeviceRecord& device, const reconcile::SlotChanges& c,
                                        Changeset& changes) {
   StockSlot* slot = c.known ? stock.find(device.id, c.slot) : nullptr;
   if (slot != nullptr) {

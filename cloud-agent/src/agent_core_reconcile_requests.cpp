@@ -7,8 +7,6 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
 int64_t AgentCore::State::first_reconcile_at(const std::string& device_id) const {
   if (options.reconcile_interval_ms <= 0) return 0;
   uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and builds
@@ -17,15 +15,15 @@ int64_t AgentCore::State::first_reconcile_at(const std::string& device_id) const
          static_cast<int64_t>(h % static_cast<uint64_t>(options.reconcile_interval_ms));
 }
 
-void AgentCore::State::schedule_reconcile(DeviceRec& device, int64_t at_ms) {
+void AgentCore::State::schedule_reconcile(DeviceRecord& device, int64_t at_ms) {
   if (options.reconcile_interval_ms <= 0) return;
   deadlines.schedule(device.reconcile_timer, TimerKind::kReconcile, device.index, at_ms);
 }
 
 void AgentCore::State::on_reconcile_timer(const std::string& device_id) {
-  auto it = devices.find(device_id);
-  if (it == devices.end()) return;
-  DeviceRec& dev = it->second;
+  auto* it = devices.find(device_id);
+  if (it == nullptr) return;
+  DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) return;  // no more periodic checks
   if (dev.online) {
     proto::SnapshotRequest request{dev.id, "rec-" + random.id128().substr(0, 16), false};
@@ -36,9 +34,9 @@ void AgentCore::State::on_reconcile_timer(const std::string& device_id) {
 
 Result<std::string> AgentCore::State::request_reconcile(const std::string& device_id) {
   if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
-  auto it = devices.find(device_id);
-  if (it == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
-  DeviceRec& dev = it->second;
+  auto* it = devices.find(device_id);
+  if (it == nullptr) return make_error("not_found", "no device '" + device_id + "'");
+  DeviceRecord& dev = *it;
   if (!dev.online) {
     return make_error("device_offline",
                       device_id + " is offline; it is reconciled when it returns");
@@ -52,16 +50,16 @@ Result<std::string> AgentCore::State::request_reconcile(const std::string& devic
 
 Result<std::string> AgentCore::State::reconcile_report(const std::string& device_id) {
   if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
-  auto it = devices.find(device_id);
-  if (it == devices.end()) return make_error("not_found", "no device '" + device_id + "'");
-  if (!it->second.last_report.empty()) return it->second.last_report;
+  auto* it = devices.find(device_id);
+  if (it == nullptr) return make_error("not_found", "no device '" + device_id + "'");
+  if (!it->last_report.empty()) return it->last_report;
   auto stored = repo.reconcile_report(device_id);
   if (!stored.ok()) return make_error("unavailable", stored.error().message);
   if (!stored->has_value()) {
     return make_error("not_found", "no reconciliation report for " + device_id + " yet");
   }
-  it->second.last_report = **stored;
-  return it->second.last_report;
+  it->last_report = **stored;
+  return it->last_report;
 }
 
 // The device sends seq N+k while the cloud expects N+1. Nothing is ever
@@ -69,7 +67,7 @@ Result<std::string> AgentCore::State::reconcile_report(const std::string& device
 // them on an earlier ack the cloud no longer remembers (a restored
 // database). Ask it to resend from N+1; only its signed events_unavailable
 // answer lets the seq skip, and then a full snapshot repairs the token views.
-bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent& event) {
+bool AgentCore::State::skip_seq_gap(DeviceRecord& device, const proto::DeviceEvent& event) {
   const auto* gone = std::get_if<proto::EventsUnavailable>(&event.body);
   const uint64_t next = device.acks.last_processed() + 1;
   if (gone == nullptr || gone->from_seq > next || gone->oldest_seq <= next ||
@@ -93,7 +91,7 @@ bool AgentCore::State::skip_seq_gap(DeviceRec& device, const proto::DeviceEvent&
   return true;
 }
 
-void AgentCore::State::request_resend(DeviceRec& device) {
+void AgentCore::State::request_resend(DeviceRecord& device) {
   if (!detail::take_turn(device.resend_requested_mono_ms, clock.monotonic_ms(),
                          options.resend_interval_ms)) {
     return;

@@ -8,9 +8,7 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
-
-Status AgentCore::State::on_dispense_result(DeviceRec& device, const proto::DispenseResult& r,
+Status AgentCore::State::on_dispense_result(DeviceRecord& device, const proto::DispenseResult& r,
                                             Changeset& changes) {
   auto found = find_or_load_order(r.order_id);  // a settled order may have been evicted
   if (!found.ok()) return found.error();        // unacknowledged: it comes again
@@ -72,7 +70,7 @@ Status AgentCore::State::on_dispense_result(DeviceRec& device, const proto::Disp
 // (refunded, expired, cancelled, failed, under review): money and stock
 // disagree with what happened. Nothing is changed automatically — the order
 // keeps its state — but an operator must see it: an alert and a fault row.
-void AgentCore::State::report_contradiction(DeviceRec& device, const OrderRec& rec,
+void AgentCore::State::report_contradiction(DeviceRecord& device, const OrderRec& rec,
                                             const std::string& what, Changeset& changes) {
   ++counters.contradictions_total;
   std::string message = what + " but the order is " + to_string(rec.order.state) +
@@ -132,7 +130,7 @@ Result<std::vector<std::string>> AgentCore::State::fresh_tokens(
   return fresh;
 }
 
-Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted& minted,
+Status AgentCore::State::on_tokens(DeviceRecord& device, const proto::TokensMinted& minted,
                                    Changeset& changes) {
   auto it = restocks.find({device.id, minted.restock_id});
   bool done = it != restocks.end() && it->second.minted;
@@ -174,7 +172,8 @@ Status AgentCore::State::on_tokens(DeviceRec& device, const proto::TokensMinted&
   return {};
 }
 
-void AgentCore::State::on_fault(DeviceRec& device, const proto::Fault& fault, Changeset& changes) {
+void AgentCore::State::on_fault(DeviceRecord& device, const proto::Fault& fault,
+                                Changeset& changes) {
   changes.insert_fault(
       StoredFault{device.id, fault.code, fault.message, fault.slot, clock.wall_ms()});
   log.warn(detail::kLog, device.id + " fault " + fault.code + " (slot " +

@@ -10,10 +10,9 @@
 
 namespace vend::agent {
 
-using detail::DeviceRec;
 using Outcome = SnapshotAssembler::Outcome;
 
-void AgentCore::State::on_snapshot(DeviceRec& device, const proto::DeviceEvent& event,
+void AgentCore::State::on_snapshot(DeviceRecord& device, const proto::DeviceEvent& event,
                                    const std::string& canonical, proto::Snapshot snapshot,
                                    Changeset& changes) {
   const int parts = snapshot.parts;
@@ -43,7 +42,7 @@ void AgentCore::State::on_snapshot(DeviceRec& device, const proto::DeviceEvent& 
   reconcile(device, event, std::move(whole), changes);
 }
 
-void AgentCore::State::snapshot_part_dropped(DeviceRec& device, const proto::DeviceEvent& event,
+void AgentCore::State::snapshot_part_dropped(DeviceRecord& device, const proto::DeviceEvent& event,
                                              const SnapshotAssembler::Added& added) {
   const std::string what = "snapshot part seq " + std::to_string(event.seq) + " (" +
                            to_string(added.outcome) + "): " + added.problem;

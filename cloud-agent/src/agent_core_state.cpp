@@ -127,8 +127,7 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
     auto key = crypto::Key::from_hex(d.key_hex);
     if (!key.ok())
       return make_error("corrupt", "key of device " + d.id + ": " + key.error().message);
-    detail::DeviceRec& dev = add_device(d.id);
-    dev.id = d.id;
+    DeviceRecord& dev = devices.add(d.id);
     dev.keys = DeviceKeys(std::move(key).value());
     dev.created_ms = d.created_ms;
     dev.acks.restore(d.last_processed_seq);
@@ -143,7 +142,7 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
     dev.retired_ledgers.insert(d.retired_ledgers.begin(), d.retired_ledgers.end());
   }
   for (const auto& s : loaded.slots) {
-    if (devices.count(s.device) == 0) continue;
+    if (!devices.contains(s.device)) continue;
     stock.load_slot(s.device, s.spec, s.sold, s.burned);
   }
   for (const auto& t : loaded.pool) stock.load_pool_token(t.device, t.slot, t.token);
@@ -276,21 +275,6 @@ void AgentCore::State::set_state(OrderRec& rec, OrderState to, Changeset& change
   if (finished) cancel_timers(rec);
 }
 
-detail::DeviceRec* AgentCore::State::find_device(const std::string& id) {
-  auto it = device_index.find(id);
-  return it == device_index.end() ? nullptr : it->second;
-}
-
-detail::DeviceRec& AgentCore::State::add_device(const std::string& id) {
-  auto [it, added] = devices.try_emplace(id);
-  if (added) {
-    device_index.emplace(id, &it->second);
-    it->second.index = static_cast<uint32_t>(device_list.size());
-    device_list.push_back(&it->second);
-  }
-  return it->second;
-}
-
 Ticket AgentCore::State::durable_ticket(const std::string& order_id) {
   OrderRec* rec = orders.find(order_id);
   if (rec == nullptr || !rec->last_write.valid()) return detail::ready_ticket();
@@ -334,10 +318,9 @@ void AgentCore::State::cancel_timers(OrderRec& rec) {
 // it fell due (by an earlier timer of the same tick) is dropped here.
 void AgentCore::State::fire_timer(const FiredTimer& timer) {
   if (timer.kind == TimerKind::kReconcile) {
-    if (timer.subject >= device_list.size()) return;
-    detail::DeviceRec& dev = *device_list[timer.subject];
-    if (!Deadlines::take(dev.reconcile_timer, timer)) return;
-    return on_reconcile_timer(dev.id);
+    DeviceRecord* dev = devices.at_index(timer.subject);
+    if (dev == nullptr || !Deadlines::take(dev->reconcile_timer, timer)) return;
+    return on_reconcile_timer(dev->id);
   }
   OrderRec* rec = orders.at(timer.subject);
   if (rec == nullptr) return;
@@ -353,8 +336,7 @@ void AgentCore::State::fire_timer(const FiredTimer& timer) {
 
 // ---- output and checks -----------------------------------------------------------
 
-Status AgentCore::State::publish_command(const detail::DeviceRec& device,
-                                         const proto::Command& command,
+Status AgentCore::State::publish_command(const DeviceRecord& device, const proto::Command& command,
                                          const std::string& order_id) {
   if (!connected) {
     log.warn(detail::kLog, std::string(proto::type_name(command)) + " to " + device.id +

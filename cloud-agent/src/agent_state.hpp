@@ -17,12 +17,11 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/deadlines.hpp"
-#include "vend/agent/device_link.hpp"
+#include "vend/agent/device_book.hpp"
 #include "vend/agent/ops_feed.hpp"
 #include "vend/agent/order_book.hpp"
 #include "vend/agent/payments.hpp"
@@ -41,30 +40,6 @@ namespace detail {
 
 inline constexpr const char* kLog = "agent";
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
-
-struct DeviceRec {
-  std::string id;
-  DeviceKeys keys;  // its key, and a rotation's next one
-  int64_t created_ms = 0;
-  bool online = false;
-  std::string boot_id;  // the session that last said "online"
-  int64_t last_seen_ms = 0;
-  int64_t decommissioned_ms = 0;          // wall time; 0 = in service
-  std::string ledger_id;                  // the device ledger the seqs below count
-  std::set<std::string> retired_ledgers;  // replaced ledgers: their events are refused
-  AckWindow acks;                         // the current ledger's seqs and batched acks
-  int64_t check_requested_ms = 0;         // wall time of the last full snapshot request
-  int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
-  int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
-  ClockSkew clock_skew;                   // from its stamped messages
-  TimerSlot reconcile_timer;              // the periodic snapshot request
-  uint32_t index = 0;                     // in State::device_list (its timers' subject)
-  uint64_t outbox_depth = 0;              // from its last snapshot
-  int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
-  std::string last_verdict;               // of its last reconciliation
-  std::string last_report;                // JSON of that report ("" = none in memory)
-  Stock::Slots* stock_slots = nullptr;    // Stock::slots_of, kept once it exists
-};
 
 // What pay() does after the lock: wait for `wait`, then finish.
 struct PayStep {
@@ -138,9 +113,6 @@ struct AgentCore::State {
   // The transition in memory (the book), the log, the ops feed; a finished
   // order's timers are cancelled.
   void set_state(OrderRec& rec, OrderState to, Changeset& changes, const std::string& detail);
-  detail::DeviceRec* find_device(const std::string& id);  // nullptr if unknown
-  // The device's record, created (empty, indexed) if new.
-  detail::DeviceRec& add_device(const std::string& id);
   // What an answer about the order waits for: its latest durable-promising
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
@@ -152,7 +124,7 @@ struct AgentCore::State {
   void cancel_timers(OrderRec& rec);
   // Queues the signed command (an effect); not_connected while the broker
   // connection is down (the caller keeps what it needs to re-send).
-  Status publish_command(const detail::DeviceRec& device, const proto::Command& command,
+  Status publish_command(const DeviceRecord& device, const proto::Command& command,
                          const std::string& order_id = "");
   // A dispense command of `order_id` did not go out: re-sent later.
   void publish_failed(const std::string& order_id);
@@ -211,13 +183,13 @@ struct AgentCore::State {
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
                                                               const std::vector<SlotSpec>& slots);
   std::vector<DeviceView> device_views();
-  static DeviceView device_view(const detail::DeviceRec& d);
+  static DeviceView device_view(const DeviceRecord& d);
   Result<std::vector<SlotView>> slot_views(const std::string& device_id);
   Result<Ticket> set_slot(const std::string& device_id, const SlotSpec& slot);
   Result<detail::Durable<proto::RestockCommand>> request_restock(const std::string& device_id,
                                                                  int slot, int count);
   Result<std::string> publish_restock(const proto::RestockCommand& command);
-  void add_slot(detail::DeviceRec& device, const SlotSpec& spec);
+  void add_slot(DeviceRecord& device, const SlotSpec& spec);
 
   // ---- agent_core_events.cpp: MQTT in, acks out ----
   void on_message(const Message& message);
@@ -230,62 +202,60 @@ struct AgentCore::State {
                       const std::string& detail);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
   // A snapshot's body is moved out of `event` (its token lists are not copied).
-  Status apply_event(detail::DeviceRec& device, proto::DeviceEvent& event,
-                     const std::string& canonical, Changeset& changes);
+  Status apply_event(DeviceRecord& device, proto::DeviceEvent& event, const std::string& canonical,
+                     Changeset& changes);
   // A status the core cannot use: rejected as reject_message does, and the
   // device (if known) asked for its status again.
   void reject_status(const std::string& device, std::string_view reason, const std::string& detail);
   // A status_request command, at most once per status_request_interval_ms.
-  void request_status(detail::DeviceRec& device);
+  void request_status(DeviceRecord& device);
   // A verified message stamped `device_ts_ms` by the device: a skew sample;
   // raises or clears the clock_skew alert.
-  void observe_clock(detail::DeviceRec& device, int64_t device_ts_ms);
+  void observe_clock(DeviceRecord& device, int64_t device_ts_ms);
   // tick(): after a connect, every device not online is asked once.
   void probe_presence();
-  void want_ack(detail::DeviceRec& device);
+  void want_ack(DeviceRecord& device);
   // The device's batched ack goes out ack_interval_ms from now (if not
   // already due); it joins acks_due, which tick() walks.
-  void schedule_ack(detail::DeviceRec& device);
+  void schedule_ack(DeviceRecord& device);
   // Tickets the due acks wait for (the caller waits outside the lock).
   std::vector<Ticket> due_ack_tickets();
   void flush_acks();
 
   // ---- agent_core_results.cpp: what devices report ----
   // An error (the order could not be read back) leaves the event unprocessed.
-  Status on_dispense_result(detail::DeviceRec& device, const proto::DispenseResult& result,
+  Status on_dispense_result(DeviceRecord& device, const proto::DispenseResult& result,
                             Changeset& changes);
   // DISPENSED for an order settled otherwise: alert, fault row, counter.
-  void report_contradiction(detail::DeviceRec& device, const OrderRec& rec, const std::string& what,
+  void report_contradiction(DeviceRecord& device, const OrderRec& rec, const std::string& what,
                             Changeset& changes);
   void settle_rejected(OrderRec& rec, const proto::DispenseResult& result, Changeset& changes);
-  Status on_tokens(detail::DeviceRec& device, const proto::TokensMinted& minted,
-                   Changeset& changes);
+  Status on_tokens(DeviceRecord& device, const proto::TokensMinted& minted, Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
-  void on_fault(detail::DeviceRec& device, const proto::Fault& fault, Changeset& changes);
+  void on_fault(DeviceRecord& device, const proto::Fault& fault, Changeset& changes);
 
   // ---- agent_core_snapshots.cpp: snapshots, whole or in parts ----
   // A part is held in `snapshot_parts`; the whole snapshot (one message, or
   // its last part) is stored, settles overdue dispatches and is reconciled.
-  void on_snapshot(detail::DeviceRec& device, const proto::DeviceEvent& event,
+  void on_snapshot(DeviceRecord& device, const proto::DeviceEvent& event,
                    const std::string& canonical, proto::Snapshot snapshot, Changeset& changes);
   // A part the assembler dropped: logged (counted when inconsistent) and,
   // the first time for its snapshot, a new full snapshot is asked for.
-  void snapshot_part_dropped(detail::DeviceRec& device, const proto::DeviceEvent& event,
+  void snapshot_part_dropped(DeviceRecord& device, const proto::DeviceEvent& event,
                              const SnapshotAssembler::Added& added);
 
   // ---- agent_core_reconcile.cpp: applies reconcile::reconcile ----
-  void reconcile(detail::DeviceRec& device, const proto::DeviceEvent& event,
-                 proto::Snapshot snapshot, Changeset& changes);
-  std::map<int, reconcile::CloudSlot> cloud_view(const detail::DeviceRec& device,
+  void reconcile(DeviceRecord& device, const proto::DeviceEvent& event, proto::Snapshot snapshot,
+                 Changeset& changes);
+  std::map<int, reconcile::CloudSlot> cloud_view(const DeviceRecord& device,
                                                  const proto::Snapshot& snapshot);
-  void apply_reconcile(detail::DeviceRec& device, const reconcile::SlotChanges& c,
-                       Changeset& changes);
+  void apply_reconcile(DeviceRecord& device, const reconcile::SlotChanges& c, Changeset& changes);
   void burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
                         Changeset& changes);
   void apply_alert(const std::string& device, const reconcile::AlertChange& alert);
   // ---- agent_core_reconcile_requests.cpp, _ledgers.cpp, _keys.cpp: when
   // reconciliation runs, seq gaps, ledgers, keys ----
-  void schedule_reconcile(detail::DeviceRec& device, int64_t at_ms);
+  void schedule_reconcile(DeviceRecord& device, int64_t at_ms);
   // The first periodic request: staggered over one interval by device id,
   // so a fleet's requests do not all go out at once.
   int64_t first_reconcile_at(const std::string& device_id) const;
@@ -297,25 +267,24 @@ struct AgentCore::State {
   // seq then skips to its oldest held event (durably), the seq_gap alert is
   // raised and a full snapshot requested. Otherwise asks for a resend and
   // returns false (the event is dropped unacknowledged; it comes again).
-  bool skip_seq_gap(detail::DeviceRec& device, const proto::DeviceEvent& event);
+  bool skip_seq_gap(DeviceRecord& device, const proto::DeviceEvent& event);
   // The event's ledger is the device's current one, or a new one (a
   // reflashed SD card, a replacement board), switched to durably: true.
   // False for a retired ledger's event (refused, counted) or when the
   // repository cannot take the switch (left unacknowledged).
-  bool accept_ledger(detail::DeviceRec& device, const proto::DeviceEvent& event);
+  bool accept_ledger(DeviceRecord& device, const proto::DeviceEvent& event);
   // Retires the device's ledger for `ledger_id` (seq from 1); a replaced
   // ledger raises ledger_replaced and asks for a full snapshot.
-  void switch_ledger(detail::DeviceRec& device, const std::string& ledger_id);
+  void switch_ledger(DeviceRecord& device, const std::string& ledger_id);
   // True when `mac` is the device's signature of `canonical` under its key,
   // or under its pending new key (which then replaces the old one, durably).
-  void reject_decommissioned(const detail::DeviceRec& device, const char* what);
-  bool verify_signed(detail::DeviceRec& device, const std::string& canonical,
-                     const std::string& mac);
+  void reject_decommissioned(const DeviceRecord& device, const char* what);
+  bool verify_signed(DeviceRecord& device, const std::string& canonical, const std::string& mac);
   Result<detail::Durable<ProvisionedDevice>> rotate_key(const std::string& id);
   Result<detail::Durable<DecommissionedDevice>> decommission_device(const std::string& id);
   // A resend command from the first missing seq, at most once per
   // options.resend_interval_ms per device.
-  void request_resend(detail::DeviceRec& device);
+  void request_resend(DeviceRecord& device);
 
   // ---- agent_core_ops.cpp: operator views on vend/v1/ops/... ----
   void publish_ops(std::string topic, std::string payload, int qos, bool retained);
@@ -329,7 +298,7 @@ struct AgentCore::State {
                    const std::string& severity, const std::string& message);
   void clear_alert(const std::string& device, int slot, std::string_view code);
   bool alert_active(const std::string& device, int slot, std::string_view code) const;
-  ops::DeviceStatus device_status(const detail::DeviceRec& device) const;
+  ops::DeviceStatus device_status(const DeviceRecord& device) const;
   ops::FleetSummary fleet_summary() const;
   // tick(): the dirty device statuses and the fleet summary, rate-limited.
   void publish_ops_views();
@@ -342,9 +311,9 @@ struct AgentCore::State {
   void send_to_review(OrderRec& rec);
   // A full snapshot request (at most one per device per second); `prefix`
   // names the reason in its request id ("chk-", "full-", "gap-").
-  void request_check_snapshot(detail::DeviceRec& device, const char* prefix = "chk-");
-  void resolve_overdue(detail::DeviceRec& device, int64_t device_ts_ms,
-                       const proto::Snapshot& snapshot, Changeset& changes);
+  void request_check_snapshot(DeviceRecord& device, const char* prefix = "chk-");
+  void resolve_overdue(DeviceRecord& device, int64_t device_ts_ms, const proto::Snapshot& snapshot,
+                       Changeset& changes);
   void on_resend(OrderRec& rec);
   void sweep();
 
@@ -372,12 +341,10 @@ struct AgentCore::State {
   Deadlines deadlines;
   int64_t last_sweep_mono_ms = 0;
 
-  std::map<std::string, detail::DeviceRec> devices;  // ordered: deterministic iteration
-  // The same by hash, for the look-ups of the request path (a reservation's
-  // walk of a thousand-name tree was a dozen cache misses). Devices are never
-  // erased and map nodes never move; add_device() keeps both.
-  std::unordered_map<std::string, detail::DeviceRec*> device_index;
-  std::vector<detail::DeviceRec*> device_list;  // by DeviceRec::index
+  DeviceBook devices;
+  // Stock::slots_of each device (by DeviceRecord::index), kept once it
+  // exists: the request path's look-up.
+  std::vector<Stock::Slots*> device_slots;
   // The open orders and the recent finished ones, their indexes and counts.
   OrderBook orders;
   // Payment records by id (of the orders in memory) and the refund outbox.
@@ -390,7 +357,7 @@ struct AgentCore::State {
 
   // Operator views: when each retained view is due (monotonic time).
   ViewSchedule ops_views;
-  // Devices with an ack scheduled (DeviceRec::acks).
+  // Devices with an ack scheduled (DeviceRecord::acks).
   std::set<std::string> acks_due;
   AlertBook alerts;
   OrderEventBatch pending_order_events;  // since the last tick

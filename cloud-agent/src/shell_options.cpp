@@ -475,7 +475,7 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --reject-log-interval-s N     log a rejected device message once per device and
                                 reason every N s, with the count (60; 0 = every one)
   --sync full|normal            SQLite durability (full)
-  --http-threads N              HTTP handler threads, each waits for its group commit
+  --http-threads N              HTTP handler threads for operator calls and reads
                                 (32; 1..1024)
   --http-event-threads N        HTTP event (epoll) threads (2; 1..64)
   --http-max-connections N      open connections at once; more get 503 (20000)

@@ -165,11 +165,25 @@ Result<std::string> AgentCore::State::publish_restock(const proto::RestockComman
   auto* dev = devices.find(command.device);
   if (dev == nullptr) return make_error("not_found", "no device '" + command.device + "'");
   if (auto s = publish_command(*dev, command); !s.ok()) {
-    return make_error("unavailable", "restock " + command.restock_id +
-                                         " recorded but not sent: " + s.error().message);
+    return make_error("unavailable", "restock " + command.restock_id + " recorded, not sent yet (" +
+                                         s.error().message +
+                                         "): it is sent when the broker connection returns");
   }
   log.info(detail::kLog, "restock " + command.restock_id + " sent to " + command.device);
   return command.restock_id;
+}
+
+void AgentCore::State::resend_restocks(const std::string& device) {
+  auto it = device.empty() ? restocks.begin() : restocks.lower_bound({device, ""});
+  for (; it != restocks.end() && (device.empty() || it->first.first == device); ++it) {
+    const StoredRestock& r = it->second;
+    if (r.minted) continue;
+    const DeviceRecord* dev = devices.find(r.device);
+    if (dev == nullptr || dev->decommissioned_ms != 0 || !serves(r.device)) continue;
+    proto::RestockCommand command{r.device, r.restock_id, r.slot, r.count};
+    if (!publish_command(*dev, command).ok()) return;  // not connected: the next connect
+    ++counters.restocks_resent_total;
+  }
 }
 
 }  // namespace vend::agent

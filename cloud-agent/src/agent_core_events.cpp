@@ -186,6 +186,7 @@ void AgentCore::State::probe_presence() {
   for (auto& [id, dev] : devices) {
     if (!dev.online) request_status(dev);
   }
+  resend_restocks("");
 }
 
 // ---- acks ------------------------------------------------------------------

@@ -28,6 +28,7 @@ void AgentCore::State::on_reconcile_timer(const std::string& device_id) {
   if (dev.online) {
     proto::SnapshotRequest request{dev.id, "rec-" + random.id128().substr(0, 16), false};
     (void)publish_command(dev, request);
+    resend_restocks(dev.id);
   }
   schedule_reconcile(dev, clock.wall_ms() + options.reconcile_interval_ms);
 }

@@ -189,6 +189,11 @@ struct AgentCore::State {
   Result<detail::Durable<proto::RestockCommand>> request_restock(const std::string& device_id,
                                                                  int slot, int count);
   Result<std::string> publish_restock(const proto::RestockCommand& command);
+  // The restocks not yet minted, of `device` ("" = every device), are sent
+  // again: one whose command was lost (the broker was down, the agent
+  // restarted) still reaches its machine, which keeps one restock per id
+  // (a repeat is answered "duplicate" and changes nothing).
+  void resend_restocks(const std::string& device);
   void add_slot(DeviceRecord& device, const SlotSpec& spec);
 
   // ---- agent_core_events.cpp: MQTT in, acks out ----

@@ -79,6 +79,10 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
   prometheus_scalar(out, "vend_device_status_requests_total", "counter",
                     "status_request commands sent (no trusted status of the device).",
                     m.status_requests_total);
+  prometheus_scalar(out, "vend_restocks_resent_total", "counter",
+                    "Restock commands sent again: not minted yet at a connect or a periodic "
+                    "reconcile.",
+                    m.restocks_resent_total);
   prometheus_scalar(out, "vend_alerts_raised_total", "counter", "Alerts raised.",
                     m.alerts_raised_total);
   prometheus_scalar(

@@ -517,6 +517,45 @@ TEST_CASE("a restock ordered by the agent reaches the pool") {
   CHECK(rig.core->request_restock("vm-1", 9, 1).error().code == "unknown_slot");
 }
 
+TEST_CASE("a restock recorded while the broker was down reaches the machine once it is back") {
+  AgentRig rig;
+  fw::CoreOptions options = rig_test::test_device_options();
+  options.auto_confirm_restock = true;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots, options);
+  rig.bus.disconnect(rig_test::kAgentClient, false);
+  rig.step();
+  auto id = rig.core->request_restock("vm-1", 2, 4);
+  REQUIRE_FALSE(id.ok());
+  CHECK(id.error().code == "unavailable");  // recorded, not sent
+  CHECK(id.error().message.find("recorded") != std::string::npos);
+  rig.run_for(2000);
+  CHECK(rig.slot("vm-1", 2).pool == 0);
+  REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 2).pool == 4; }));
+  CHECK(dev.machine.items(2) == 4);
+  CHECK(rig.core->take_metrics().restocks_resent_total == 1);
+  rig.check_stock_invariant();
+}
+
+TEST_CASE("a restock not yet minted when the agent restarted is sent again, and counts once") {
+  AgentRig rig;
+  fw::CoreOptions options = rig_test::test_device_options();
+  options.auto_confirm_restock = true;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots, options);
+  auto id = rig.core->request_restock("vm-1", 2, 3);
+  REQUIRE(id.ok());
+  // The agent dies before the machine's tokens arrive: the restock is
+  // still pending in its log.
+  rig.crash_agent();
+  rig.run_for(2000);
+  rig.start_agent();
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 2).pool == 3; }));
+  rig.run_for(5000);
+  CHECK(rig.slot("vm-1", 2).pool == 3);  // the repeat changed nothing
+  CHECK(dev.machine.items(2) == 3);
+  rig.check_stock_invariant();
+}
+
 TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, counters rebuilt") {
   AgentRig rig;
   DeviceSim& dev = stocked_device(rig, 5);

@@ -201,6 +201,7 @@ struct AgentMetrics {
   int64_t decommissioned_messages_total = 0;  // messages of decommissioned devices, refused
   int64_t resend_requests_total = 0;          // resend commands sent for a seq gap
   int64_t status_requests_total = 0;          // status_request commands sent
+  int64_t restocks_resent_total = 0;          // restock commands sent again (not minted yet)
   // DISPENSED results for orders already settled otherwise (alerted).
   int64_t contradictions_total = 0;
   // device -> clock skew estimate (ms), for devices with one.

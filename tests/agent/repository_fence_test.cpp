@@ -199,9 +199,13 @@ TEST_CASE("fence: an expired lease refuses the write, on the store's clock") {
   Cluster c;
   const int k = 5;
   const std::string dev = device_in(k);
-  c.a.acquire(k, 300);
+  // A lease long enough for the first write on a loaded machine; the
+  // second comes once it has surely expired.
+  constexpr int64_t kShortLeaseMs = 1000;
+  c.a.acquire(k, kShortLeaseMs);
+  auto acquired = Steady::now();  // the store granted it before this
   CHECK(c.a.snapshot(dev, "a-1").ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  std::this_thread::sleep_until(acquired + std::chrono::milliseconds(kShortLeaseMs + 200));
   Status late = c.a.snapshot(dev, "a-2");
   REQUIRE_MESSAGE(fenced(late), vend::test::error_text(late));
   CHECK(message(late).find("expired") != std::string::npos);

@@ -39,3 +39,17 @@ need_cmd() {
   command -v "$1" >/dev/null 2>&1 ||
     die "\`$1\` not found: install Debian package $2 (scripts/setup-deps)"
 }
+
+# A loopback TCP port no socket uses now (listening or connected), below the
+# kernel's ephemeral range, so no outgoing connection can take it between
+# this check and the server's bind (a port in that range did: a test's
+# postgres failed with "Address already in use").
+free_port() {
+  local low port
+  low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  ((low > 12000)) || low=32768
+  while :; do
+    port=$((10000 + RANDOM % (low - 10000)))
+    ss -Htan "sport = :$port" | grep -q . || { echo "$port"; return; }
+  done
+}

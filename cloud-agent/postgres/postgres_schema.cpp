@@ -1,5 +1,5 @@
 // The PostgreSQL schema: the same tables and meaning as SQLite's
-// (cloud-agent/src/repository_schema.cpp), in PostgreSQL's types.
+// (cloud-agent/repository/repository_schema.cpp), in PostgreSQL's types.
 #include "postgres_schema.hpp"
 
 namespace vend::agent::pg {

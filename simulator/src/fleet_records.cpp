@@ -1,5 +1,5 @@
 // Reads ledgers and the agent database into FleetRecords. Table and column
-// names: firmware/src/ledger_schema.hpp, cloud-agent/src/repository_schema.cpp.
+// names: firmware/src/ledger_schema.hpp, cloud-agent/repository/repository_schema.cpp.
 #include "fleet_records.hpp"
 
 #include <functional>

@@ -8,7 +8,7 @@
 // the instance has its own bus client (vend-agent-<id>, clean session; the
 // core subscribes to its own machines), its own clock (skewed, drifting),
 // a LeaseKeeper and a session in the shared lease table, and a Repository
-// over FencedBackend. It runs what ClusterNode (cloud-agent/src/
+// over FencedBackend. It runs what ClusterNode (cloud-agent/shell/
 // cluster_node.cpp) runs on its thread, on virtual time: a lease round every
 // renew interval of its own monotonic clock — restrict the core before a
 // shard leaves, rebuild it (fence set in between) after shards moved or a

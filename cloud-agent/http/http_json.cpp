@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "http_server.hpp"
 #include "vend/json_writer.hpp"
 
 namespace vend::agent::http {
@@ -304,14 +305,7 @@ Json device_json(const DeviceView& d) {
 }
 
 std::string error_body(const std::string& code, const std::string& message) {
-  // Messages may quote client bytes: append_string replaces invalid UTF-8.
-  std::string out = "{\"error\":";
-  json::Object e(out);
-  e.string("code", code);
-  e.string("message", message);
-  e.close();
-  out += '}';
-  return out;
+  return limit_error_body(code, message, "");  // the same object without "limit"
 }
 
 }  // namespace vend::agent::http

@@ -64,11 +64,13 @@ RateDecision EmbeddedRateLimiter::take_all(const std::vector<BucketRequest>& req
   // leaves no bucket behind, and a flood of refused requests under ever new
   // keys (client ids) pushes no other key's bucket out.
   RateDecision d;
+  std::vector<Bucket*> found(requests.size(), nullptr);
   for (size_t i = 0; i < requests.size(); ++i) {
     const BucketRequest& r = requests[i];
     double tokens = static_cast<double>(r.limit.burst);
     if (auto it = buckets_.find(r.key); it != buckets_.end()) {
       Bucket& b = it->second;
+      found[i] = &b;
       b.tokens = bucket::refill(b.tokens, static_cast<double>(now_ms - b.updated_ms), r.limit);
       b.updated_ms = now_ms;
       b.limit = r.limit;
@@ -89,7 +91,11 @@ RateDecision EmbeddedRateLimiter::take_all(const std::vector<BucketRequest>& req
     }
   }
   if (!d.allowed) return d;
-  forget_idle(now_ms, requests.size());
+  if (std::find(found.begin(), found.end(), nullptr) == found.end()) {
+    for (Bucket* b : found) b->tokens -= 1.0;  // all exist: nothing to create or evict
+    return d;
+  }
+  forget_idle(now_ms, requests.size());  // may drop a found one: look them up again
   for (const BucketRequest& r : requests) bucket_of(r.key, r.limit, now_ms).tokens -= 1.0;
   return d;
 }

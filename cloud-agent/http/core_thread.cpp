@@ -4,6 +4,8 @@
 #include <string>
 #include <variant>
 
+#include "vend/thread_name.hpp"
+
 namespace vend::agent {
 
 using Steady = std::chrono::steady_clock;
@@ -63,6 +65,7 @@ void CoreThread::push_message(const Message& message) {
 void CoreThread::push_connection(bool connected) { inbox_.push_connection(connected); }
 
 void CoreThread::loop() {
+  name_this_thread("vend-core");
   Steady::time_point next_tick = Steady::now() + tick_period_;
   const auto idle = std::chrono::hours(1);
   Inbox<Message>::Batch batch;  // reused: no allocation per batch

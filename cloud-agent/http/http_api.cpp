@@ -114,8 +114,10 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   auto pending = std::make_shared<Pending>(Pending{std::move(req), std::move(responder)});
   const Route* route = find_route(pending->req);
   Finish finish = [this, pending](HttpReply reply) {
-    log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
-                         std::to_string(reply.status));
+    if (log_.enabled(LogLevel::kDebug)) {
+      log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
+                           std::to_string(reply.status));
+    }
     pending->responder.complete(std::move(reply));
   };
   if (route != nullptr && route->on_event_thread) return run(route, pending->req, finish);

@@ -290,8 +290,10 @@ Status HttpServer::start() {
   // connection silent past the longest of our deadlines is dropped.
   auto hard_limit = static_cast<unsigned int>(l.max_connections + l.max_connections / 8 + 64);
   // The pool is all a connection's buffers; MHD zeroes it after every
-  // request, so its whole size stays resident per open connection.
-  size_t pool = l.max_header_bytes + 8 * 1024;
+  // request, so its whole size stays resident per open connection and is
+  // written once per request: the header block, and 4 KiB for the parsed
+  // header list, the body's read buffer and the reply's head.
+  size_t pool = l.max_header_bytes + 4 * 1024;
   int64_t longest_ms = std::max({l.idle_timeout_ms, l.header_timeout_ms, l.body_timeout_ms});
   auto timeout_s = static_cast<unsigned int>(longest_ms / 1000 + 5);
   unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;

@@ -8,6 +8,7 @@
 #include "http_server.hpp"
 #include "http_server_state.hpp"
 #include "vend/json_writer.hpp"
+#include "vend/thread_name.hpp"
 
 namespace vend::agent {
 
@@ -66,6 +67,7 @@ void HttpServer::State::log_refusal(const std::string& source, const std::string
 }
 
 void HttpServer::State::reap_loop() {
+  name_this_thread("vend-http-reap");
   int64_t shortest =
       std::min({limits.header_timeout_ms, limits.body_timeout_ms, limits.idle_timeout_ms});
   auto period = std::chrono::milliseconds(std::clamp<int64_t>(shortest / 4, 10, 100));

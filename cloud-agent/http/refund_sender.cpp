@@ -5,6 +5,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "vend/thread_name.hpp"
 #include "vend/webhook.hpp"
 
 namespace vend::agent {
@@ -58,6 +59,7 @@ RefundSender::~RefundSender() {
 
 void RefundSender::start() {
   thread_ = std::thread([this] {
+    name_this_thread("vend-refunds");
     std::unique_lock lock(mu_);
     while (!stopping_) {
       lock.unlock();

@@ -1,11 +1,16 @@
 #include "worker_pool.hpp"
 
+#include "vend/thread_name.hpp"
+
 namespace vend::agent {
 
 WorkerPool::WorkerPool(size_t threads, size_t max_queued)
     : max_queued_(max_queued == 0 ? 1 : max_queued) {
   for (size_t i = 0; i < (threads == 0 ? 1 : threads); ++i) {
-    threads_.emplace_back([this] { work(); });
+    threads_.emplace_back([this] {
+      name_this_thread("vend-http-work");
+      work();
+    });
   }
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "vend/agent/shard_map.hpp"
+#include "vend/thread_name.hpp"
 
 namespace vend::agent {
 
@@ -161,6 +162,7 @@ WriterStats Repository::stats() const {
 // ---- the writer thread -----------------------------------------------------
 
 void Repository::writer_loop() {
+  name_this_thread("vend-writer");
   while (true) {
     std::vector<Pending> ready, group;
     {

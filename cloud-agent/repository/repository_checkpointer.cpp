@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "vend/thread_name.hpp"
+
 namespace vend::agent::detail {
 
 namespace {
@@ -76,6 +78,7 @@ bool SqliteCheckpointer::passive_due() const {
 }
 
 void SqliteCheckpointer::run() {
+  name_this_thread("vend-checkpoint");
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait(lock, [&] { return stopping_ || passive_due(); });

@@ -5,6 +5,7 @@
 
 #include "metrics.hpp"
 #include "vend/agent/shard_map.hpp"
+#include "vend/thread_name.hpp"
 
 namespace vend::agent {
 
@@ -133,6 +134,7 @@ void ClusterNode::start(AgentCore& core) {
 }
 
 void ClusterNode::loop(AgentCore& core) {
+  name_this_thread("vend-cluster");
   std::unique_lock lock(stop_mu_);
   while (!stopping_) {
     lock.unlock();

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "vend/thread_name.hpp"
+
 namespace vend::fw {
 
 namespace {
@@ -113,6 +115,7 @@ void TimedMotor::report(const Rotation& r) {
 }
 
 void TimedMotor::run() {
+  name_this_thread("vend-motor");
   std::unique_lock lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stop_ || request_.has_value(); });

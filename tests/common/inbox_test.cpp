@@ -2,10 +2,13 @@
 #include "vend/inbox.hpp"
 
 #include <doctest/doctest.h>
+#include <pthread.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
+
+#include "vend/thread_name.hpp"
 
 namespace vend {
 namespace {
@@ -124,3 +127,18 @@ TEST_CASE("many producers lose nothing below the bounds") {
 
 }  // namespace
 }  // namespace vend
+
+TEST_CASE("name_this_thread: the name ps and perf show, cut to Linux's 15 characters") {
+  std::string named, cut;
+  std::thread([&] {
+    vend::name_this_thread("vend-core");
+    char buf[32] = {};
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    named = buf;
+    vend::name_this_thread("a-name-longer-than-fifteen");
+    pthread_getname_np(pthread_self(), buf, sizeof buf);
+    cut = buf;
+  }).join();
+  CHECK(named == "vend-core");
+  CHECK(cut == "a-name-longer-t");
+}

@@ -99,3 +99,15 @@ TEST_CASE("interval 0 logs every line") {
   CHECK(log.records().size() == 5);
   CHECK(limited.suppressed_total() == 0);
 }
+
+TEST_CASE("Logger::enabled: a stderr logger says which levels it drops; a null logger drops all") {
+  vend::StderrLogger warn_up(LogLevel::kWarn);
+  CHECK_FALSE(warn_up.enabled(LogLevel::kDebug));
+  CHECK_FALSE(warn_up.enabled(LogLevel::kInfo));
+  CHECK(warn_up.enabled(LogLevel::kWarn));
+  CHECK(warn_up.enabled(LogLevel::kError));
+  vend::NullLogger null;
+  CHECK_FALSE(null.enabled(LogLevel::kError));
+  MemoryLogger memory;  // keeps everything: tests read debug lines too
+  CHECK(memory.enabled(LogLevel::kDebug));
+}

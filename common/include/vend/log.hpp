@@ -17,6 +17,9 @@ class Logger {
  public:
   virtual ~Logger() = default;
   virtual void log(LogLevel level, std::string_view component, std::string_view message) = 0;
+  // False when a record at `level` would be dropped: a caller can skip
+  // building a message nobody reads (a per-request debug line).
+  virtual bool enabled(LogLevel /*level*/) const { return true; }
 
   void debug(std::string_view c, std::string_view m) { log(LogLevel::kDebug, c, m); }
   void info(std::string_view c, std::string_view m) { log(LogLevel::kInfo, c, m); }
@@ -29,6 +32,7 @@ class StderrLogger final : public Logger {
  public:
   explicit StderrLogger(LogLevel min_level = LogLevel::kInfo) : min_level_(min_level) {}
   void log(LogLevel level, std::string_view component, std::string_view message) override;
+  bool enabled(LogLevel level) const override { return level >= min_level_; }
 
  private:
   LogLevel min_level_;
@@ -57,6 +61,7 @@ class MemoryLogger final : public Logger {
 class NullLogger final : public Logger {
  public:
   void log(LogLevel, std::string_view, std::string_view) override {}
+  bool enabled(LogLevel) const override { return false; }
 };
 
 }  // namespace vend

@@ -29,14 +29,17 @@ void AgentCore::State::tick_locked() {
 }
 
 // A DISPATCHED order without a result past expires_at + skew. Do not guess:
-// the device stores every result, or still holds the token. Ask it.
+// the device stores every result, or still holds the token. Ask it; after
+// dispatch_review_ms without a result, an operator decides.
 void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
-  if (rec.order.state != OrderState::kDispatched) return;
   auto* dev = devices.find(rec.order.device);
   if (dev == nullptr) return;
-  int64_t dispatched_ms = rec.order.dispatch_expires_at_ms - options.dispatch_ttl_ms;
-  if (clock.wall_ms() >= dispatched_ms + options.dispatch_review_ms) {
-    return send_to_review(rec);
+  auto decision = rules::decide_dispatch_deadline(
+      rec.order, clock.wall_ms(), options.dispatch_ttl_ms, options.dispatch_review_ms);
+  switch (decision.kind) {
+    case rules::DeadlineDecision::Kind::kNone: return;
+    case rules::DeadlineDecision::Kind::kReview: return send_to_review(rec, decision.settlement);
+    case rules::DeadlineDecision::Kind::kCheck: break;
   }
   log.info(detail::kLog, "order " + rec.order.id + " has no result past its deadline; checking " +
                              rec.order.device);
@@ -45,17 +48,10 @@ void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
                     clock.wall_ms() + options.dispatch_recheck_ms);
 }
 
-// No result for so long that a person must decide: the device may be gone
-// for good. The token is burned (never sold again; reconciliation raises it
-// if the device still holds it) and the order waits for an operator.
-void AgentCore::State::send_to_review(OrderRec& rec) {
+void AgentCore::State::send_to_review(OrderRec& rec, const rules::Settlement& settlement) {
   if (!writable().ok()) return;  // the recheck tries again
   Changeset changes;
-  token_spent(rec, TokenState::kBurned, changes);
-  rec.order.reason = "no_result";
-  set_state(rec, OrderState::kNeedsReview, changes,
-            "no result from " + rec.order.device + " for " +
-                std::to_string(options.dispatch_review_ms / 1000) + " s");
+  settle(rec, settlement, changes);
   rec.last_write = commit(std::move(changes));
   log.warn(detail::kLog,
            "order " + rec.order.id + ": no result from " + rec.order.device + "; NEEDS_REVIEW");
@@ -70,40 +66,30 @@ void AgentCore::State::request_check_snapshot(DeviceRecord& device, const char* 
   (void)publish_command(device, request);
 }
 
-// A full snapshot arrived. For each of the device's overdue DISPATCHED
-// orders: if the device's clock was already past the command's expiry when
-// it took the snapshot, the command can never run any more; then a token
-// still available means the command never ran (FAILED -> REFUNDED, token
-// back), and a token gone means a result is on its way (keep waiting).
+// A full snapshot arrived: each of the device's overdue DISPATCHED orders
+// is settled or its result asked for again (rules::decide_overdue).
 void AgentCore::State::resolve_overdue(DeviceRecord& device, int64_t device_ts_ms,
                                        const proto::Snapshot& snapshot, Changeset& changes) {
   int64_t now = clock.wall_ms();
-  std::vector<OrderRec*> overdue;
+  std::vector<std::pair<OrderRec*, rules::OverdueDecision>> overdue;
   for (OrderRef ref : orders.open_orders()) {
     OrderRec& rec = *orders.at(ref);
-    if (rec.order.device != device.id || rec.order.state != OrderState::kDispatched) continue;
-    int64_t cutoff = rec.order.dispatch_expires_at_ms + options.expiry_skew_ms;
-    if (now >= cutoff && device_ts_ms > cutoff) overdue.push_back(&rec);
+    if (rec.order.device != device.id) continue;
+    auto decision =
+        rules::decide_overdue(rec.order, snapshot, device_ts_ms, now, options.expiry_skew_ms);
+    if (decision.kind != rules::OverdueDecision::Kind::kNone) {
+      overdue.emplace_back(&rec, std::move(decision));
+    }
   }
-  for (OrderRec* rec : overdue) {
-    auto slot =
-        std::find_if(snapshot.slots.begin(), snapshot.slots.end(),
-                     [&](const proto::SlotSnapshot& s) { return s.slot == rec->order.slot; });
-    if (slot == snapshot.slots.end() || !slot->tokens) continue;
-    const auto& tokens = *slot->tokens;
-    if (std::find(tokens.begin(), tokens.end(), rec->order.token) == tokens.end()) {
-      // Spent: the device stored a result. Sending the (expired) command
-      // again makes it report that stored result once more (it never runs a
-      // known order twice), in case the first report was lost.
+  // Applied after the walk: a settled order leaves the open orders.
+  for (auto& [rec, decision] : overdue) {
+    if (decision.kind == rules::OverdueDecision::Kind::kAskResult) {
       log.info(detail::kLog, "order " + rec->order.id + ": token spent on the device; " +
                                  "asking it to report the result again");
       publish_dispense(*rec);
       continue;
     }
-    token_to_pool(*rec, TokenState::kDispatched, changes);
-    rec->order.reason = "never_dispensed";
-    set_state(*rec, OrderState::kFailed, changes, "expired unused on the device");
-    refund_order(*rec, "never_dispensed", changes);
+    settle(*rec, decision.settlement, changes);
     log.info(detail::kLog, "order " + rec->order.id + " never ran on " + device.id +
                                ": refunded, token back in the pool");
   }

@@ -7,11 +7,6 @@ namespace vend::agent {
 
 namespace {
 constexpr size_t kMaxPaymentId = 128;
-constexpr const char* kApplied = "applied";
-constexpr const char* kDuplicateRefunded = "duplicate_payment_refunded";
-constexpr const char* kLateRefunded = "late_payment_refunded";
-constexpr const char* kMismatchRefunded = "amount_mismatch_refunded";
-constexpr const char* kUnknownOrderRefunded = "unknown_order_refunded";
 }  // namespace
 
 using detail::PayStep;
@@ -50,21 +45,18 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
   if (auto s = writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
-  if (rec.order.state == OrderState::kReserved &&
-      clock.wall_ms() >= rec.order.reserve_deadline_ms) {
-    // Past the deadline but the timer has not fired yet: it is expired.
-    expire_reservation(rec, "reservation expired");
+  rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, clock.wall_ms());
+  // Past the deadline but the timer has not fired yet: it is expired.
+  if (decision.expire_first) expire_reservation(rec, "reservation expired");
+  if (decision.kind == rules::PaymentDecision::Kind::kDispatch) {
+    return dispatch_paid(rec, payment_id, amount_cents);
   }
-  if (rec.order.state != OrderState::kReserved) {
-    return refund_payment(rec, payment_id, amount_cents, false);
-  }
-  if (amount_cents != rec.order.price_cents) {
+  if (rec.order.state == OrderState::kReserved) {  // the amount is not the price
     log.warn(detail::kLog, "payment " + payment_id + " of " + std::to_string(amount_cents) +
                                " for order " + rec.order.id + " priced " +
                                std::to_string(rec.order.price_cents) + ": refunded");
-    return refund_payment(rec, payment_id, amount_cents, true);
   }
-  return dispatch_paid(rec, payment_id, amount_cents);
+  return refund_payment(rec, payment_id, amount_cents, decision);
 }
 
 Order AgentCore::State::unknown_order(const std::string& order_id) {
@@ -81,21 +73,22 @@ PayStep AgentCore::State::refund_unknown_order(const std::string& order_id,
                                                const std::string& payment_id,
                                                int64_t amount_cents) {
   int64_t now = clock.wall_ms();
+  rules::PaymentDecision decision = rules::decide_unknown_order_payment();
   Changeset changes;
-  changes.insert_payment(
-      StoredPayment{payment_id, order_id, amount_cents, kUnknownOrderRefunded, now});
-  add_refund(changes, new_refund(payment_id, order_id, amount_cents, "unknown_order", now));
+  changes.insert_payment(StoredPayment{payment_id, order_id, amount_cents, decision.outcome, now});
+  add_refund(changes, new_refund(payment_id, order_id, amount_cents, decision.refund_reason, now));
   Ticket t = commit(std::move(changes));
-  payments.record(payment_id, PaymentRecord{order_id, amount_cents, kUnknownOrderRefunded, t});
+  payments.record(payment_id, PaymentRecord{order_id, amount_cents, decision.outcome, t});
   log.warn(detail::kLog, "payment " + payment_id + " for unknown order " + order_id + ": refunded");
-  return PayStep{unknown_order(order_id), kUnknownOrderRefunded, t};
+  return PayStep{unknown_order(order_id), decision.outcome, t};
 }
 
 PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& payment_id,
                                         int64_t amount_cents) {
   int64_t now = clock.wall_ms();
   Changeset changes;
-  changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, kApplied, now});
+  changes.insert_payment(
+      StoredPayment{payment_id, rec.order.id, amount_cents, rules::kPaymentApplied, now});
   rec.order.payment_id = payment_id;
   set_state(rec, OrderState::kPaid, changes, "payment " + payment_id);
   rec.order.dispatch_expires_at_ms = now + options.dispatch_ttl_ms;
@@ -111,40 +104,34 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
                     rec.order.dispatch_expires_at_ms + options.expiry_skew_ms);
   Ticket t = commit(std::move(changes));
   rec.last_write = rec.durable = t;
-  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, kApplied, t});
+  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, rules::kPaymentApplied, t});
   rec.payment_ids.push_back(payment_id);
-  return PayStep{rec.order, kApplied, t};
+  return PayStep{rec.order, rules::kPaymentApplied, t};
 }
 
 PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payment_id,
-                                         int64_t amount_cents, bool amount_mismatch) {
+                                         int64_t amount_cents,
+                                         const rules::PaymentDecision& decision) {
   int64_t now = clock.wall_ms();
   Changeset changes;
   OrderState state = rec.order.state;
-  bool late =
-      !amount_mismatch && (state == OrderState::kExpired || state == OrderState::kCancelled);
-  const char* outcome = amount_mismatch ? kMismatchRefunded
-                        : late          ? kLateRefunded
-                                        : kDuplicateRefunded;
-  const char* reason = amount_mismatch ? "amount_mismatch"
-                       : late          ? "late_payment"
-                                       : "duplicate_payment";
-  changes.insert_payment(StoredPayment{payment_id, rec.order.id, amount_cents, outcome, now});
-  add_refund(changes, new_refund(payment_id, rec.order.id, amount_cents, reason, now));
-  if (late) {
-    // The payment is the order's (it never had another); the order ends REFUNDED.
+  changes.insert_payment(
+      StoredPayment{payment_id, rec.order.id, amount_cents, decision.outcome, now});
+  add_refund(changes,
+             new_refund(payment_id, rec.order.id, amount_cents, decision.refund_reason, now));
+  if (decision.order_reason) {
+    // A late payment is the order's (it never had another); the order ends REFUNDED.
     rec.order.payment_id = payment_id;
-    rec.order.reason = state == OrderState::kExpired ? "paid after the reservation expired"
-                                                     : "paid after the order was cancelled";
+    rec.order.reason = *decision.order_reason;
     set_state(rec, OrderState::kRefunded, changes, "payment " + payment_id + " refunded");
   }
   Ticket t = commit(std::move(changes));
   rec.last_write = t;
-  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, outcome, t});
+  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, decision.outcome, t});
   rec.payment_ids.push_back(payment_id);
   log.info(detail::kLog, "payment " + payment_id + " for " + to_string(state) + " order " +
-                             rec.order.id + ": " + outcome);
-  return PayStep{rec.order, outcome, t};
+                             rec.order.id + ": " + decision.outcome);
+  return PayStep{rec.order, decision.outcome, t};
 }
 
 Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const PayStep& step,

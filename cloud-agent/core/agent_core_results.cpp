@@ -15,55 +15,52 @@ Status AgentCore::State::on_dispense_result(DeviceRecord& device, const proto::D
   OrderRec* rec = *found;
   std::string what = std::string(proto::to_string(r.status)) +
                      (r.reason.empty() ? "" : " (" + r.reason + ")") + " for order " + r.order_id;
-  if (rec == nullptr || rec->order.device != device.id) {
-    log.info(detail::kLog, device.id + ": " + what + ": no such order, ignored");
-    return {};
-  }
-  if (rec->order.state != OrderState::kDispatched) {
-    // A re-report of a settled order, or a late answer: never a second settlement.
-    if (r.status == proto::DispenseStatus::kDispensed &&
-        rec->order.state != OrderState::kCompleted) {
-      report_contradiction(device, *rec, what, changes);
-    } else {
-      log.info(detail::kLog, device.id + ": " + what + " but the order is " +
-                                 to_string(rec->order.state) + ": no transition");
-    }
-    return {};
-  }
-  if (r.token != rec->order.token || r.slot != rec->order.slot) {
-    log.warn(detail::kLog, device.id + ": " + what + " names another token or slot: ignored");
-    return {};
-  }
-  if (r.status == proto::DispenseStatus::kRejected) {
-    settle_rejected(*rec, r, changes);
-    return {};
-  }
-  if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
-    counters.dispatch_latency_ms.push_back(
-        static_cast<double>(clock.monotonic_ms() - rec->paid_mono_ms));
-  }
-  switch (r.status) {
-    case proto::DispenseStatus::kDispensed:
-      token_spent(*rec, TokenState::kSold, changes);
-      set_state(*rec, OrderState::kCompleted, changes, "dispensed");
+  auto decision =
+      rules::decide_result(rec == nullptr ? nullptr : &rec->order, device.id, r, clock.wall_ms());
+  using Kind = rules::ResultDecision::Kind;
+  switch (decision.kind) {
+    case Kind::kIgnore: ignore_result(device, rec, what, decision.ignored); break;
+    case Kind::kContradiction: report_contradiction(device, *rec, what, changes); break;
+    case Kind::kRetry:
+      schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
+      log.info(detail::kLog, device.id + " busy; order " + rec->order.id + " re-sent soon");
       break;
-    case proto::DispenseStatus::kFailed:
-      // The motor ran: the token is spent, the customer gets the money back.
-      token_spent(*rec, TokenState::kBurned, changes);
-      rec->order.reason = r.reason;
-      set_state(*rec, OrderState::kFailed, changes, "dispense failed: " + r.reason);
-      refund_order(*rec, "dispense_failed_" + r.reason, changes);
+    case Kind::kAwaitDeadline: break;  // past expiry: the dispatch deadline settles it
+    case Kind::kSettle:
+      if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
+        counters.dispatch_latency_ms.push_back(
+            static_cast<double>(clock.monotonic_ms() - rec->paid_mono_ms));
+      }
+      settle(*rec, decision.settlement, changes);
+      log.info(detail::kLog, device.id + ": " + what + " -> " + to_string(rec->order.state));
       break;
-    case proto::DispenseStatus::kUncertain:
-      // Maybe dropped, maybe not: an operator decides; no automatic refund.
-      token_spent(*rec, TokenState::kBurned, changes);
-      rec->order.reason = r.reason;
-      set_state(*rec, OrderState::kNeedsReview, changes, "dispense uncertain: " + r.reason);
-      break;
-    case proto::DispenseStatus::kRejected: break;
   }
-  log.info(detail::kLog, device.id + ": " + what + " -> " + to_string(rec->order.state));
   return {};
+}
+
+void AgentCore::State::ignore_result(const DeviceRecord& device, const OrderRec* rec,
+                                     const std::string& what, rules::ResultDecision::Ignored why) {
+  switch (why) {
+    case rules::ResultDecision::Ignored::kNoOrder:
+      return log.info(detail::kLog, device.id + ": " + what + ": no such order, ignored");
+    case rules::ResultDecision::Ignored::kSettled:
+      return log.info(detail::kLog, device.id + ": " + what + " but the order is " +
+                                        to_string(rec->order.state) + ": no transition");
+    case rules::ResultDecision::Ignored::kOtherTokenOrSlot:
+      return log.warn(detail::kLog,
+                      device.id + ": " + what + " names another token or slot: ignored");
+  }
+}
+
+void AgentCore::State::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
+  if (s.token == TokenState::kPool) {
+    token_to_pool(rec, TokenState::kDispatched, changes);
+  } else {
+    token_spent(rec, s.token, changes);
+  }
+  if (!s.reason.empty()) rec.order.reason = s.reason;
+  set_state(rec, s.to, changes, s.detail);
+  if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);
 }
 
 // An item left the machine for an order the cloud settled otherwise
@@ -80,36 +77,6 @@ void AgentCore::State::report_contradiction(DeviceRecord& device, const OrderRec
   changes.insert_fault(StoredFault{device.id, "dispense_contradiction", message.substr(0, 512),
                                    rec.order.slot, clock.wall_ms()});
   raise_alert(device.id, rec.order.slot, "dispense_contradiction", "critical", message);
-}
-
-// REJECTED: the motor never ran for this command. Only "busy" is transient.
-// The token goes back to the pool only for "expired": the device restored
-// it as available. For unknown_slot / unknown_token / token_consumed the
-// device does not hold the token as available for this slot, so selling it
-// again could only fail: it is burned (reconciliation sorts out why).
-void AgentCore::State::settle_rejected(OrderRec& rec, const proto::DispenseResult& r,
-                                       Changeset& changes) {
-  if (r.reason == proto::reason::kBusy && !r.token_consumed) {
-    if (clock.wall_ms() < rec.order.dispatch_expires_at_ms) {
-      schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
-      log.info(detail::kLog, rec.order.device + " busy; order " + rec.order.id + " re-sent soon");
-    }
-    return;  // past expiry, the dispatch deadline check settles it
-  }
-  if (counters.dispatch_latency_ms.size() < detail::kMaxLatencySamples) {
-    counters.dispatch_latency_ms.push_back(
-        static_cast<double>(clock.monotonic_ms() - rec.paid_mono_ms));
-  }
-  if (r.reason == proto::reason::kExpired && !r.token_consumed) {
-    token_to_pool(rec, TokenState::kDispatched, changes);
-  } else {
-    token_spent(rec, TokenState::kBurned, changes);
-  }
-  rec.order.reason = "rejected_" + r.reason;
-  set_state(rec, OrderState::kFailed, changes, "device rejected: " + r.reason);
-  refund_order(rec, "rejected_" + r.reason, changes);
-  log.info(detail::kLog,
-           rec.order.device + " rejected order " + rec.order.id + " (" + r.reason + "): refunded");
 }
 
 Result<std::vector<std::string>> AgentCore::State::fresh_tokens(

@@ -24,6 +24,7 @@
 #include "vend/agent/device_book.hpp"
 #include "vend/agent/ops_feed.hpp"
 #include "vend/agent/order_book.hpp"
+#include "vend/agent/order_rules.hpp"
 #include "vend/agent/payments.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
@@ -158,11 +159,11 @@ struct AgentCore::State {
                               int64_t amount_cents);
   Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
   detail::PayStep dispatch_paid(OrderRec& rec, const std::string& payment_id, int64_t amount_cents);
-  // The payment cannot be honoured (the order is not RESERVED, or
-  // `amount_mismatch`): recorded and refunded; the order keeps its state
-  // unless it was EXPIRED or CANCELLED (then it ends REFUNDED).
+  // The payment cannot be honoured (rules::decide_payment): recorded and
+  // refunded; the order keeps its state unless the payment was late (then
+  // it ends REFUNDED).
   detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
-                                 bool amount_mismatch);
+                                 const rules::PaymentDecision& decision);
   detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
                                        int64_t amount_cents);
   static Order unknown_order(const std::string& order_id);
@@ -234,7 +235,12 @@ struct AgentCore::State {
   // DISPENSED for an order settled otherwise: alert, fault row, counter.
   void report_contradiction(DeviceRecord& device, const OrderRec& rec, const std::string& what,
                             Changeset& changes);
-  void settle_rejected(OrderRec& rec, const proto::DispenseResult& result, Changeset& changes);
+  // A result that changes nothing, logged (`rec` null for kNoOrder).
+  void ignore_result(const DeviceRecord& device, const OrderRec* rec, const std::string& what,
+                     rules::ResultDecision::Ignored why);
+  // What rules:: decided for a DISPATCHED order: the token moved, the
+  // reason, the transition, the refund.
+  void settle(OrderRec& rec, const rules::Settlement& settlement, Changeset& changes);
   Status on_tokens(DeviceRecord& device, const proto::TokensMinted& minted, Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
   void on_fault(DeviceRecord& device, const proto::Fault& fault, Changeset& changes);
@@ -313,7 +319,7 @@ struct AgentCore::State {
   // A timer that fell due: its subject's handler, if the timer is still its slot's.
   void fire_timer(const FiredTimer& timer);
   void on_dispatch_deadline(OrderRec& rec);
-  void send_to_review(OrderRec& rec);
+  void send_to_review(OrderRec& rec, const rules::Settlement& settlement);
   // A full snapshot request (at most one per device per second); `prefix`
   // names the reason in its request id ("chk-", "full-", "gap-").
   void request_check_snapshot(DeviceRecord& device, const char* prefix = "chk-");

@@ -86,7 +86,7 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
                             "): pay or cancel one first");
     }
   }
-  OrderRec& rec = open_reservation(device, slot, **slot_rec, key);
+  OrderRec& rec = open_reservation(device, slot, **slot_rec, client, key);
   if (cap > 0 && !client.empty()) orders.hold_for(rec, client);
   return rec.order;
 }
@@ -118,7 +118,8 @@ Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, in
 
 // The pool is not empty: its front token goes to the new order.
 OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot,
-                                             StockSlot& slot_rec, const std::string& key) {
+                                             StockSlot& slot_rec, const std::string& client,
+                                             const std::string& key) {
   Order o;
   o.id = new_order_id(clock.wall_ms(), random);
   o.device = device;
@@ -131,6 +132,7 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
   o.created_ms = o.updated_ms = clock.wall_ms();
   o.reserve_deadline_ms = o.created_ms + options.reservation_ttl_ms;
   o.idempotency_key = key;
+  o.client = client;
 
   OrderRec& rec = orders.add_open(std::move(o), true);
   Changeset changes;
@@ -166,21 +168,37 @@ void AgentCore::State::token_spent(OrderRec& rec, TokenState to, Changeset& chan
   changes.move_token(o.token, TokenState::kDispatched, to, o.id);
 }
 
+void AgentCore::State::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
+  if (s.token == TokenState::kPool) {
+    token_to_pool(rec, s.token_from, changes);
+  } else if (s.token_from == TokenState::kBurned && s.token == TokenState::kSold) {
+    const Order& o = rec.order;
+    if (stock.find(o.device, o.slot) != nullptr) {
+      stock.burned_to_sold(o.device, o.slot);
+      changes.move_token(o.token, TokenState::kBurned, TokenState::kSold, o.id);
+    }
+  } else if (s.token != s.token_from) {
+    token_spent(rec, s.token, changes);
+  }
+  if (!s.reason.empty()) rec.order.reason = s.reason;
+  if (s.to != OrderState::kRefunded) set_state(rec, s.to, changes, s.detail);
+  if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);
+}
+
 Result<Order> AgentCore::State::cancel(const std::string& order_id) {
   auto found = find_or_load_order(order_id);
   if (!found.ok()) return found.error();
   if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
   OrderRec& rec = **found;
-  if (rec.order.state == OrderState::kCancelled) return rec.order;  // repeated cancel
-  if (rec.order.state != OrderState::kReserved) {
+  auto decision = rules::decide_cancel(rec.order);
+  if (decision.kind == rules::RequestDecision::Kind::kRepeat) return rec.order;
+  if (decision.kind == rules::RequestDecision::Kind::kRefuse) {
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only RESERVED cancels");
   }
   if (auto s = writable(); !s.ok()) return s.error();
   Changeset changes;
-  token_to_pool(rec, TokenState::kReserved, changes);
-  rec.order.reason = "cancelled";
-  set_state(rec, OrderState::kCancelled, changes, "cancelled by the customer");
+  settle(rec, decision.settlement, changes);
   rec.last_write = commit(std::move(changes));
   return rec.order;
 }
@@ -195,40 +213,28 @@ Result<Order> AgentCore::State::resolve_review(const std::string& order_id, bool
   if (!found.ok()) return found.error();
   if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
   OrderRec& rec = **found;
-  OrderState wanted = dispensed ? OrderState::kCompleted : OrderState::kRefunded;
-  if (rec.order.state == wanted && rec.order.reason.rfind("review:", 0) == 0) return rec.order;
-  if (rec.order.state != OrderState::kNeedsReview) {
+  std::string why = std::string(dispensed ? "dispensed" : "not dispensed") + " (by " + by +
+                    (note.empty() ? "" : ": " + note) + ")";
+  auto decision = rules::decide_review(rec.order, dispensed, why);
+  if (decision.kind == rules::RequestDecision::Kind::kRepeat) return rec.order;
+  if (decision.kind == rules::RequestDecision::Kind::kRefuse) {
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only NEEDS_REVIEW is resolved");
   }
   if (auto s = writable(); !s.ok()) return s.error();
   Changeset changes;
-  std::string why = std::string(dispensed ? "dispensed" : "not dispensed") + " (by " + by +
-                    (note.empty() ? "" : ": " + note) + ")";
-  if (dispensed && stock.find(rec.order.device, rec.order.slot) != nullptr) {
-    // The burned token did drop an item: it counts as sold.
-    stock.burned_to_sold(rec.order.device, rec.order.slot);
-    changes.move_token(rec.order.token, TokenState::kBurned, TokenState::kSold, rec.order.id);
-  }
-  rec.order.reason = "review: " + why;
-  if (dispensed) {
-    set_state(rec, OrderState::kCompleted, changes, "review resolved: " + why);
-  } else {
-    refund_order(rec, "review_not_dispensed", changes);
-  }
+  settle(rec, decision.settlement, changes);
   rec.last_write = commit(std::move(changes));
   log.info(detail::kLog, "order " + order_id + " review resolved: " + why);
   return rec.order;
 }
 
 void AgentCore::State::expire_reservation(OrderRec& rec, const std::string& why) {
-  // Only a RESERVED order expires: a paid one is never taken back.
-  if (rec.order.state != OrderState::kReserved) return;
+  auto settlement = rules::decide_expiry(rec.order, why);
+  if (!settlement) return;
   if (!writable().ok()) return;  // the sweep tries again
   Changeset changes;
-  token_to_pool(rec, TokenState::kReserved, changes);
-  rec.order.reason = why;
-  set_state(rec, OrderState::kExpired, changes, why);
+  settle(rec, *settlement, changes);
   rec.last_write = commit(std::move(changes));
   log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
 }

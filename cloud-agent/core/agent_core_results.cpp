@@ -52,17 +52,6 @@ void AgentCore::State::ignore_result(const DeviceRecord& device, const OrderRec*
   }
 }
 
-void AgentCore::State::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
-  if (s.token == TokenState::kPool) {
-    token_to_pool(rec, TokenState::kDispatched, changes);
-  } else {
-    token_spent(rec, s.token, changes);
-  }
-  if (!s.reason.empty()) rec.order.reason = s.reason;
-  set_state(rec, s.to, changes, s.detail);
-  if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);
-}
-
 // An item left the machine for an order the cloud settled otherwise
 // (refunded, expired, cancelled, failed, under review): money and stock
 // disagree with what happened. Nothing is changed automatically — the order

@@ -183,6 +183,11 @@ void AgentCore::State::restore_order(const Order& order) {
   }
   if (order.state == OrderState::kReserved) {
     schedule_deadline(rec, TimerKind::kReservation, order.reserve_deadline_ms);
+    // It counts against its client's cap again (an order stored before the
+    // client was, has none).
+    if (options.max_open_reservations_per_client > 0 && !order.client.empty()) {
+      orders.hold_for(rec, order.client);
+    }
   } else {
     // PAID is only ever written together with DISPATCHED, in one commit.
     log.error(detail::kLog, "order " + order.id + " is PAID but not DISPATCHED: needs an operator");

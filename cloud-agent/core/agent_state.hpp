@@ -143,7 +143,7 @@ struct AgentCore::State {
   // The slot, if the device is known, has it, and is online.
   Result<StockSlot*> sellable_slot(const std::string& device, int slot);
   OrderRec& open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
-                             const std::string& key);
+                             const std::string& client, const std::string& key);
   Result<Order> cancel(const std::string& order_id);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
                                const std::string& note);
@@ -153,6 +153,9 @@ struct AgentCore::State {
   // Token moves of an order, with the slot counters.
   void token_to_pool(OrderRec& rec, TokenState from, Changeset& changes);
   void token_spent(OrderRec& rec, TokenState to, Changeset& changes);
+  // What rules:: decided for an order: the token moved (with the stock's
+  // counters), the reason, the transition, the refund.
+  void settle(OrderRec& rec, const rules::Settlement& settlement, Changeset& changes);
 
   // ---- agent_core_payments.cpp ----
   Result<detail::PayStep> pay(const std::string& order_id, const std::string& payment_id,
@@ -238,9 +241,6 @@ struct AgentCore::State {
   // A result that changes nothing, logged (`rec` null for kNoOrder).
   void ignore_result(const DeviceRecord& device, const OrderRec* rec, const std::string& what,
                      rules::ResultDecision::Ignored why);
-  // What rules:: decided for a DISPATCHED order: the token moved, the
-  // reason, the transition, the refund.
-  void settle(OrderRec& rec, const rules::Settlement& settlement, Changeset& changes);
   Status on_tokens(DeviceRecord& device, const proto::TokensMinted& minted, Changeset& changes);
   Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
   void on_fault(DeviceRecord& device, const proto::Fault& fault, Changeset& changes);

@@ -31,11 +31,50 @@ ResultDecision settle(TokenState token, OrderState to, std::string reason,
   ResultDecision d;
   d.kind = ResultDecision::Kind::kSettle;
   d.settlement =
-      Settlement{token, to, std::move(reason), std::move(refund_reason), std::move(detail)};
+      Settlement{TokenState::kDispatched, token, to, std::move(reason), std::move(refund_reason),
+                 std::move(detail)};
   return d;
 }
 
 }  // namespace
+
+RequestDecision decide_cancel(const Order& order) {
+  RequestDecision d;
+  if (order.state == OrderState::kCancelled) {
+    d.kind = RequestDecision::Kind::kRepeat;
+  } else if (order.state == OrderState::kReserved) {
+    d.kind = RequestDecision::Kind::kApply;
+    d.settlement = Settlement{
+        TokenState::kReserved,      TokenState::kPool, OrderState::kCancelled, "cancelled", "",
+        "cancelled by the customer"};
+  }
+  return d;
+}
+
+RequestDecision decide_review(const Order& order, bool dispensed, const std::string& why) {
+  RequestDecision d;
+  OrderState wanted = dispensed ? OrderState::kCompleted : OrderState::kRefunded;
+  if (order.state == wanted && order.reason.rfind("review:", 0) == 0) {
+    d.kind = RequestDecision::Kind::kRepeat;
+    return d;
+  }
+  if (order.state != OrderState::kNeedsReview) return d;
+  d.kind = RequestDecision::Kind::kApply;
+  if (dispensed) {  // the burned token did drop an item: it counts as sold
+    d.settlement = Settlement{
+        TokenState::kBurned,      TokenState::kSold, OrderState::kCompleted, "review: " + why, "",
+        "review resolved: " + why};
+  } else {
+    d.settlement = Settlement{TokenState::kBurned, TokenState::kBurned,    OrderState::kRefunded,
+                              "review: " + why,    "review_not_dispensed", ""};
+  }
+  return d;
+}
+
+std::optional<Settlement> decide_expiry(const Order& order, const std::string& why) {
+  if (order.state != OrderState::kReserved) return std::nullopt;
+  return Settlement{TokenState::kReserved, TokenState::kPool, OrderState::kExpired, why, "", why};
+}
 
 PaymentDecision decide_payment(const Order& order, int64_t amount_cents, int64_t now_ms) {
   OrderState state = order.state;
@@ -121,7 +160,11 @@ DeadlineDecision decide_dispatch_deadline(const Order& order, int64_t now_ms,
   // it if the device still holds it) and the order waits for an operator.
   d.kind = DeadlineDecision::Kind::kReview;
   d.settlement = Settlement{
-      TokenState::kBurned, OrderState::kNeedsReview, "no_result", "",
+      TokenState::kDispatched,
+      TokenState::kBurned,
+      OrderState::kNeedsReview,
+      "no_result",
+      "",
       "no result from " + order.device + " for " + std::to_string(review_after_ms / 1000) + " s"};
   return d;
 }
@@ -144,8 +187,9 @@ OverdueDecision decide_overdue(const Order& order, const proto::Snapshot& snapsh
     return d;
   }
   d.kind = OverdueDecision::Kind::kSettle;
-  d.settlement = Settlement{TokenState::kPool, OrderState::kFailed, "never_dispensed",
-                            "never_dispensed", "expired unused on the device"};
+  d.settlement =
+      Settlement{TokenState::kDispatched, TokenState::kPool, OrderState::kFailed,
+                 "never_dispensed",       "never_dispensed", "expired unused on the device"};
   return d;
 }
 

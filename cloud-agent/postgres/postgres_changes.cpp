@@ -41,10 +41,11 @@ struct PgCommands {
   }
   void operator()(const change::InsertOrder& c) const {
     const Order& o = c.order;
-    add("insert_order", {o.id, o.device, num(o.slot), o.token, num(o.price_cents),
-                         to_string(o.state), num(o.created_ms), num(o.updated_ms),
-                         num(o.reserve_deadline_ms), num(o.dispatch_expires_at_ms),
-                         optional_text(o.payment_id), o.reason, optional_text(o.idempotency_key)});
+    add("insert_order",
+        {o.id, o.device, num(o.slot), o.token, num(o.price_cents), to_string(o.state),
+         num(o.created_ms), num(o.updated_ms), num(o.reserve_deadline_ms),
+         num(o.dispatch_expires_at_ms), optional_text(o.payment_id), o.reason,
+         optional_text(o.idempotency_key), o.client});
     event(o.id, "", to_string(o.state), o.created_ms, c.detail);
   }
   void operator()(const change::TransitionOrder& c) const {

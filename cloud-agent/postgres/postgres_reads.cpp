@@ -33,6 +33,7 @@ Order read_order(const PgResult& r, int row) {
   o.payment_id = r.text(row, 10);
   o.reason = r.text(row, 11);
   o.idempotency_key = r.text(row, 12);
+  o.client = r.text(row, 13);
   return o;
 }
 

@@ -164,12 +164,17 @@ BEGIN
 END $$;
 )sql";
 
+// v3: who reserved each order (Order::client; SQLite's v7).
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE orders ADD COLUMN client TEXT NOT NULL DEFAULT '';
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}};
-constexpr int kLatest = 2;
+const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
+constexpr int kLatest = 3;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -223,8 +228,8 @@ const std::vector<NamedStatement>& write_statements() {
        "capacity = excluded.capacity"},
       {"insert_order",
        "INSERT INTO orders(id, device, slot, token, price_cents, state, created_ms, updated_ms, "
-       "reserve_deadline_ms, dispatch_expires_at_ms, payment_id, reason, idempotency_key) "
-       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"},
+       "reserve_deadline_ms, dispatch_expires_at_ms, payment_id, reason, idempotency_key, client) "
+       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"},
       {"insert_order_event",
        "INSERT INTO order_events(order_id, from_state, to_state, at_ms, detail) "
        "VALUES($1, $2, $3, $4, $5)"},

@@ -27,6 +27,6 @@ Status prepare_statements(PgConnection& conn);
 // The columns of an order, as read_order() expects them from column 0.
 inline constexpr const char* kOrderColumns =
     "id, device, slot, token, price_cents, state, created_ms, updated_ms, reserve_deadline_ms, "
-    "dispatch_expires_at_ms, payment_id, reason, idempotency_key";
+    "dispatch_expires_at_ms, payment_id, reason, idempotency_key, client";
 
 }  // namespace vend::agent::pg

@@ -65,7 +65,7 @@ struct SqliteApply {
 
   Status operator()(const change::InsertOrder& c) const {
     static const std::string kInsert = std::string("INSERT INTO orders(") + kOrderColumns +
-                                       ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+                                       ") VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
     const Order& order = c.order;
     auto s = run(w, kInsert, [&](sql::Statement& st) {
       st.bind(1, order.id).bind(2, order.device).bind(3, order.slot);
@@ -76,6 +76,7 @@ struct SqliteApply {
       bind_optional(st, 11, order.payment_id);
       st.bind(12, order.reason);
       bind_optional(st, 13, order.idempotency_key);
+      st.bind(14, order.client);
     });
     if (!s.ok()) return s;
     return insert_order_event(w, order.id, "", to_string(order.state), order.created_ms, c.detail);

@@ -184,6 +184,13 @@ DROP INDEX pool_tokens_by_slot;
 CREATE INDEX pool_tokens_by_device_slot ON pool_tokens(device, slot);
 )sql";
 
+// v7: who reserved each order (Order::client), so that a restarted agent
+// counts the open reservations against their clients' caps again. Orders
+// written before it have none ('').
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE orders ADD COLUMN client TEXT NOT NULL DEFAULT '';
+)sql";
+
 // v6: the state CHECKs as chains of comparisons. SQLite codes `x IN (...)`
 // of three or more constants as an ephemeral index, built again each time
 // the expression runs: every INSERT and UPDATE of an order, a token or a
@@ -277,7 +284,8 @@ Status rewrite_state_checks(sql::Database& db) {
 const std::vector<sql::Migration>& migrations() {
   static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2},
                                                   {3, kSchemaV3}, {4, kSchemaV4},
-                                                  {5, kSchemaV5}, {6, "", rewrite_state_checks}};
+                                                  {5, kSchemaV5}, {6, "", rewrite_state_checks},
+                                                  {7, kSchemaV7}};
   return all;
 }
 
@@ -296,6 +304,7 @@ Order read_order(const sql::Statement& s) {
   o.payment_id = s.column_text(10);
   o.reason = s.column_text(11);
   o.idempotency_key = s.column_text(12);
+  o.client = s.column_text(13);
   return o;
 }
 

@@ -15,7 +15,7 @@ const std::vector<sql::Migration>& migrations();
 // The columns of an order, in the order read_order() expects them.
 inline constexpr const char* kOrderColumns =
     "id, device, slot, token, price_cents, state, created_ms, updated_ms, reserve_deadline_ms, "
-    "dispatch_expires_at_ms, payment_id, reason, idempotency_key";
+    "dispatch_expires_at_ms, payment_id, reason, idempotency_key, client";
 
 // Reads an order from the current row of a statement that selected
 // kOrderColumns starting at column 0.

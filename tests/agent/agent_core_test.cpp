@@ -912,6 +912,26 @@ TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reserv
   CHECK(rig.slot("vm-1", 1).reserved == 4);
 }
 
+TEST_CASE("the reservation cap survives a restart: stored open reservations count again") {
+  AgentOptions o = rig_test::test_agent_options();
+  o.max_open_reservations_per_client = 2;
+  AgentRig rig(o);
+  stocked_device(rig, 5);
+  auto a = rig.core->create_order("vm-1", 1, "app-1", "");
+  REQUIRE(a.ok());
+  REQUIRE(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+  rig.crash_agent();
+  rig.step();
+  rig.start_agent();
+  rig.bus.deliver_all();
+  auto third = rig.core->create_order("vm-1", 1, "app-1", "");
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "too_many_reservations");
+  CHECK(rig.core->create_order("vm-1", 1, "app-2", "").ok());  // another client
+  REQUIRE(rig.core->cancel(a->id).ok());                       // a restored one frees a place
+  CHECK(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+}
+
 TEST_CASE(
     "order ids start with their creation time, so later orders sort after, then 128 random bits") {
   AgentRig rig;

@@ -266,6 +266,7 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   c.put_restock(StoredRestock{"r2", "vm-1", 1, 4, false}, 1);
   Order open = reserved_order("ord-1", "t1");
   open.idempotency_key = "k1";
+  open.client = "id:app-7";
   c.insert_order(open, "reserved");
   c.move_token("t1", TokenState::kPool, TokenState::kReserved, "ord-1");
   Order done = reserved_order("ord-2", "t2");
@@ -300,6 +301,7 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   REQUIRE(loaded->open_orders.size() == 1);
   CHECK(loaded->open_orders[0].id == "ord-1");
   CHECK(loaded->open_orders[0].idempotency_key == "k1");
+  CHECK(loaded->open_orders[0].client == "id:app-7");
   REQUIRE(loaded->recent_orders.size() == 1);
   CHECK(loaded->recent_orders[0].state == OrderState::kExpired);
   REQUIRE(loaded->payments.size() == 1);

@@ -233,3 +233,57 @@ TEST_CASE("overdue: both clocks past expiry + skew; the token still there settle
   CHECK(rules::decide_overdue(order(OrderState::kFailed), held, cutoff + 1, cutoff, kSkew).kind ==
         rules::OverdueDecision::Kind::kNone);
 }
+
+TEST_CASE("cancel: a RESERVED order's token goes back; a repeat is answered; others refused") {
+  auto d = rules::decide_cancel(order(OrderState::kReserved));
+  REQUIRE(d.kind == rules::RequestDecision::Kind::kApply);
+  CHECK(d.settlement.token_from == TokenState::kReserved);
+  CHECK(d.settlement.token == TokenState::kPool);
+  CHECK(d.settlement.to == OrderState::kCancelled);
+  CHECK(d.settlement.refund_reason.empty());
+  CHECK(rules::decide_cancel(order(OrderState::kCancelled)).kind ==
+        rules::RequestDecision::Kind::kRepeat);
+  for (OrderState s : kAll) {
+    if (s == OrderState::kReserved || s == OrderState::kCancelled) continue;
+    CAPTURE(static_cast<int>(s));
+    CHECK(rules::decide_cancel(order(s)).kind == rules::RequestDecision::Kind::kRefuse);
+  }
+}
+
+TEST_CASE("review: dispensed sells the burned token; not dispensed refunds; only NEEDS_REVIEW") {
+  Order o = order(OrderState::kNeedsReview);
+  auto sold = rules::decide_review(o, true, "dispensed (by ana)");
+  REQUIRE(sold.kind == rules::RequestDecision::Kind::kApply);
+  CHECK(sold.settlement.token_from == TokenState::kBurned);
+  CHECK(sold.settlement.token == TokenState::kSold);
+  CHECK(sold.settlement.to == OrderState::kCompleted);
+  CHECK(sold.settlement.reason == "review: dispensed (by ana)");
+  CHECK(sold.settlement.refund_reason.empty());
+  auto back = rules::decide_review(o, false, "not dispensed (by ana)");
+  REQUIRE(back.kind == rules::RequestDecision::Kind::kApply);
+  CHECK(back.settlement.token == back.settlement.token_from);  // stays burned
+  CHECK(back.settlement.to == OrderState::kRefunded);
+  CHECK(back.settlement.refund_reason == "review_not_dispensed");
+  // The same resolution again is a repeat; the other one is refused.
+  Order done = order(OrderState::kCompleted);
+  done.reason = "review: dispensed (by ana)";
+  CHECK(rules::decide_review(done, true, "x").kind == rules::RequestDecision::Kind::kRepeat);
+  CHECK(rules::decide_review(done, false, "x").kind == rules::RequestDecision::Kind::kRefuse);
+  // A COMPLETED order that was never under review is not a repeat.
+  CHECK(rules::decide_review(order(OrderState::kCompleted), true, "x").kind ==
+        rules::RequestDecision::Kind::kRefuse);
+}
+
+TEST_CASE("expiry: only RESERVED expires, its token back in the pool") {
+  auto e = rules::decide_expiry(order(OrderState::kReserved), "reservation expired");
+  REQUIRE(e.has_value());
+  CHECK(e->token_from == TokenState::kReserved);
+  CHECK(e->token == TokenState::kPool);
+  CHECK(e->to == OrderState::kExpired);
+  CHECK(e->reason == "reservation expired");
+  for (OrderState s : kAll) {
+    if (s == OrderState::kReserved) continue;
+    CAPTURE(static_cast<int>(s));
+    CHECK_FALSE(rules::decide_expiry(order(s), "reservation expired").has_value());
+  }
+}

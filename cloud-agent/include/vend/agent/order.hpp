@@ -47,6 +47,10 @@ struct Order {
   // orders.idempotency_key column; empty without a key. Internal: never
   // shown to any client (http::order_json leaves it out).
   std::string idempotency_key;
+  // Who reserved it (AgentCore::create_order's client: "id:<X-Client-Id>"
+  // or "addr:<peer>"), stored so that a restart counts its open
+  // reservation against the client's cap again. Internal, like the key.
+  std::string client;
   // Only in pay()'s answer: what happened to THIS payment. "applied" (it
   // paid the order), "duplicate_payment_refunded" (the order was already
   // paid by another payment), "late_payment_refunded" (the order had

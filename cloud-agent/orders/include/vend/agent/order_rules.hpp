@@ -17,15 +17,38 @@
 
 namespace vend::agent::rules {
 
-// Where a DISPATCHED order's token goes, the order's new state and reason,
-// the refund (if any) and the text of the transition in its history.
+// Where an order's token goes, the order's new state and reason, the refund
+// (if any) and the text of the transition in its history.
 struct Settlement {
-  TokenState token = TokenState::kBurned;  // kSold, kBurned, or kPool (back to the pool)
+  TokenState token_from = TokenState::kDispatched;
+  TokenState token = TokenState::kBurned;  // kPool: back to the pool; == token_from: no move
+  // The new state. With a refund, the state passed on the way to REFUNDED
+  // (kRefunded: straight there).
   OrderState to = OrderState::kFailed;
   std::string reason;         // Order::reason ("" leaves it)
   std::string refund_reason;  // "" = no refund; else the order then ends REFUNDED
-  std::string detail;         // the transition's text
+  std::string detail;         // the transition's text (unused when `to` is kRefunded)
 };
+
+// ---- customers' and operators' requests, reservations ----
+struct RequestDecision {
+  enum class Kind {
+    kApply,   // `settlement`
+    kRepeat,  // already done by the same request: answered with the order as it is
+    kRefuse,  // not in a state the request applies to (invalid_state)
+  };
+  Kind kind = Kind::kRefuse;
+  Settlement settlement;
+};
+// A customer's cancel: only a RESERVED order; its token goes back.
+RequestDecision decide_cancel(const Order& order);
+// An operator's resolution of a NEEDS_REVIEW order (its token burned):
+// dispensed counts the token sold and completes the order; not dispensed
+// refunds it. `why`: the resolution's words (who, and the note).
+RequestDecision decide_review(const Order& order, bool dispensed, const std::string& why);
+// A reservation's deadline passed: only a RESERVED order expires (a paid
+// one is never taken back); its token goes back.
+std::optional<Settlement> decide_expiry(const Order& order, const std::string& why);
 
 // ---- payments ----
 // The outcome of a payment that paid its order.

@@ -70,9 +70,7 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
   Changeset changes;
   for (OrderRef ref : reserved) {  // their tokens return to the pool, burned below
     OrderRec& rec = *orders.at(ref);
-    token_to_pool(rec, TokenState::kReserved, changes);
-    rec.order.reason = "device_decommissioned";
-    set_state(rec, OrderState::kCancelled, changes, "device decommissioned");
+    settle(rec, *rules::decide_withdrawal(rec.order), changes);
     ++out.orders_cancelled;
   }
   for (const auto& [slot, token] : stock.withdraw(id)) {

@@ -71,6 +71,16 @@ RequestDecision decide_review(const Order& order, bool dispensed, const std::str
   return d;
 }
 
+std::optional<Settlement> decide_withdrawal(const Order& order) {
+  if (order.state != OrderState::kReserved) return std::nullopt;
+  return Settlement{TokenState::kReserved,
+                    TokenState::kPool,
+                    OrderState::kCancelled,
+                    "device_decommissioned",
+                    "",
+                    "device decommissioned"};
+}
+
 std::optional<Settlement> decide_expiry(const Order& order, const std::string& why) {
   if (order.state != OrderState::kReserved) return std::nullopt;
   return Settlement{TokenState::kReserved, TokenState::kPool, OrderState::kExpired, why, "", why};

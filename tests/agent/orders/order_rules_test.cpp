@@ -274,6 +274,21 @@ TEST_CASE("review: dispensed sells the burned token; not dispensed refunds; only
         rules::RequestDecision::Kind::kRefuse);
 }
 
+TEST_CASE("decommission: a RESERVED order is cancelled, its token back; nothing else changes") {
+  auto w = rules::decide_withdrawal(order(OrderState::kReserved));
+  REQUIRE(w.has_value());
+  CHECK(w->token_from == TokenState::kReserved);
+  CHECK(w->token == TokenState::kPool);
+  CHECK(w->to == OrderState::kCancelled);
+  CHECK(w->reason == "device_decommissioned");
+  CHECK(w->refund_reason.empty());  // never paid
+  for (OrderState s : kAll) {
+    if (s == OrderState::kReserved) continue;
+    CAPTURE(static_cast<int>(s));
+    CHECK_FALSE(rules::decide_withdrawal(order(s)).has_value());
+  }
+}
+
 TEST_CASE("expiry: only RESERVED expires, its token back in the pool") {
   auto e = rules::decide_expiry(order(OrderState::kReserved), "reservation expired");
   REQUIRE(e.has_value());

@@ -46,6 +46,10 @@ RequestDecision decide_cancel(const Order& order);
 // dispensed counts the token sold and completes the order; not dispensed
 // refunds it. `why`: the resolution's words (who, and the note).
 RequestDecision decide_review(const Order& order, bool dispensed, const std::string& why);
+// The order's machine is decommissioned: a RESERVED order is cancelled, its
+// token back in the pool (the decommission then burns the pool); nullopt
+// for any other state (a paid order in flight holds the decommission off).
+std::optional<Settlement> decide_withdrawal(const Order& order);
 // A reservation's deadline passed: only a RESERVED order expires (a paid
 // one is never taken back); its token goes back.
 std::optional<Settlement> decide_expiry(const Order& order, const std::string& why);

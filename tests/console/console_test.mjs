@@ -385,7 +385,9 @@ async function drive(page, errors, firmware, secret) {
 
     // Order search, by the agent: a machine's orders, then one order by id.
     await click(page, 'nav a[href="#/orders"]');
-    await page.waitForSelector('#orders-table', {timeout: 10000});
+    // The device page shows an #orders-table too: wait for this page's own box first.
+    await page.waitForSelector('#orders-search', {timeout: 10000});
+    await page.waitForSelector('#orders #orders-table', {timeout: 10000});
     await page.type('#orders-search', 'vm-frozen');
     const shownOrders = () => page.$$eval('#orders-table tbody tr',
                                           (rows) => rows.map((r) => r.dataset.order).sort());

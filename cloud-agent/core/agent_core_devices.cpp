@@ -153,7 +153,7 @@ Result<detail::Durable<proto::RestockCommand>> AgentCore::State::request_restock
   }
   if (auto s = writable(); !s.ok()) return s.error();
   StoredRestock restock{"rst-" + random.id128(), device_id, slot, count, false};
-  restocks[{device_id, restock.restock_id}] = restock;
+  restocks.put(restock);
   Changeset changes;
   changes.put_restock(restock, clock.wall_ms());
   Ticket t = commit(std::move(changes));
@@ -174,10 +174,7 @@ Result<std::string> AgentCore::State::publish_restock(const proto::RestockComman
 }
 
 void AgentCore::State::resend_restocks(const std::string& device) {
-  auto it = device.empty() ? restocks.begin() : restocks.lower_bound({device, ""});
-  for (; it != restocks.end() && (device.empty() || it->first.first == device); ++it) {
-    const StoredRestock& r = it->second;
-    if (r.minted) continue;
+  for (const StoredRestock& r : restocks.requested(device)) {
     const DeviceRecord* dev = devices.find(r.device);
     if (dev == nullptr || dev->decommissioned_ms != 0 || !serves(r.device)) continue;
     proto::RestockCommand command{r.device, r.restock_id, r.slot, r.count};

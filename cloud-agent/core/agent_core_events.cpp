@@ -66,21 +66,7 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   }
   dev.last_seen_ms = clock.wall_ms();
   observe_clock(dev, event.ts_ms);
-  if (!accept_ledger(dev, event)) return;
-  if (dev.acks.place(event.seq) == AckWindow::Place::kDuplicate) {
-    ++counters.duplicate_events_total;
-    want_ack(dev);  // its ack may have been lost
-    return;
-  }
-  if (dev.acks.place(event.seq) == AckWindow::Place::kAhead) {
-    if (!writable().ok()) return;
-    if (!skip_seq_gap(dev, event)) {
-      log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
-                                  std::to_string(dev.acks.last_processed() + 1));
-      return;  // unacknowledged: the device resends in order
-    }
-    if (dev.acks.place(event.seq) != AckWindow::Place::kNext) return;  // older held ones first
-  }
+  if (!admit_event(dev, event, what)) return;
   if (!writable().ok()) return;  // left unacknowledged: it comes again
   Changeset changes;
   if (auto s = apply_event(dev, event, decoded->canonical, changes); !s.ok()) {
@@ -92,6 +78,44 @@ void AgentCore::State::on_event(const std::string& topic_device, const std::stri
   schedule_ack(dev);
   ++counters.events_processed_total;
   mark_device_dirty(dev.id);
+}
+
+bool AgentCore::State::admit_event(DeviceRecord& dev, const proto::DeviceEvent& event,
+                                   const std::string& what) {
+  const device_rules::Intake intake = device_rules::decide_intake(dev, event);
+  using Action = device_rules::Intake::Action;
+  if (intake.ledger == device_rules::Intake::Ledger::kRetired) {
+    // A late event of a card or board that was replaced: its ledger is gone
+    // from the machine, so it may no longer change what the cloud believes.
+    ++counters.retired_ledger_events_total;
+    reject_message(
+        dev.id, "retired_ledger",
+        what + " of retired ledger '" + event.ledger_id + "' (current '" + dev.ledger_id + "')");
+    return false;
+  }
+  if (intake.ledger != device_rules::Intake::Ledger::kCurrent) {
+    if (!writable().ok()) return false;  // unacknowledged: it comes again
+    switch_ledger(dev, event.ledger_id, intake.ledger == device_rules::Intake::Ledger::kReplaced);
+  }
+  switch (intake.action) {
+    case Action::kRefuse: return false;  // kRetired, above
+    case Action::kReack:
+      ++counters.duplicate_events_total;
+      want_ack(dev);  // its ack may have been lost
+      return false;
+    case Action::kResend:
+      if (!writable().ok()) return false;
+      request_resend(dev);
+      log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
+                                  std::to_string(dev.acks.last_processed() + 1));
+      return false;  // unacknowledged: the device resends in order
+    case Action::kSkip:
+      if (!writable().ok()) return false;
+      skip_seq_gap(dev, intake);
+      return intake.process_after_skip;  // else older held ones first
+    case Action::kProcess: return true;
+  }
+  return false;
 }
 
 Status AgentCore::State::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
@@ -135,26 +159,29 @@ void AgentCore::State::on_status(const std::string& topic_device, const std::str
     return reject_status(topic_device, "bad_mac", "bad_mac on status");
   }
   dev.last_seen_ms = clock.wall_ms();
-  if (live && status.online) observe_clock(dev, status.ts_ms);
+  const device_rules::Presence presence = device_rules::decide_presence(dev, status, live);
+  if (presence.clock_sample) observe_clock(dev, status.ts_ms);
   mark_device_dirty(dev.id);
-  if (status.online) {
-    if (!dev.online || dev.boot_id != status.boot_id) {
-      log.info(detail::kLog, dev.id + " online (boot " + status.boot_id + ")");
-    }
-    dev.online = true;
-    dev.boot_id = status.boot_id;
-    return;
+  switch (presence.kind) {
+    case device_rules::Presence::Kind::kOnline:
+      if (presence.changed) {
+        log.info(detail::kLog, dev.id + " online (boot " + status.boot_id + ")");
+      }
+      dev.online = true;
+      dev.boot_id = status.boot_id;
+      return;
+    case device_rules::Presence::Kind::kStaleWill:
+      log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +
+                                 " ignored (current boot " + dev.boot_id + ")");
+      return;
+    case device_rules::Presence::Kind::kOffline:
+      if (presence.changed) {
+        log.info(detail::kLog, dev.id + " offline (boot " + status.boot_id + ")");
+      }
+      dev.online = false;
+      request_status(dev);  // a genuine will, or a replay of one: a live device answers at once
+      return;
   }
-  if (!dev.boot_id.empty() && status.boot_id != dev.boot_id) {
-    // The last will of an older session, published late: the device is up.
-    log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +
-                               " ignored (current boot " + dev.boot_id + ")");
-    return;
-  }
-  if (dev.online) log.info(detail::kLog, dev.id + " offline (boot " + status.boot_id + ")");
-  dev.online = false;
-  // A genuine will, or a replay of one: a live device answers at once.
-  request_status(dev);
 }
 
 void AgentCore::State::reject_decommissioned(const DeviceRecord& device, const char* what) {

@@ -6,25 +6,8 @@
 
 namespace vend::agent {
 
-bool AgentCore::State::accept_ledger(DeviceRecord& dev, const proto::DeviceEvent& event) {
-  if (event.ledger_id == dev.ledger_id) return true;
-  if (dev.retired_ledgers.count(event.ledger_id) > 0) {
-    // A late event of a card or board that was replaced: its ledger is gone
-    // from the machine, so it may no longer change what the cloud believes.
-    ++counters.retired_ledger_events_total;
-    reject_message(dev.id, "retired_ledger",
-                   "event seq " + std::to_string(event.seq) + " of retired ledger '" +
-                       event.ledger_id + "' (current '" + dev.ledger_id + "')");
-    return false;
-  }
-  if (!writable().ok()) return false;  // unacknowledged: it comes again
-  switch_ledger(dev, event.ledger_id);
-  return true;
-}
-
-void AgentCore::State::switch_ledger(DeviceRecord& dev, const std::string& ledger_id) {
-  // A device that never sent an event under its first id just names it.
-  const bool replaced = !dev.ledger_id.empty() || dev.acks.last_processed() > 0;
+void AgentCore::State::switch_ledger(DeviceRecord& dev, const std::string& ledger_id,
+                                     bool replaced) {
   Changeset changes;
   changes.switch_ledger(dev.id, dev.ledger_id, dev.acks.last_processed(), ledger_id,
                         clock.wall_ms());

@@ -68,28 +68,19 @@ Result<std::string> AgentCore::State::reconcile_report(const std::string& device
 // them on an earlier ack the cloud no longer remembers (a restored
 // database). Ask it to resend from N+1; only its signed events_unavailable
 // answer lets the seq skip, and then a full snapshot repairs the token views.
-bool AgentCore::State::skip_seq_gap(DeviceRecord& device, const proto::DeviceEvent& event) {
-  const auto* gone = std::get_if<proto::EventsUnavailable>(&event.body);
-  const uint64_t next = device.acks.last_processed() + 1;
-  if (gone == nullptr || gone->from_seq > next || gone->oldest_seq <= next ||
-      gone->oldest_seq > event.seq) {
-    request_resend(device);
-    return false;
-  }
-  const uint64_t to = gone->oldest_seq - 1;
+void AgentCore::State::skip_seq_gap(DeviceRecord& device, const device_rules::Intake& gap) {
   Changeset changes;
-  changes.advance_device_seq(device.id, device.acks.last_processed(), to);
-  device.acks.processed(to, commit(std::move(changes)));
+  changes.advance_device_seq(device.id, device.acks.last_processed(), gap.skip_to);
+  device.acks.processed(gap.skip_to, commit(std::move(changes)));
   schedule_ack(device);
   ++counters.seq_gaps_total;
   raise_alert(device.id, 0, "seq_gap", "critical",
-              "events " + std::to_string(next) + ".." + std::to_string(to) +
+              "events " + std::to_string(gap.gap_from) + ".." + std::to_string(gap.skip_to) +
                   " were acknowledged to the device but are missing here (restored database?); "
                   "the device confirmed they are gone; reconciling from a full snapshot");
   request_check_snapshot(device, "gap-");
   device.resend_requested_mono_ms = 0;
-  if (event.seq != to + 1) request_resend(device);  // from its oldest held event on
-  return true;
+  if (!gap.process_after_skip) request_resend(device);  // from its oldest held event on
 }
 
 void AgentCore::State::request_resend(DeviceRecord& device) {

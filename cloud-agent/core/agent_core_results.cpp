@@ -88,9 +88,9 @@ Result<std::vector<std::string>> AgentCore::State::fresh_tokens(
 
 Status AgentCore::State::on_tokens(DeviceRecord& device, const proto::TokensMinted& minted,
                                    Changeset& changes) {
-  auto it = restocks.find({device.id, minted.restock_id});
-  bool done = it != restocks.end() && it->second.minted;
-  if (it == restocks.end()) {
+  Restocks::Known known = restocks.known(device.id, minted.restock_id);
+  bool done = known == Restocks::Known::kMinted;
+  if (known == Restocks::Known::kUnknown) {  // minted before a restart, or never requested here
     auto stored = repo.find_restock(device.id, minted.restock_id);
     if (!stored.ok()) return stored.error();
     done = stored->has_value() && (*stored)->minted;
@@ -124,7 +124,7 @@ Status AgentCore::State::on_tokens(DeviceRecord& device, const proto::TokensMint
                                minted.restock_id + ")");
   }
   changes.put_restock(restock, clock.wall_ms());
-  restocks[{device.id, restock.restock_id}] = restock;
+  restocks.put(restock);
   return {};
 }
 

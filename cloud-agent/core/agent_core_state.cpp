@@ -146,7 +146,7 @@ Status AgentCore::State::load_devices(const LoadedState& loaded) {
     stock.load_slot(s.device, s.spec, s.sold, s.burned);
   }
   for (const auto& t : loaded.pool) stock.load_pool_token(t.device, t.slot, t.token);
-  for (const auto& r : loaded.requested) restocks[{r.device, r.restock_id}] = r;
+  for (const auto& r : loaded.requested) restocks.put(r);
   return {};
 }
 

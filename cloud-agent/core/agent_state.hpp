@@ -22,12 +22,14 @@
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/deadlines.hpp"
 #include "vend/agent/device_book.hpp"
+#include "vend/agent/device_rules.hpp"
 #include "vend/agent/ops_feed.hpp"
 #include "vend/agent/order_book.hpp"
 #include "vend/agent/order_rules.hpp"
 #include "vend/agent/payments.hpp"
 #include "vend/agent/reconcile.hpp"
 #include "vend/agent/repository.hpp"
+#include "vend/agent/restocks.hpp"
 #include "vend/agent/snapshot_assembler.hpp"
 #include "vend/agent/stock.hpp"
 #include "vend/crypto.hpp"
@@ -209,6 +211,9 @@ struct AgentCore::State {
   // (device, reason). `reason` is a short code, `detail` the full story.
   void reject_message(const std::string& device, std::string_view reason,
                       const std::string& detail);
+  // Where the event falls in its stream (device_rules::decide_intake),
+  // carried out; true when it is processed now. `what`: its name in logs.
+  bool admit_event(DeviceRecord& device, const proto::DeviceEvent& event, const std::string& what);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
   // A snapshot's body is moved out of `event` (its token lists are not copied).
   Status apply_event(DeviceRecord& device, proto::DeviceEvent& event, const std::string& canonical,
@@ -273,23 +278,18 @@ struct AgentCore::State {
   void on_reconcile_timer(const std::string& device_id);
   Result<std::string> request_reconcile(const std::string& device_id);
   Result<std::string> reconcile_report(const std::string& device_id);
-  // An event beyond the next expected seq. True when it is the device's
-  // signed word (events_unavailable) that the missing events are gone: the
-  // seq then skips to its oldest held event (durably), the seq_gap alert is
-  // raised and a full snapshot requested. Otherwise asks for a resend and
-  // returns false (the event is dropped unacknowledged; it comes again).
-  bool skip_seq_gap(DeviceRecord& device, const proto::DeviceEvent& event);
-  // The event's ledger is the device's current one, or a new one (a
-  // reflashed SD card, a replacement board), switched to durably: true.
-  // False for a retired ledger's event (refused, counted) or when the
-  // repository cannot take the switch (left unacknowledged).
-  bool accept_ledger(DeviceRecord& device, const proto::DeviceEvent& event);
-  // Retires the device's ledger for `ledger_id` (seq from 1); a replaced
-  // ledger raises ledger_replaced and asks for a full snapshot.
-  void switch_ledger(DeviceRecord& device, const std::string& ledger_id);
+  // A gap the device's signed word (events_unavailable) says is gone
+  // (device_rules::decide_intake): the seq skips to `gap.skip_to` durably,
+  // the seq_gap alert is raised and a full snapshot requested; a resend from
+  // its oldest held event when this event is not the next one.
+  void skip_seq_gap(DeviceRecord& device, const device_rules::Intake& gap);
+  // Retires the device's ledger for `ledger_id` (seq from 1), durably;
+  // `replaced` (not the device's first ledger) raises ledger_replaced and
+  // asks for a full snapshot.
+  void switch_ledger(DeviceRecord& device, const std::string& ledger_id, bool replaced);
+  void reject_decommissioned(const DeviceRecord& device, const char* what);
   // True when `mac` is the device's signature of `canonical` under its key,
   // or under its pending new key (which then replaces the old one, durably).
-  void reject_decommissioned(const DeviceRecord& device, const char* what);
   bool verify_signed(DeviceRecord& device, const std::string& canonical, const std::string& mac);
   Result<detail::Durable<ProvisionedDevice>> rotate_key(const std::string& id);
   Result<detail::Durable<DecommissionedDevice>> decommission_device(const std::string& id);
@@ -362,9 +362,8 @@ struct AgentCore::State {
   Payments payments;
   // The slots, their token pools and counters, and who holds which token.
   Stock stock;
-  // (device, restock id) -> restock seen this run or pending. Per device:
-  // ids confirmed locally at a machine are only unique on that machine.
-  std::map<std::pair<std::string, std::string>, StoredRestock> restocks;
+  // The restocks requested and not minted yet, and those minted this run.
+  Restocks restocks;
 
   // Operator views: when each retained view is due (monotonic time).
   ViewSchedule ops_views;

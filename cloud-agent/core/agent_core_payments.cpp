@@ -42,6 +42,12 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
     return PayStep{*found == nullptr ? unknown_order(order_id) : (*found)->order, p.outcome,
                    p.recorded};
   }
+  if (*found == nullptr && !serves(order_id)) {
+    // Several agents: an order none of them has belongs, with its payment
+    // and refund, to the owner of its id's shard (as after a restart), so
+    // two instances never record the same payment at once.
+    return make_error("not_owner", order_id);
+  }
   if (auto s = writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
@@ -117,8 +123,8 @@ PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payme
   OrderState state = rec.order.state;
   changes.insert_payment(
       StoredPayment{payment_id, rec.order.id, amount_cents, decision.outcome, now});
-  add_refund(changes,
-             new_refund(payment_id, rec.order.id, amount_cents, decision.refund_reason, now));
+  add_refund(changes, new_refund(payment_id, rec.order.id, amount_cents, decision.refund_reason,
+                                 now, rec.order.device));
   if (decision.order_reason) {
     // A late payment is the order's (it never had another); the order ends REFUNDED.
     rec.order.payment_id = payment_id;
@@ -172,7 +178,7 @@ void AgentCore::State::publish_dispense(OrderRec& rec) {
 
 void AgentCore::State::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
   add_refund(changes, new_refund(rec.order.payment_id, rec.order.id, rec.order.price_cents, reason,
-                                 clock.wall_ms()));
+                                 clock.wall_ms(), rec.order.device));
   set_state(rec, OrderState::kRefunded, changes, "refunded: " + reason);
 }
 

@@ -27,14 +27,15 @@ void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOut
   if (a.next == Next::kNone) return;
   ++counters.refund_attempts_total;
   const StoredRefund& r = a.refund;
-  std::string device;  // of its order, if in memory: the fence and the alert name it
+  std::string device = r.device;  // the alert names it
   int slot = 0;
   if (OrderRec* order = orders.find(r.order_id)) {
-    device = order->order.device;
+    device = order->order.device;  // also for a refund written before schema v8
     slot = order->order.slot;
   }
   Changeset changes;
-  if (owns && !device.empty()) changes.fence_device(device);
+  // Several agents: written under the fence of the shard it is held by.
+  if (owns) changes.fence_device(owner_key(r));
   if (a.next == Next::kDelivered) {
     changes.update_refund(payment_id, RefundState::kDelivered, r.attempts, "", now);
     (void)commit(std::move(changes));

@@ -84,8 +84,10 @@ void AgentCore::State::keep_owned(LoadedState& loaded) const {
   auto keep = [this](auto& rows, auto key_of) {
     std::erase_if(rows, [&](const auto& row) { return !owns(key_of(row)); });
   };
-  // A refund's order may be evicted from the load (finished long ago) or
-  // unknown: then its order id decides, as for the payment's record.
+  // A payment's order may be evicted from the load (finished long ago) or
+  // unknown: then its order id decides. A refund names its machine (schema
+  // v8; one written before is given its order's, if loaded): it is held,
+  // and its writes fenced, by owner_key().
   std::unordered_map<std::string, std::string> device_of;
   for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
     for (const Order& o : *orders_of) device_of[o.id] = o.device;
@@ -100,10 +102,11 @@ void AgentCore::State::keep_owned(LoadedState& loaded) const {
     auto it = device_of.find(p.order_id);
     return it == device_of.end() ? p.order_id : it->second;
   });
-  keep(loaded.pending_refunds, [&](const StoredRefund& r) {
-    auto it = device_of.find(r.order_id);
-    return it == device_of.end() ? r.order_id : it->second;
-  });
+  for (StoredRefund& r : loaded.pending_refunds) {
+    if (!r.device.empty()) continue;
+    if (auto it = device_of.find(r.order_id); it != device_of.end()) r.device = it->second;
+  }
+  keep(loaded.pending_refunds, [](const StoredRefund& r) { return owner_key(r); });
   // The log's counts are the fleet's; this instance counts what it holds.
   loaded.order_counts.clear();
   for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {

@@ -206,18 +206,20 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
   return reply;
 }
 
-HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& device) {
+HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& key) {
   std::optional<std::string> owner;
-  if (options_.owner_url) owner = options_.owner_url(device);
+  if (options_.owner_url) owner = options_.owner_url(key);
+  // The key is a machine, or the id of an order no instance has (its
+  // payment belongs to the owner of the id's shard).
+  const std::string what = (key.rfind("ord-", 0) == 0 ? "order " : "machine ") + key;
   if (!owner || *owner == options_.self_url) {
-    HttpReply reply{503, http::error_body("unavailable", "machine " + device +
-                                                             " is moving between agent "
-                                                             "instances; retry in a second")};
+    HttpReply reply{503, http::error_body("unavailable", what + " is moving between agent "
+                                                                "instances; retry in a second")};
     reply.headers.emplace_back("Retry-After", "1");
     return reply;
   }
   std::string location = *owner + req.target;
-  HttpReply reply{307, http::error_body("moved", "machine " + device + " is served by " + *owner)};
+  HttpReply reply{307, http::error_body("moved", what + " is served by " + *owner)};
   reply.headers.emplace_back("Location", location);
   return reply;
 }

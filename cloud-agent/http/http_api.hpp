@@ -221,8 +221,9 @@ class HttpApi {
   // Probes.
   Result<HttpReply> metrics(const httplib::Request& req);
   Result<HttpReply> cluster(const httplib::Request& req);
-  // The answer to a core's not_owner about `device`: 307 or 503.
-  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& device);
+  // The answer to a core's not_owner about `key` (a machine, or an order id
+  // no instance has): 307 to its owner, or 503.
+  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& key);
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;

@@ -76,7 +76,7 @@ struct PgCommands {
     const StoredRefund& r = c.refund;
     add("insert_refund",
         {r.payment_id, r.order_id, num(r.amount_cents), r.reason, num(r.at_ms),
-         std::string(to_string(r.state)), num(r.attempts), r.last_error, num(r.at_ms)});
+         std::string(to_string(r.state)), num(r.attempts), r.last_error, num(r.at_ms), r.device});
   }
   void operator()(const change::UpdateRefund& c) const {
     add("update_refund", {std::string(to_string(c.state)), num(c.attempts), c.last_error,

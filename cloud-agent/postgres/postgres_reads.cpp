@@ -14,7 +14,8 @@ namespace {
 constexpr const char* kOpenStates = "('RESERVED', 'PAID', 'DISPATCHED')";
 constexpr const char* kPaymentColumns = "payment_id, order_id, amount_cents, outcome, at_ms";
 constexpr const char* kRefundColumns =
-    "payment_id, order_id, amount_cents, reason, at_ms, state, attempts, last_error, updated_ms";
+    "payment_id, order_id, amount_cents, reason, at_ms, state, attempts, last_error, updated_ms, "
+    "device";
 
 std::optional<std::string> num(int64_t v) { return std::to_string(v); }
 
@@ -49,6 +50,7 @@ StoredRefund read_refund(const PgResult& r, int row) {
   f.attempts = r.int32(row, 6);
   f.last_error = r.text(row, 7);
   f.updated_ms = r.int64(row, 8);
+  f.device = r.text(row, 9);
   return f;
 }
 

@@ -169,12 +169,17 @@ constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE orders ADD COLUMN client TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v4: each refund's machine (StoredRefund::device; SQLite's v8).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE refunds ADD COLUMN device TEXT NOT NULL DEFAULT '';
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}};
-constexpr int kLatest = 3;
+const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
+constexpr int kLatest = 4;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -255,7 +260,7 @@ const std::vector<NamedStatement>& write_statements() {
        "VALUES($1, $2, $3, $4, $5)"},
       {"insert_refund",
        "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, attempts, "
-       "last_error, updated_ms) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9)"},
+       "last_error, updated_ms, device) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"},
       {"update_refund",
        "WITH u AS (UPDATE refunds SET state = $1, attempts = $2, last_error = $3, updated_ms = $4 "
        "WHERE payment_id = $5 AND state = 'PENDING' RETURNING 1) "

@@ -49,6 +49,7 @@ void Changeset::insert_payment(const StoredPayment& payment) {
 }
 
 void Changeset::insert_refund(const StoredRefund& refund) {
+  fence_device(owner_key(refund));
   changes_.push_back(change::InsertRefund{refund});
 }
 

@@ -152,11 +152,11 @@ struct SqliteApply {
     const StoredRefund& r = c.refund;
     return run(w,
                "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, "
-               "attempts, last_error, updated_ms) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               "attempts, last_error, updated_ms, device) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                [&](sql::Statement& s) {
                  s.bind(1, r.payment_id).bind(2, r.order_id).bind(3, r.amount_cents);
                  s.bind(4, r.reason).bind(5, r.at_ms).bind(6, to_string(r.state));
-                 s.bind(7, r.attempts).bind(8, r.last_error).bind(9, r.at_ms);
+                 s.bind(7, r.attempts).bind(8, r.last_error).bind(9, r.at_ms).bind(10, r.device);
                });
   }
 

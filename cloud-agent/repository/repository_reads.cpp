@@ -39,7 +39,8 @@ StoredPayment read_payment(const sql::Statement& s) {
 constexpr const char* kPaymentColumns = "payment_id, order_id, amount_cents, outcome, at_ms";
 
 constexpr const char* kRefundColumns =
-    "payment_id, order_id, amount_cents, reason, at_ms, state, attempts, last_error, updated_ms";
+    "payment_id, order_id, amount_cents, reason, at_ms, state, attempts, last_error, updated_ms, "
+    "device";
 
 StoredRefund read_refund(const sql::Statement& s) {
   StoredRefund r = new_refund(s.column_text(0), s.column_text(1), s.column_int64(2),
@@ -48,6 +49,7 @@ StoredRefund read_refund(const sql::Statement& s) {
   r.attempts = s.column_int(6);
   r.last_error = s.column_text(7);
   r.updated_ms = s.column_int64(8);
+  r.device = s.column_text(9);
   return r;
 }
 

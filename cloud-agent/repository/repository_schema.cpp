@@ -191,6 +191,13 @@ constexpr const char* kSchemaV7 = R"sql(
 ALTER TABLE orders ADD COLUMN client TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v8: each refund's machine (StoredRefund::device): with several agents the
+// machine's owner delivers it and fences its writes, also once the order
+// has left memory. Refunds written before it have none ('').
+constexpr const char* kSchemaV8 = R"sql(
+ALTER TABLE refunds ADD COLUMN device TEXT NOT NULL DEFAULT '';
+)sql";
+
 // v6: the state CHECKs as chains of comparisons. SQLite codes `x IN (...)`
 // of three or more constants as an ephemeral index, built again each time
 // the expression runs: every INSERT and UPDATE of an order, a token or a
@@ -285,7 +292,7 @@ const std::vector<sql::Migration>& migrations() {
   static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2},
                                                   {3, kSchemaV3}, {4, kSchemaV4},
                                                   {5, kSchemaV5}, {6, "", rewrite_state_checks},
-                                                  {7, kSchemaV7}};
+                                                  {7, kSchemaV7}, {8, kSchemaV8}};
   return all;
 }
 

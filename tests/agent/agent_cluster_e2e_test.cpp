@@ -216,6 +216,28 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
     CHECK(r->status == 307);
     CHECK(r->get_header_value("Location") == c.agents[*owner1]->url() + "/v1/orders");
   }
+  // A payment for an order id no instance has is its id's shard owner's:
+  // redirected there, recorded and refunded once.
+  {
+    const std::string nobody = "ord-nobody-1";
+    auto owner = c.owner_of(nobody);
+    REQUIRE(owner);
+    auto& front_agent = *c.agents[(*owner + 1) % 3];
+    std::string body = front_agent.payment_body("pay-nobody");
+    httplib::Client raw("127.0.0.1", front_agent.port());
+    auto r = raw.Post("/v1/orders/" + nobody + "/payment",
+                      {{"Vend-Signature", front_agent.signature(nobody, body)}}, body,
+                      "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 307);
+    CHECK(r->get_header_value("Location") ==
+          c.agents[*owner]->url() + "/v1/orders/" + nobody + "/payment");
+    c.agents[(*owner + 2) % 3]->pay(nobody, "pay-nobody");  // signed, following the redirect
+    Json refunds = c.operate(*owner, "GET", "/v1/refunds", "");
+    int found = 0;
+    for (const Json& f : refunds["refunds"]) found += f["payment_id"] == "pay-nobody";
+    CHECK(found == 1);
+  }
   std::map<std::string, int> sold;
   for (const auto& m : machines) {
     c.sale(other, m);

@@ -26,14 +26,15 @@ AgentCore::Ownership only(std::set<std::string> devices) {
 }
 
 // The rig's agent restarted as one of several instances, owning `owns`.
-void restart_owning(AgentRig& rig, AgentCore::Ownership owns) {
+void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
+                    AgentOptions options = vend::agent::test::test_agent_options()) {
   rig.crash_agent();
   auto r = Repository::open(rig.dir.file("agent.db"), rig.repo_options, rig.log);
   REQUIRE(r.ok());
   rig.repo = std::move(r).value();
   rig.client = rig.bus.make_client("vend-agent-a", std::nullopt, true);
-  rig.core = std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log,
-                                         vend::agent::test::test_agent_options());
+  rig.core =
+      std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log, options);
   rig.client->on_message([&rig](const Message& m) { rig.core->on_message(m); });
   rig.client->on_connection([&rig](bool up) { rig.core->on_connection(up); });
   REQUIRE(rig.core->start(std::move(owns)).ok());
@@ -110,6 +111,53 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   // A rebuild without it forgets it.
   REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
   CHECK(listed(rig) == std::set<std::string>{"vm-2"});
+  CHECK_FALSE(rig.core->fenced());
+}
+
+TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays its machine's") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 2);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 2; }));
+  // A payment for a cancelled order: refunded, the order finished.
+  auto order = rig.core->create_order("vm-2", 1, "", "");
+  REQUIRE(order.ok());
+  REQUIRE(rig.core->cancel(order->id).ok());
+  auto paid = rig.core->pay(order->id, "pay-late", order->price_cents);
+  REQUIRE(paid.ok());
+  REQUIRE(rig.core->take_metrics().refunds_pending == 1);
+
+  // Restarted with no finished order loaded: the refund is still held by
+  // its machine's owner (before, its order id chose another instance)...
+  AgentOptions no_recent = vend::agent::test::test_agent_options();
+  no_recent.finished_orders_max = 0;
+  restart_owning(rig, only({"vm-2"}), no_recent);
+  CHECK(rig.core->take_metrics().refunds_pending == 1);
+  // ...and not by the owner of its order id's shard.
+  restart_owning(rig, only({order->id}), no_recent);
+  CHECK(rig.core->take_metrics().refunds_pending == 0);
+
+  // A payment for an order id no instance has: only the owner of that id
+  // records and refunds it, so two instances never write the same payment.
+  restart_owning(rig, only({"vm-2"}));
+  auto elsewhere = rig.core->pay("ord-nobody", "pay-u", 150);
+  REQUIRE_FALSE(elsewhere.ok());
+  CHECK(elsewhere.error().code == "not_owner");
+  CHECK(elsewhere.error().message == "ord-nobody");
+  CHECK(rig.core->take_metrics().refunds_pending == 1);  // vm-2's, nothing new
+  restart_owning(rig, only({"vm-2", "ord-nobody"}));
+  auto here = rig.core->pay("ord-nobody", "pay-u", 150);
+  REQUIRE(here.ok());
+  CHECK_FALSE(here->known);
+  CHECK(here->payment_outcome == "unknown_order_refunded");
+  CHECK(rig.core->take_metrics().refunds_pending == 2);
+  // Its refund names no machine; the late payment's names vm-2.
+  auto refunds = rig.core->list_refunds(std::nullopt, 10);
+  REQUIRE(refunds.ok());
+  REQUIRE(refunds->size() == 2);
+  for (const StoredRefund& r : *refunds) {
+    CHECK(r.device == (r.order_id == "ord-nobody" ? "" : "vm-2"));
+  }
   CHECK_FALSE(rig.core->fenced());
 }
 

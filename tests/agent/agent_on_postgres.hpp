@@ -102,7 +102,15 @@ class AgentOnPostgres {
   }
   // The gateway's signed notification (the signature as docs/agent.md makes it).
   void pay(const std::string& order_id, const std::string& payment_id) {
-    std::string body = R"({"payment_id":")" + payment_id + R"(","amount_cents":150})";
+    std::string body = payment_body(payment_id);
+    call("POST", "/v1/orders/" + order_id + "/payment", body, 200,
+         {{"Vend-Signature", signature(order_id, body)}});
+  }
+  static std::string payment_body(const std::string& payment_id) {
+    return R"({"payment_id":")" + payment_id + R"(","amount_cents":150})";
+  }
+  // The Vend-Signature of a notification `body` for `order_id`, made now.
+  std::string signature(const std::string& order_id, const std::string& body) {
     test::Child sig({"/bin/sh", "-c",
                      "t=$(date +%s); printf 't=%s,v1=' \"$t\"; printf '%s' \"$t.$2.$0\" | "
                      "\"$3\" dgst -sha256 -hmac \"$1\" | sed 's/^.* //'",
@@ -112,7 +120,7 @@ class AgentOnPostgres {
     REQUIRE(sig.wait(20s) == 0);
     std::string signature = trim(test::read_file(dir_.file("sig.out")));
     std::remove(dir_.file("sig.out").c_str());
-    call("POST", "/v1/orders/" + order_id + "/payment", body, 200, {{"Vend-Signature", signature}});
+    return signature;
   }
   std::string order_state(const std::string& id) {
     return call("GET", "/v1/orders/" + id, "", 200)["state"];

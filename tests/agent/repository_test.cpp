@@ -277,6 +277,7 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   c.transition_order(done, OrderState::kReserved, "expired");
   c.move_token("t2", TokenState::kReserved, TokenState::kPool, "");
   c.insert_payment(StoredPayment{"p-1", "ord-2", 150, "late_payment_refunded", 4000});
+  c.insert_refund(new_refund("p-1", "ord-2", 150, "late_payment", 4000, "vm-1"));
   c.advance_device_seq("vm-1", 0, 1);
   REQUIRE(f.submit(std::move(c)).get().ok());
 
@@ -306,6 +307,9 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   CHECK(loaded->recent_orders[0].state == OrderState::kExpired);
   REQUIRE(loaded->payments.size() == 1);
   CHECK(loaded->payments[0].order_id == "ord-2");
+  REQUIRE(loaded->pending_refunds.size() == 1);
+  CHECK(loaded->pending_refunds[0].payment_id == "p-1");
+  CHECK(loaded->pending_refunds[0].device == "vm-1");
   REQUIRE(loaded->requested.size() == 1);
   CHECK(loaded->requested[0].restock_id == "r2");
   CHECK(loaded->order_counts[OrderState::kReserved] == 1);

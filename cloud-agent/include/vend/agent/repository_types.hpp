@@ -117,14 +117,25 @@ struct StoredRefund {
   int attempts = 0;        // deliveries tried
   std::string last_error;  // of the latest failed attempt
   int64_t updated_ms = 0;
+  // Its order's machine ("" for an order the agent never had, and for a
+  // refund written before schema v8). Several agents: the refund is
+  // delivered by the machine's owner, else by the owner of the order id.
+  std::string device;
 };
+
+// Which instance of several holds the refund (ownership key, and the fence
+// of its writes): its machine, else its order id.
+inline const std::string& owner_key(const StoredRefund& r) {
+  return r.device.empty() ? r.order_id : r.device;
+}
 
 // A new PENDING refund of `payment_id`, recorded at `at_ms`.
 inline StoredRefund new_refund(std::string payment_id, std::string order_id, int64_t amount_cents,
-                               std::string reason, int64_t at_ms) {
+                               std::string reason, int64_t at_ms, std::string device = "") {
   StoredRefund r;
   r.payment_id = std::move(payment_id);
   r.order_id = std::move(order_id);
+  r.device = std::move(device);
   r.amount_cents = amount_cents;
   r.reason = std::move(reason);
   r.at_ms = r.updated_ms = at_ms;

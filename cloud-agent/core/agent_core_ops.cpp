@@ -68,43 +68,13 @@ void AgentCore::State::clear_alert(const std::string& device, int slot, std::str
 }
 
 ops::DeviceStatus AgentCore::State::device_status(const DeviceRecord& d) const {
-  ops::DeviceStatus out;
-  out.device = d.id;
-  out.online = d.online;
-  out.boot_id = d.boot_id;
-  out.last_seen_ms = d.last_seen_ms;
-  out.last_seq = d.acks.last_processed();
-  out.unacked_events = d.acks.unacked();
-  out.outbox_depth = d.outbox_depth;
-  out.snapshot_at_ms = d.snapshot_at_ms;
-  out.last_verdict = d.last_verdict;
-  for (const auto& [n, s] : stock.slots(d.id)) {
-    out.slots.push_back(ops::SlotStatus{
-        n, s.spec.product, s.spec.price_cents, s.spec.capacity, static_cast<int64_t>(s.pool.size()),
-        s.reserved, s.dispatched, s.sold, s.burned, s.physical_count, s.device_tokens});
-  }
-  out.ts_ms = clock.wall_ms();
-  out.clock_skew_ms = d.clock_skew.skew_ms();
-  out.owner = options.instance_id;
-  return out;
+  return ops_views::device_status(d, stock.slots(d.id), clock.wall_ms(), options.instance_id);
 }
 
 ops::FleetSummary AgentCore::State::fleet_summary() const {
-  ops::FleetSummary f;
-  f.ts_ms = clock.wall_ms();
-  f.devices = static_cast<int>(devices.size());
-  for (const auto& [id, d] : devices) {
-    if (d.online) ++f.online;
-  }
-  f.stock_total = stock.pool_total();
-  for (size_t i = 0; i < kOrderStateCount; ++i) {
-    f.orders_by_state[to_string(static_cast<OrderState>(i))] = orders.state_counts()[i];
-  }
-  f.orders_total = orders.created();
-  f.alerts_active = static_cast<int64_t>(alerts.size());
-  f.storage_ok = !storage_failed;
-  f.instance = options.instance_id;
-  return f;
+  return ops_views::fleet_summary(
+      devices, stock, orders, alerts,
+      ops_views::FleetFacts{!storage_failed, clock.wall_ms(), options.instance_id});
 }
 
 void AgentCore::State::publish_ops_views() {

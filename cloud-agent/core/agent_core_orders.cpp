@@ -145,41 +145,44 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
   return rec;
 }
 
-void AgentCore::State::token_to_pool(OrderRec& rec, TokenState from, Changeset& changes) {
+void AgentCore::State::move_token(OrderRec& rec, TokenState from, TokenState to,
+                                  Changeset& changes) {
   const Order& o = rec.order;
-  rec.holds_token = false;  // the pool's again
-  if (from == TokenState::kReserved) {
-    stock.put_back_reserved(o.device, o.slot, o.token);
+  if (from == to) return;
+  if (to == TokenState::kPool) {
+    rec.holds_token = false;  // the pool's again
+    if (from == TokenState::kReserved) {
+      stock.put_back_reserved(o.device, o.slot, o.token);
+    } else {
+      assert(from == TokenState::kDispatched);
+      stock.put_back_dispatched(o.device, o.slot, o.token);
+    }
+    changes.move_token(o.token, from, TokenState::kPool, "");
+    return;
+  }
+  if (from == TokenState::kBurned) {  // a review resolved as dispensed
+    assert(to == TokenState::kSold);
+    if (stock.find(o.device, o.slot) == nullptr) return;
+    stock.burned_to_sold(o.device, o.slot);
+  } else if (from == TokenState::kReserved && to == TokenState::kDispatched) {
+    if (stock.find(o.device, o.slot) != nullptr) stock.dispatch(o.device, o.slot);
+  } else if (from == TokenState::kReserved) {
+    assert(to == TokenState::kBurned);
+    stock.burn_reserved(o.device, o.slot);
   } else {
     assert(from == TokenState::kDispatched);
-    stock.put_back_dispatched(o.device, o.slot, o.token);
+    if (to == TokenState::kSold) {
+      stock.spend_sold(o.device, o.slot);
+    } else {
+      assert(to == TokenState::kBurned);
+      stock.spend_burned(o.device, o.slot);
+    }
   }
-  changes.move_token(o.token, from, TokenState::kPool, "");
-}
-
-void AgentCore::State::token_spent(OrderRec& rec, TokenState to, Changeset& changes) {
-  const Order& o = rec.order;
-  if (to == TokenState::kSold) {
-    stock.spend_sold(o.device, o.slot);
-  } else {
-    assert(to == TokenState::kBurned);
-    stock.spend_burned(o.device, o.slot);
-  }
-  changes.move_token(o.token, TokenState::kDispatched, to, o.id);
+  changes.move_token(o.token, from, to, o.id);
 }
 
 void AgentCore::State::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
-  if (s.token == TokenState::kPool) {
-    token_to_pool(rec, s.token_from, changes);
-  } else if (s.token_from == TokenState::kBurned && s.token == TokenState::kSold) {
-    const Order& o = rec.order;
-    if (stock.find(o.device, o.slot) != nullptr) {
-      stock.burned_to_sold(o.device, o.slot);
-      changes.move_token(o.token, TokenState::kBurned, TokenState::kSold, o.id);
-    }
-  } else if (s.token != s.token_from) {
-    token_spent(rec, s.token, changes);
-  }
+  move_token(rec, s.token_from, s.token, changes);
   if (!s.reason.empty()) rec.order.reason = s.reason;
   if (s.to != OrderState::kRefunded) set_state(rec, s.to, changes, s.detail);
   if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);

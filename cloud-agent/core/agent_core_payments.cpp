@@ -100,10 +100,7 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
   rec.order.dispatch_expires_at_ms = now + options.dispatch_ttl_ms;
   set_state(rec, OrderState::kDispatched, changes,
             "dispense command, expires at " + std::to_string(rec.order.dispatch_expires_at_ms));
-  if (stock.find(rec.order.device, rec.order.slot) != nullptr) {
-    stock.dispatch(rec.order.device, rec.order.slot);
-  }
-  changes.move_token(rec.order.token, TokenState::kReserved, TokenState::kDispatched, rec.order.id);
+  move_token(rec, TokenState::kReserved, TokenState::kDispatched, changes);
   rec.paid_mono_ms = clock.monotonic_ms();
   rec.command_published = false;
   schedule_deadline(rec, TimerKind::kDispatchDeadline,

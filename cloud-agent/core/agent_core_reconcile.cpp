@@ -116,8 +116,7 @@ void AgentCore::State::apply_reconcile(DeviceRecord& device, const reconcile::Sl
 }
 
 // Tokens the device no longer has leave the pool (burned); a reservation
-// holding one can never be dispensed, so it is cancelled (a payment arriving
-// later is refunded as for any cancelled order).
+// holding one is cancelled (rules::decide_token_lost).
 void AgentCore::State::burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
                                         Changeset& changes) {
   for (const auto& t : stock.burn_from_pool(device, c.slot, c.burn_from_pool)) {
@@ -125,11 +124,8 @@ void AgentCore::State::burn_lost_tokens(const std::string& device, const reconci
   }
   for (const auto& held : c.cancel) {
     OrderRec* rec = orders.find(held.order_id);
-    if (rec == nullptr || rec->order.state != OrderState::kReserved) continue;
-    stock.burn_reserved(device, c.slot);
-    changes.move_token(held.token, TokenState::kReserved, TokenState::kBurned, rec->order.id);
-    rec->order.reason = "token_lost";
-    set_state(*rec, OrderState::kCancelled, changes, "its token is no longer on the device");
+    if (rec == nullptr) continue;
+    if (auto settlement = rules::decide_token_lost(rec->order)) settle(*rec, *settlement, changes);
   }
 }
 

@@ -24,6 +24,7 @@
 #include "vend/agent/device_book.hpp"
 #include "vend/agent/device_rules.hpp"
 #include "vend/agent/ops_feed.hpp"
+#include "vend/agent/ops_views.hpp"
 #include "vend/agent/order_book.hpp"
 #include "vend/agent/order_rules.hpp"
 #include "vend/agent/payments.hpp"
@@ -152,9 +153,9 @@ struct AgentCore::State {
   void expire_reservation(OrderRec& rec, const std::string& why);
   std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
                                  const std::string& device);
-  // Token moves of an order, with the slot counters.
-  void token_to_pool(OrderRec& rec, TokenState from, Changeset& changes);
-  void token_spent(OrderRec& rec, TokenState to, Changeset& changes);
+  // The order's token moves `from` -> `to` (nothing when equal), with the
+  // stock's counters, into `changes`.
+  void move_token(OrderRec& rec, TokenState from, TokenState to, Changeset& changes);
   // What rules:: decided for an order: the token moved (with the stock's
   // counters), the reason, the transition, the refund.
   void settle(OrderRec& rec, const rules::Settlement& settlement, Changeset& changes);

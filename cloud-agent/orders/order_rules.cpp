@@ -81,6 +81,16 @@ std::optional<Settlement> decide_withdrawal(const Order& order) {
                     "device decommissioned"};
 }
 
+std::optional<Settlement> decide_token_lost(const Order& order) {
+  if (order.state != OrderState::kReserved) return std::nullopt;
+  return Settlement{TokenState::kReserved,
+                    TokenState::kBurned,
+                    OrderState::kCancelled,
+                    "token_lost",
+                    "",
+                    "its token is no longer on the device"};
+}
+
 std::optional<Settlement> decide_expiry(const Order& order, const std::string& why) {
   if (order.state != OrderState::kReserved) return std::nullopt;
   return Settlement{TokenState::kReserved, TokenState::kPool, OrderState::kExpired, why, "", why};

@@ -289,6 +289,21 @@ TEST_CASE("decommission: a RESERVED order is cancelled, its token back; nothing 
   }
 }
 
+TEST_CASE("a reservation whose token left its machine is cancelled, the token burned") {
+  auto l = rules::decide_token_lost(order(OrderState::kReserved));
+  REQUIRE(l.has_value());
+  CHECK(l->token_from == TokenState::kReserved);
+  CHECK(l->token == TokenState::kBurned);  // never back in the pool: the machine lacks it
+  CHECK(l->to == OrderState::kCancelled);
+  CHECK(l->reason == "token_lost");
+  CHECK(l->refund_reason.empty());
+  for (OrderState s : kAll) {
+    if (s == OrderState::kReserved) continue;
+    CAPTURE(static_cast<int>(s));
+    CHECK_FALSE(rules::decide_token_lost(order(s)).has_value());  // paid: the device decides
+  }
+}
+
 TEST_CASE("expiry: only RESERVED expires, its token back in the pool") {
   auto e = rules::decide_expiry(order(OrderState::kReserved), "reservation expired");
   REQUIRE(e.has_value());

@@ -1,7 +1,7 @@
 // The order lifecycle's decisions: what a cancel, a decommission, an
-// expiry, an operator's review, a payment, a dispense result, a passed
-// dispatch deadline or a device snapshot does to an order, returned as a
-// value. Pure functions: no state, no clock (times are passed in), no
+// expiry, a token lost from its machine, an operator's review, a payment, a
+// dispense result, a passed dispatch deadline or a device snapshot does to
+// an order, returned as a value. Pure functions: no state, no clock (times are passed in), no
 // log, no I/O. The coordinator (AgentCore::State) applies what they decide
 // — the token move, the state change, the refund, the changeset, the log
 // line — and one Settlement is applied the same way whatever decided it.
@@ -51,6 +51,11 @@ RequestDecision decide_review(const Order& order, bool dispensed, const std::str
 // token back in the pool (the decommission then burns the pool); nullopt
 // for any other state (a paid order in flight holds the decommission off).
 std::optional<Settlement> decide_withdrawal(const Order& order);
+// Reconciliation found the reservation's token gone from its machine: it
+// can never be dispensed, so a RESERVED order is cancelled and its token
+// burned (a payment arriving later is refunded as for any cancelled order);
+// nullopt for any other state.
+std::optional<Settlement> decide_token_lost(const Order& order);
 // A reservation's deadline passed: only a RESERVED order expires (a paid
 // one is never taken back); its token goes back.
 std::optional<Settlement> decide_expiry(const Order& order, const std::string& why);

@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "vend/agent/agent_core.hpp"
+#include "vend/agent/order.hpp"
 
 using vend::agent::is_legal_transition;
 using vend::agent::OrderState;

@@ -188,6 +188,7 @@ Json refund_json(const StoredRefund& r) {
   return {{"refund_id", refund_id_of(r.payment_id)},
           {"payment_id", r.payment_id},
           {"order_id", r.order_id},
+          {"device", r.device},
           {"amount_cents", r.amount_cents},
           {"reason", r.reason},
           {"state", to_string(r.state)},

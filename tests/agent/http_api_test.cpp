@@ -223,6 +223,7 @@ TEST_CASE("a payment for an unknown order is recorded and refunded") {
   CHECK(refunds["refunds"][0]["refund_id"] == "rfd-pay-lost");
   CHECK(refunds["refunds"][0]["amount_cents"] == 250);
   CHECK(refunds["refunds"][0]["reason"] == "unknown_order");
+  CHECK(refunds["refunds"][0]["device"] == "");  // no machine: the order never existed
   expect_error(agent.client().Get("/v1/refunds"), 401, "unauthorized");
   expect_error(agent.client().Get("/v1/refunds?state=LOST", agent.operator_headers()), 400,
                "bad_request", "PENDING, DELIVERED or GAVE_UP");

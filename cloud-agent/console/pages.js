@@ -505,13 +505,16 @@ pages.refunds = {
   async update() {
     const state = $('refunds-state').value;
     const {refunds} = await api('/v1/refunds?limit=1000' + (state ? '&state=' + state : ''));
-    $('refunds').replaceChildren(table('refunds-table', ['Refund', 'Order', 'Payment',
+    $('refunds').replaceChildren(table('refunds-table', ['Refund', 'Order', 'Machine', 'Payment',
       {label: 'Amount', num: 1}, 'Delivery', {label: 'Attempts', num: 1}, 'Last error', 'Why',
       'Updated'],
       refunds.map((r) => el('tr', {'data-order': r.order_id, 'data-refund': r.refund_id},
         el('td', {class: 'id'}, r.refund_id),
         el('td', {class: 'id'}, el('a', {href: '#/order/' + encodeURIComponent(r.order_id)},
                                    r.order_id)),
+        // No machine: a payment for an order the agent never had.
+        el('td', {'data-field': 'device'}, r.device
+          ? el('a', {href: '#/device/' + encodeURIComponent(r.device)}, r.device) : '—'),
         el('td', {class: 'id'}, r.payment_id), num((r.amount_cents / 100).toFixed(2)),
         el('td', {class: r.state === 'GAVE_UP' ? 'error' : null, 'data-field': 'state'}, r.state),
         num(r.attempts, 'attempts'),

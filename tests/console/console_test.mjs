@@ -464,6 +464,9 @@ async function drive(page, errors, firmware, secret) {
     const lastError = await page.$eval(refundRow + ' td[data-field=last_error]',
                                        (td) => td.textContent);
     if (!/400/.test(lastError)) throw new Error('refund last error: ' + lastError);
+    const refundMachine = await page.$eval(refundRow + ' td[data-field=device]',
+                                           (td) => td.textContent);
+    if (refundMachine !== 'vm-frozen') throw new Error('refund machine: ' + refundMachine);
     if (!refundCalls.some((b) => b.includes(refunded))) {
       throw new Error('the gateway got no refund of ' + refunded);
     }

@@ -161,5 +161,33 @@ TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays
   CHECK_FALSE(rig.core->fenced());
 }
 
+TEST_CASE("cluster mode: a refund written before refunds named their machine goes by its order") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 1);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 1; }));
+  auto order = rig.core->create_order("vm-2", 1, "", "");
+  REQUIRE(order.ok());
+  REQUIRE(rig.core->cancel(order->id).ok());
+  // As schema v7 stored it: no machine.
+  Changeset old;
+  old.insert_refund(new_refund("pay-old", order->id, 150, "late_payment", rig.clock.wall_ms()));
+  auto written = rig.repo->submit(std::move(old));
+  REQUIRE(written.ok());
+  REQUIRE(written->get().ok());
+  // Its order is loaded (a recent finished one): the machine's owner holds it.
+  restart_owning(rig, only({"vm-2"}));
+  CHECK(rig.core->take_metrics().refunds_pending == 1);
+  restart_owning(rig, only({order->id}));
+  CHECK(rig.core->take_metrics().refunds_pending == 0);
+  // Its order not loaded: the order id's owner holds it, as before.
+  AgentOptions no_recent = vend::agent::test::test_agent_options();
+  no_recent.finished_orders_max = 0;
+  restart_owning(rig, only({order->id}), no_recent);
+  CHECK(rig.core->take_metrics().refunds_pending == 1);
+  restart_owning(rig, only({"vm-2"}), no_recent);
+  CHECK(rig.core->take_metrics().refunds_pending == 0);
+}
+
 }  // namespace
 }  // namespace vend::agent

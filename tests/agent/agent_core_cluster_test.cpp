@@ -42,6 +42,24 @@ void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
   rig.bus.deliver_all();
 }
 
+// A cancelled (finished) order of vm-2, a machine stocked with one token.
+Order cancelled_order(AgentRig& rig) {
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 1);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 1; }));
+  auto order = rig.core->create_order("vm-2", 1, "", "");
+  REQUIRE(order.ok());
+  REQUIRE(rig.core->cancel(order->id).ok());
+  return *order;
+}
+
+// The agent restarted with no finished order loaded from the log.
+AgentOptions no_recent_orders() {
+  AgentOptions options = vend::agent::test::test_agent_options();
+  options.finished_orders_max = 0;
+  return options;
+}
+
 std::set<std::string> listed(AgentRig& rig) {
   std::set<std::string> out;
   for (const auto& d : rig.core->devices()) out.insert(d.id);
@@ -116,25 +134,18 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
 
 TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays its machine's") {
   AgentRig rig;
-  DeviceSim& two = rig.add_device("vm-2", kSlots);
-  two.restock(1, 2);
-  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 2; }));
-  // A payment for a cancelled order: refunded, the order finished.
-  auto order = rig.core->create_order("vm-2", 1, "", "");
-  REQUIRE(order.ok());
-  REQUIRE(rig.core->cancel(order->id).ok());
-  auto paid = rig.core->pay(order->id, "pay-late", order->price_cents);
+  // A payment for a cancelled order: refunded.
+  const Order order = cancelled_order(rig);
+  auto paid = rig.core->pay(order.id, "pay-late", order.price_cents);
   REQUIRE(paid.ok());
   REQUIRE(rig.core->take_metrics().refunds_pending == 1);
 
   // Restarted with no finished order loaded: the refund is still held by
   // its machine's owner (before, its order id chose another instance)...
-  AgentOptions no_recent = vend::agent::test::test_agent_options();
-  no_recent.finished_orders_max = 0;
-  restart_owning(rig, only({"vm-2"}), no_recent);
+  restart_owning(rig, only({"vm-2"}), no_recent_orders());
   CHECK(rig.core->take_metrics().refunds_pending == 1);
   // ...and not by the owner of its order id's shard.
-  restart_owning(rig, only({order->id}), no_recent);
+  restart_owning(rig, only({order.id}), no_recent_orders());
   CHECK(rig.core->take_metrics().refunds_pending == 0);
 
   // A payment for an order id no instance has: only the owner of that id
@@ -163,29 +174,22 @@ TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays
 
 TEST_CASE("cluster mode: a refund written before refunds named their machine goes by its order") {
   AgentRig rig;
-  DeviceSim& two = rig.add_device("vm-2", kSlots);
-  two.restock(1, 1);
-  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 1; }));
-  auto order = rig.core->create_order("vm-2", 1, "", "");
-  REQUIRE(order.ok());
-  REQUIRE(rig.core->cancel(order->id).ok());
+  const Order order = cancelled_order(rig);
   // As schema v7 stored it: no machine.
   Changeset old;
-  old.insert_refund(new_refund("pay-old", order->id, 150, "late_payment", rig.clock.wall_ms()));
+  old.insert_refund(new_refund("pay-old", order.id, 150, "late_payment", rig.clock.wall_ms()));
   auto written = rig.repo->submit(std::move(old));
   REQUIRE(written.ok());
   REQUIRE(written->get().ok());
   // Its order is loaded (a recent finished one): the machine's owner holds it.
   restart_owning(rig, only({"vm-2"}));
   CHECK(rig.core->take_metrics().refunds_pending == 1);
-  restart_owning(rig, only({order->id}));
+  restart_owning(rig, only({order.id}));
   CHECK(rig.core->take_metrics().refunds_pending == 0);
   // Its order not loaded: the order id's owner holds it, as before.
-  AgentOptions no_recent = vend::agent::test::test_agent_options();
-  no_recent.finished_orders_max = 0;
-  restart_owning(rig, only({order->id}), no_recent);
+  restart_owning(rig, only({order.id}), no_recent_orders());
   CHECK(rig.core->take_metrics().refunds_pending == 1);
-  restart_owning(rig, only({"vm-2"}), no_recent);
+  restart_owning(rig, only({"vm-2"}), no_recent_orders());
   CHECK(rig.core->take_metrics().refunds_pending == 0);
 }
 

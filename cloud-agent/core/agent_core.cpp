@@ -482,7 +482,7 @@ Status AgentCore::health() {
       out = make_error("unavailable", "not started");
       return;
     }
-    if (!st.storage_failed && st.repo.stats().failed_writes > 0) {
+    if (!st.storage_failed && st.repo.has_failed_writes()) {
       st.fail_storage("a repository write failed");
     }
     out = st.storage_failed

@@ -241,7 +241,7 @@ std::vector<Ticket> AgentCore::State::due_ack_tickets() {
 }
 
 void AgentCore::State::flush_acks() {
-  if (!storage_failed && repo.stats().failed_writes > 0) fail_storage("a repository write failed");
+  if (!storage_failed && repo.has_failed_writes()) fail_storage("a repository write failed");
   if (storage_failed) return;  // nothing is acknowledged: after a restart, events come again
   int64_t now = clock.monotonic_ms();
   // Only the devices with an ack pending: a tick costs nothing per idle device.

@@ -2,7 +2,6 @@
 // the token moves they make.
 #include <algorithm>
 #include <cassert>
-#include <cstdio>
 
 #include "agent_state.hpp"
 
@@ -15,6 +14,12 @@ constexpr size_t kDefaultListLimit = 100;
 constexpr size_t kMaxListLimit = 10'000;
 constexpr size_t kMaxReviewText = 256;
 
+// `digits` lowercase hex digits of `v`, most significant first, at `out`.
+void put_hex(char* out, uint64_t v, int digits) {
+  constexpr char kHex[] = "0123456789abcdef";
+  for (int i = digits - 1; i >= 0; --i, v >>= 4) out[i] = kHex[v & 0xf];
+}
+
 // "ord-", the creation time (wall ms, 12 hex digits: sorts as text until the
 // year 10889), then 128 random bits. The time first puts each new order at
 // the right edge of every B-tree keyed by order id (orders, order_events,
@@ -22,17 +27,15 @@ constexpr size_t kMaxReviewText = 256;
 // random tail keeps the id as unguessable as before (it is enough to cancel).
 std::string new_order_id(int64_t wall_ms, Random& random) {
   constexpr uint64_t kMask48 = (uint64_t{1} << 48) - 1;
-  // Written into one buffer (one allocation): the same text as
-  // "ord-" + "%012llx" + random.id128(), whose hex is each 64-bit draw's,
-  // most significant byte first.
-  char text[4 + 12 + 32 + 1];
-  uint64_t high = random.next_u64();
-  uint64_t low = random.next_u64();
-  std::snprintf(text, sizeof text, "ord-%012llx%016llx%016llx",
-                static_cast<unsigned long long>(
-                    static_cast<uint64_t>(std::max<int64_t>(wall_ms, 0)) & kMask48),
-                static_cast<unsigned long long>(high), static_cast<unsigned long long>(low));
-  return std::string(text, sizeof text - 1);
+  // The same text as "ord-" + "%012llx" + random.id128() (whose hex is each
+  // 64-bit draw's, most significant byte first), written in place: this runs
+  // once per reservation, and snprintf was a sixth of its instructions.
+  std::string id(4 + 12 + 32, '\0');
+  id.replace(0, 4, "ord-");
+  put_hex(id.data() + 4, static_cast<uint64_t>(std::max<int64_t>(wall_ms, 0)) & kMask48, 12);
+  put_hex(id.data() + 16, random.next_u64(), 16);
+  put_hex(id.data() + 32, random.next_u64(), 16);
+  return id;
 }
 }  // namespace
 
@@ -136,6 +139,7 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
 
   OrderRec& rec = orders.add_open(std::move(o), true);
   Changeset changes;
+  changes.reserve(2);
   changes.insert_order(rec.order, "reserved");
   changes.move_token(rec.order.token, TokenState::kPool, TokenState::kReserved, rec.order.id);
   ++counters.reservations_total;

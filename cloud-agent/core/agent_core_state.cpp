@@ -201,7 +201,7 @@ void AgentCore::State::restore_order(const Order& order) {
 
 Status AgentCore::State::writable() {
   if (!started) return make_error("unavailable", "the agent core is not started");
-  if (!storage_failed && repo.stats().failed_writes > 0) {
+  if (!storage_failed && repo.has_failed_writes()) {
     fail_storage("a repository write failed");
   }
   if (storage_failed) {

@@ -26,6 +26,7 @@ Repository::~Repository() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    stopped_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   if (writer_.joinable()) writer_.join();
@@ -37,7 +38,9 @@ void Repository::abandon() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    stopped_.store(true, std::memory_order_release);
     dropped.swap(queue_);
+    queued_.store(0, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& p : dropped) p.done.set_value(make_error("abandoned", "the process died"));
@@ -65,6 +68,7 @@ void Repository::after_durable(const Ticket& ticket, std::function<void(Status)>
       // marker behind it runs as soon as the writer looks again.
       if (queue_.empty()) {
         queue_.push_back(Pending{Changeset{}, {}, nullptr, true, {}});
+        queued_.store(queue_.size(), std::memory_order_release);
         wake_.notify_one();  // under the lock: the marker is the queue's only entry
       }
       queue_.back().after.push_back(After{ticket, std::move(fn)});
@@ -112,6 +116,7 @@ Result<Ticket> Repository::enqueue(Changeset changes, bool bounded) {
                         "write queue full (" + std::to_string(queue_.size()) + " writes waiting)");
     }
     queue_.push_back(std::move(pending));
+    queued_.store(queue_.size(), std::memory_order_release);
   }
   wake_.notify_one();
   return ticket;
@@ -150,8 +155,8 @@ Status Repository::set_fence(std::shared_ptr<const WriteFence> fence) {
 }
 
 bool Repository::accepting() const {
-  std::lock_guard lock(mu_);
-  return !stopping_ && queue_.size() < options_.queue_max;
+  return !stopped_.load(std::memory_order_acquire) &&
+         queued_.load(std::memory_order_acquire) < options_.queue_max;
 }
 
 WriterStats Repository::stats() const {
@@ -192,6 +197,7 @@ void Repository::take_group(std::vector<Pending>& ready, std::vector<Pending>& g
     group.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  queued_.store(queue_.size(), std::memory_order_release);
 }
 
 void Repository::run_ready(std::vector<Pending>& ready) {
@@ -262,6 +268,7 @@ void Repository::apply_group(std::vector<Pending>& group) {
     std::lock_guard lock(mu_);
     stats_.writes += group.size();
     stats_.failed_writes += failed;
+    if (stats_.failed_writes > 0) failed_any_.store(true, std::memory_order_release);
     stats_.fenced_writes += fenced;
     stats_.batches += 1;
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, group.size());

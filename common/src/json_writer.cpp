@@ -1,20 +1,39 @@
 #include "vend/json_writer.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace vend::json {
 
+namespace {
+bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
+}  // namespace
+
 void append_string(std::string& out, std::string_view s) {
-  bool plain = true;
-  for (unsigned char c : s) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-  if (!plain) {
-    out += nlohmann::json(std::string(s))
-               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Checked and copied in one pass into a buffer, then one append (this
+  // runs for every string of every hot message and reply).
+  char buf[128];
+  if (s.size() <= sizeof buf - 2) {
+    size_t n = 0;
+    buf[n++] = '"';
+    bool ok = true;
+    for (unsigned char c : s) {
+      ok &= plain(c);  // no branch per byte
+      buf[n++] = static_cast<char>(c);
+    }
+    if (ok) {
+      buf[n++] = '"';
+      out.append(buf, n);
+      return;
+    }
+  } else if (std::all_of(s.begin(), s.end(), [](unsigned char c) { return plain(c); })) {
+    out += '"';
+    out.append(s);
+    out += '"';
     return;
   }
-  out += '"';
-  out.append(s);
-  out += '"';
+  out +=
+      nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace vend::json

@@ -28,12 +28,19 @@ void append_string(std::string& out, std::string_view s);
 class Object {
  public:
   explicit Object(std::string& out) : out_(out) { out_ += '{'; }
+  // One append per member (they run for every field of every hot message).
   void key(std::string_view name) {
-    if (!first_) out_ += ',';
+    char buf[64];
+    if (name.size() > sizeof buf - 4) return key_slow(name);
+    size_t n = 0;
+    if (!first_) buf[n++] = ',';
     first_ = false;
-    out_ += '"';
-    out_.append(name);
-    out_ += "\":";
+    buf[n++] = '"';
+    name.copy(buf + n, name.size());
+    n += name.size();
+    buf[n++] = '"';
+    buf[n++] = ':';
+    out_.append(buf, n);
   }
   void string(std::string_view name, std::string_view value) {
     key(name);
@@ -51,6 +58,14 @@ class Object {
   void close() { out_ += '}'; }
 
  private:
+  void key_slow(std::string_view name) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    out_ += '"';
+    out_.append(name);
+    out_ += "\":";
+  }
+
   std::string& out_;
   bool first_ = true;
 };

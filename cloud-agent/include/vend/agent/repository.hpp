@@ -30,6 +30,7 @@
 // writes, lets the writer commit everything already queued, and joins it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,8 @@ class Changeset {
   bool empty() const { return changes_.empty(); }
   size_t size() const { return changes_.size(); }
   const std::vector<Change>& changes() const { return changes_; }
+  // Room for `n` changes (a hot path that knows how many it writes).
+  void reserve(size_t n) { changes_.reserve(n); }
   // A raw write, run in order with the others (tests: see WriteContext).
   void add(WriteFn write) { changes_.push_back(change::Raw{std::move(write)}); }
 
@@ -223,7 +226,11 @@ class Repository {
   // True when submit() would accept a write now (not stopping, queue below
   // queue_max). Exact for a sole submitter that checks and submits under one
   // lock of its own (the agent core): only the writer drains the queue.
+  // Lock-free (read on every reservation by the core thread, while the
+  // writer holds the queue's lock): mirrors the queue's size and state.
   bool accepting() const;
+  // True once any write failed (stats().failed_writes > 0); lock-free.
+  bool has_failed_writes() const { return failed_any_.load(std::memory_order_acquire); }
   WriterStats stats() const;
 
   // Cluster mode: every changeset SUBMITTED after this call carries `fence`
@@ -327,6 +334,10 @@ class Repository {
   std::deque<Pending> queue_;
   bool stopping_ = false;
   WriterStats stats_;
+  // Written under mu_ with the fields they mirror; read without it.
+  std::atomic<size_t> queued_{0};        // queue_.size()
+  std::atomic<bool> stopped_{false};     // stopping_
+  std::atomic<bool> failed_any_{false};  // stats_.failed_writes > 0
   std::shared_ptr<const WriteFence> fence_;
 
   void apply_queued();    // manual_commit: the caller's thread is the writer

@@ -126,6 +126,7 @@ TEST_CASE_TEMPLATE("a failing write is rolled back alone; the rest of its group 
   bad.transition_order(reserved_order("ord-missing", "t"), OrderState::kReserved, "x");
   Ticket b = f.submit(std::move(bad));
   Ticket c = f.fault("c");
+  CHECK_FALSE(f.repo->has_failed_writes());
   gate.open();
   CHECK(a.get().ok());
   REQUIRE_FALSE(b.get().ok());
@@ -136,6 +137,7 @@ TEST_CASE_TEMPLATE("a failing write is rolled back alone; the rest of its group 
   CHECK((*faults)[0].code == "c");
   CHECK((*faults)[1].code == "a");
   CHECK(f.repo->stats().failed_writes == 1);
+  CHECK(f.repo->has_failed_writes());  // the core's lock-free check says the same
 }
 
 // SQLITE_FULL (and IOERR) may roll the whole transaction back on its own;
@@ -202,6 +204,8 @@ TEST_CASE_TEMPLATE("a full queue fails fast with unavailable", B, OnSqlite, OnPo
   f.repo->flush();
   CHECK(f.repo->accepting());
   CHECK(f.repo->stats().rejected_full == 1);
+  f.repo->abandon();  // stopping: refused from now on
+  CHECK_FALSE(f.repo->accepting());
 }
 
 TEST_CASE_TEMPLATE("destruction commits everything already queued", B, OnSqlite, OnPostgres) {

@@ -148,16 +148,12 @@ TEST_CASE("a device status carries clock_skew_ms once measured, either sign") {
 TEST_CASE(
     "direct-written order events, device statuses and reconcile reports match the tree encoding") {
   auto tree = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
-  const std::vector<std::string> strings = {"",
-                                            "plain",
-                                            "quote\"s",
-                                            "back\\slash",
-                                            "tab\tnew\nline\r",
-                                            std::string("nul\0x", 5),
-                                            "\x01\x1f\x7f",
-                                            "caf\xc3\xa9 \xe2\x82\xac",
-                                            "bad \xff\xfe utf8",
-                                            "cut \xe2\x82"};
+  const std::vector<std::string> strings = {
+      "", "plain", "quote\"s", "back\\slash", "tab\tnew\nline\r", std::string("nul\0x", 5),
+      "\x01\x1f\x7f", "caf\xc3\xa9 \xe2\x82\xac", "bad \xff\xfe utf8", "cut \xe2\x82",
+      // Around the writer's 128-byte buffer:
+      std::string(126, 'a'), std::string(127, 'b'), std::string(125, 'c') + "\"",
+      std::string(300, 'd'), std::string(300, 'e') + "\xff"};
   for (const auto& text : strings) {
     CAPTURE(text);
     OrderEvents events{{{text, "vm-1", 3, "", "RESERVED", 150, text, 1700000001000},

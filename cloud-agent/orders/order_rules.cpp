@@ -36,6 +36,14 @@ ResultDecision settle(TokenState token, OrderState to, std::string reason,
   return d;
 }
 
+// A RESERVED order ends `to`, its token going `token`; nothing for any
+// other state.
+std::optional<Settlement> end_reservation(const Order& order, TokenState token, OrderState to,
+                                          std::string reason, std::string detail) {
+  if (order.state != OrderState::kReserved) return std::nullopt;
+  return Settlement{TokenState::kReserved, token, to, std::move(reason), "", std::move(detail)};
+}
+
 }  // namespace
 
 RequestDecision decide_cancel(const Order& order) {
@@ -72,28 +80,17 @@ RequestDecision decide_review(const Order& order, bool dispensed, const std::str
 }
 
 std::optional<Settlement> decide_withdrawal(const Order& order) {
-  if (order.state != OrderState::kReserved) return std::nullopt;
-  return Settlement{TokenState::kReserved,
-                    TokenState::kPool,
-                    OrderState::kCancelled,
-                    "device_decommissioned",
-                    "",
-                    "device decommissioned"};
+  return end_reservation(order, TokenState::kPool, OrderState::kCancelled, "device_decommissioned",
+                         "device decommissioned");
 }
 
 std::optional<Settlement> decide_token_lost(const Order& order) {
-  if (order.state != OrderState::kReserved) return std::nullopt;
-  return Settlement{TokenState::kReserved,
-                    TokenState::kBurned,
-                    OrderState::kCancelled,
-                    "token_lost",
-                    "",
-                    "its token is no longer on the device"};
+  return end_reservation(order, TokenState::kBurned, OrderState::kCancelled, "token_lost",
+                         "its token is no longer on the device");
 }
 
 std::optional<Settlement> decide_expiry(const Order& order, const std::string& why) {
-  if (order.state != OrderState::kReserved) return std::nullopt;
-  return Settlement{TokenState::kReserved, TokenState::kPool, OrderState::kExpired, why, "", why};
+  return end_reservation(order, TokenState::kPool, OrderState::kExpired, why, why);
 }
 
 PaymentDecision decide_payment(const Order& order, int64_t amount_cents, int64_t now_ms) {

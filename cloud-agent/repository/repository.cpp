@@ -26,7 +26,6 @@ Repository::~Repository() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    stopped_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   if (writer_.joinable()) writer_.join();
@@ -38,7 +37,6 @@ void Repository::abandon() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    stopped_.store(true, std::memory_order_release);
     dropped.swap(queue_);
     queued_.store(0, std::memory_order_release);
   }
@@ -155,7 +153,7 @@ Status Repository::set_fence(std::shared_ptr<const WriteFence> fence) {
 }
 
 bool Repository::accepting() const {
-  return !stopped_.load(std::memory_order_acquire) &&
+  return !stopping_.load(std::memory_order_acquire) &&
          queued_.load(std::memory_order_acquire) < options_.queue_max;
 }
 

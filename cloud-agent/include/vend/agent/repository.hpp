@@ -332,11 +332,12 @@ class Repository {
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable wake_;
   std::deque<Pending> queue_;
-  bool stopping_ = false;
+  // Written under mu_ (the writer's wait reads it there); accepting()
+  // reads it without.
+  std::atomic<bool> stopping_{false};
   WriterStats stats_;
   // Written under mu_ with the fields they mirror; read without it.
   std::atomic<size_t> queued_{0};        // queue_.size()
-  std::atomic<bool> stopped_{false};     // stopping_
   std::atomic<bool> failed_any_{false};  // stats_.failed_writes > 0
   std::shared_ptr<const WriteFence> fence_;
 

@@ -5,10 +5,6 @@
 
 namespace vend::json {
 
-namespace {
-bool plain(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
-}  // namespace
-
 void append_string(std::string& out, std::string_view s) {
   // Checked and copied in one pass into a buffer, then one append (this
   // runs for every string of every hot message and reply).
@@ -16,12 +12,12 @@ void append_string(std::string& out, std::string_view s) {
   if (s.size() <= sizeof buf - 2) {
     size_t n = 0;
     buf[n++] = '"';
-    bool ok = true;
+    unsigned char ok = 1;
     for (unsigned char c : s) {
-      ok &= plain(c);  // no branch per byte
+      ok &= kPlain[c];  // no branch per byte
       buf[n++] = static_cast<char>(c);
     }
-    if (ok) {
+    if (ok != 0) {
       buf[n++] = '"';
       out.append(buf, n);
       return;

@@ -324,11 +324,40 @@ void OrderEventsWriter::open() {
 }
 
 void OrderEventsWriter::add(const OrderEventView& e) {
-  if (count_ == 0) {
-    open();
-  } else {
-    out_ += ',';
+  if (count_ == 0) open();
+  // The common case (every text plain ASCII): the event's bytes written at
+  // once into room reserved for them, keys as literals. This runs for every
+  // order transition on the agent core's thread.
+  const size_t at = out_.size();
+  out_.resize(at + kEventBound + e.order_id.size() + e.device.size() + e.from_state.size() +
+              e.to_state.size() + e.reason.size());
+  char* p = out_.data() + at;
+  if (count_ > 0) *p++ = ',';
+  bool ok = true;
+  p = json::raw::put(p, "{\"device\":\"");
+  p = json::raw::put_plain(p, e.device, ok);
+  p = json::raw::put(p, "\",\"from_state\":\"");
+  p = json::raw::put_plain(p, e.from_state, ok);
+  p = json::raw::put(p, "\",\"order_id\":\"");
+  p = json::raw::put_plain(p, e.order_id, ok);
+  p = json::raw::put(p, "\",\"price_cents\":");
+  p = json::raw::put_number(p, e.price_cents);
+  p = json::raw::put(p, ",\"reason\":\"");
+  p = json::raw::put_plain(p, e.reason, ok);
+  p = json::raw::put(p, "\",\"slot\":");
+  p = json::raw::put_number(p, e.slot);
+  p = json::raw::put(p, ",\"to_state\":\"");
+  p = json::raw::put_plain(p, e.to_state, ok);
+  p = json::raw::put(p, "\",\"ts_ms\":");
+  p = json::raw::put_number(p, e.ts_ms);
+  *p++ = '}';
+  if (ok) {
+    out_.resize(static_cast<size_t>(p - out_.data()));
+    ++count_;
+    return;
   }
+  out_.resize(at);  // a text to escape: the general writer
+  if (count_ > 0) out_ += ',';
   ++count_;
   JsonObject j(out_);
   j.string("device", e.device);

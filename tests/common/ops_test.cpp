@@ -151,9 +151,11 @@ TEST_CASE(
   const std::vector<std::string> strings = {
       "", "plain", "quote\"s", "back\\slash", "tab\tnew\nline\r", std::string("nul\0x", 5),
       "\x01\x1f\x7f", "caf\xc3\xa9 \xe2\x82\xac", "bad \xff\xfe utf8", "cut \xe2\x82",
-      // Around the writer's 128-byte buffer:
-      std::string(126, 'a'), std::string(127, 'b'), std::string(125, 'c') + "\"",
-      std::string(300, 'd'), std::string(300, 'e') + "\xff"};
+      // Around the writer's buffers (a member's value up to 120 bytes,
+      // append_string's 128):
+      std::string(119, 'f'), std::string(120, 'g'), std::string(121, 'h'),
+      std::string(119, 'i') + "\"", std::string(126, 'a'), std::string(127, 'b'),
+      std::string(125, 'c') + "\"", std::string(300, 'd'), std::string(300, 'e') + "\xff"};
   for (const auto& text : strings) {
     CAPTURE(text);
     OrderEvents events{{{text, "vm-1", 3, "", "RESERVED", 150, text, 1700000001000},

@@ -126,6 +126,9 @@ class OrderEventsWriter {
 
  private:
   void open();  // starts the message in out_
+  // An event's bytes beyond its texts: the keys, punctuation and three
+  // numbers of at most 24 characters each (with room to spare).
+  static constexpr size_t kEventBound = 192;
 
   std::string out_;
   size_t count_ = 0;

@@ -157,10 +157,7 @@ Result<Order> AgentCore::create_order(const std::string& device, int slot,
   if (!scoped.ok()) return scoped.error();
   Ticket wait;
   Result<Order> order = refused();
-  if (!step([&] {
-        order = state_->create_order(device, slot, client, *scoped);
-        if (order.ok()) wait = state_->durable_ticket(order->id);
-      })) {
+  if (!step([&] { order = state_->create_order(device, slot, client, *scoped, wait); })) {
     return refused();
   }
   if (!order.ok()) return order;
@@ -174,11 +171,11 @@ void AgentCore::create_order_async(const std::string& device, int slot, const st
   if (!scoped.ok()) return done(scoped.error());
   auto reply = std::make_shared<OrderCallback>(std::move(done));
   bool posted = post_step([this, device, slot, client, key = *scoped, reply] {
-    auto order = state_->create_order(device, slot, client, key);
+    Ticket durable;
+    auto order = state_->create_order(device, slot, client, key, durable);
     if (!order.ok()) return (*reply)(order);
     // Answered once durable: a customer who got its id finds the order after
     // any crash. The commit completes on the writer thread; nobody waits.
-    Ticket durable = state_->durable_ticket(order->id);
     state_->repo.after_durable(
         durable, [this, o = std::move(order).value(), reply](Status committed) {
           if (committed.ok()) return (*reply)(o);

@@ -51,7 +51,8 @@ Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std
 }
 
 Result<Order> AgentCore::State::create_order(const std::string& device, int slot,
-                                             const std::string& client, const std::string& key) {
+                                             const std::string& client, const std::string& key,
+                                             Ticket& durable) {
   if (auto owner = owner_check(device); !owner.ok()) return owner.error();
   if (key.size() > kMaxScopedKey) return make_error("bad_request", "idempotency key too long");
   if (!started) return make_error("unavailable", "the agent core is not started");
@@ -64,6 +65,7 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
         return make_error("conflict", "idempotency key was used for " + o.device + " slot " +
                                           std::to_string(o.slot));
       }
+      durable = durable_ticket(o.id);
       return o;  // the same request again: the same order
     }
   }
@@ -91,6 +93,7 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   }
   OrderRec& rec = open_reservation(device, slot, **slot_rec, client, key);
   if (cap > 0 && !client.empty()) orders.hold_for(rec, client);
+  durable = rec.last_write;
   return rec.order;
 }
 

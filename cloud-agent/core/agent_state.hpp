@@ -139,9 +139,10 @@ struct AgentCore::State {
 
   // ---- agent_core_orders.cpp ----
   // `client`: who asks (the open-reservation cap); `key`: the scoped
-  // idempotency key ("" = none).
+  // idempotency key ("" = none). `durable`: what the answer waits for (the
+  // order's latest write; for a repeated key, that order's).
   Result<Order> create_order(const std::string& device, int slot, const std::string& client,
-                             const std::string& key);
+                             const std::string& key, Ticket& durable);
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
   // The slot, if the device is known, has it, and is online.
   Result<StockSlot*> sellable_slot(const std::string& device, int slot);

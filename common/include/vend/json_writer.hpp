@@ -34,9 +34,10 @@ inline constexpr auto kPlain = [] {
   return t;
 }();
 
-// Writing through a raw pointer into room the caller reserved, for the
-// hottest message (the ops order event: one per order transition), whose
-// keys are literals. Each returns the position after what it wrote.
+// Writing through a raw pointer into room the caller reserved: Object's
+// members (built in a buffer, then one append) and the hottest message, the
+// ops order event (one per order transition, its keys literals). Each
+// returns the position after what it wrote.
 namespace raw {
 template <size_t N>
 inline char* put(char* p, const char (&literal)[N]) {

@@ -10,16 +10,13 @@ void append_string(std::string& out, std::string_view s) {
   // runs for every string of every hot message and reply).
   char buf[128];
   if (s.size() <= sizeof buf - 2) {
-    size_t n = 0;
-    buf[n++] = '"';
-    unsigned char ok = 1;
-    for (unsigned char c : s) {
-      ok &= kPlain[c];  // no branch per byte
-      buf[n++] = static_cast<char>(c);
-    }
-    if (ok != 0) {
-      buf[n++] = '"';
-      out.append(buf, n);
+    char* p = buf;
+    *p++ = '"';
+    bool ok = true;
+    p = raw::put_plain(p, s, ok);
+    if (ok) {
+      *p++ = '"';
+      out.append(buf, static_cast<size_t>(p - buf));
       return;
     }
   } else if (std::all_of(s.begin(), s.end(), [](unsigned char c) { return plain(c); })) {

@@ -12,8 +12,6 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "http";
-// Ids in paths: the same alphabet as ids in bodies (validated again there).
-constexpr const char* kId = "([A-Za-z0-9._-]+)";
 // Signatures remembered against replays (a few MB at most).
 constexpr size_t kMaxRememberedSignatures = 100'000;
 
@@ -54,8 +52,9 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
 }
 
 void HttpApi::add_routes() {
-  std::string order = std::string("/v1/orders/") + kId;
-  std::string device = std::string("/v1/devices/") + kId;
+  // Ids in paths: the same alphabet as ids in bodies (validated again there).
+  std::string order = "/v1/orders/{id}";
+  std::string device = "/v1/devices/{id}";
   // The customers' two calls run on the event thread: they only parse,
   // check and hand the work to the core, which answers after the commit --
   // unless the rate limiter asks a server over the network (Redis).
@@ -73,13 +72,13 @@ void HttpApi::add_routes() {
   route("GET", device, &HttpApi::get_device, Access::kOperator);
   route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
   route("GET", device + "/faults", &HttpApi::list_faults, Access::kOperator);
-  route("PUT", device + "/slots/([0-9]{1,9})", &HttpApi::update_slot, Access::kOperator);
+  route("PUT", device + "/slots/{n}", &HttpApi::update_slot, Access::kOperator);
   route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
   route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
   route("POST", device + "/rotate-key", &HttpApi::rotate_key, Access::kOperator);
   route("POST", device + "/decommission", &HttpApi::decommission, Access::kOperator);
-  route("GET", std::string("/v1/reconcile/") + kId, &HttpApi::reconcile_report, Access::kOperator);
-  route("GET", std::string("/v1/machines/") + kId + "/catalog", &HttpApi::catalog, Access::kPublic);
+  route("GET", "/v1/reconcile/{id}", &HttpApi::reconcile_report, Access::kOperator);
+  route("GET", "/v1/machines/{id}/catalog", &HttpApi::catalog, Access::kPublic);
   route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
   route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
   route("GET", "/v1/alerts", &HttpApi::list_alerts, Access::kOperator);
@@ -88,17 +87,19 @@ void HttpApi::add_routes() {
   route("GET", "/v1/cluster", &HttpApi::cluster, Access::kOperator);
   route("GET", "/metrics", &HttpApi::metrics, Access::kPublic);
   route("GET", "/healthz", &HttpApi::healthz, Access::kPublic);
-  route("GET", "/console(/[A-Za-z0-9._-]*)?", &HttpApi::console, Access::kPublic);
+  route("GET", "/console", &HttpApi::console, Access::kPublic);
+  route("GET", "/console/{file}", &HttpApi::console, Access::kPublic);
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, Handler handler,
                     Access access) {
-  routes_.push_back(Route{method, std::regex(pattern), handler, nullptr, access});
+  routes_.push_back(Route{method, http::PathPattern(pattern), handler, nullptr, access});
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, AsyncHandler handler,
                     Access access, bool on_event_thread) {
-  routes_.push_back(Route{method, std::regex(pattern), nullptr, handler, access, on_event_thread});
+  routes_.push_back(
+      Route{method, http::PathPattern(pattern), nullptr, handler, access, on_event_thread});
 }
 
 HttpServer::Handler HttpApi::handler() {
@@ -133,10 +134,10 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   pending->responder.complete(std::move(busy));
 }
 
-const HttpApi::Route* HttpApi::find_route(httplib::Request& req) const {
-  const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
+const HttpApi::Route* HttpApi::find_route(const httplib::Request& req) const {
+  std::string_view method = req.method == "HEAD" ? std::string_view("GET") : req.method;
   for (const Route& r : routes_) {
-    if (r.method == method && std::regex_match(req.path, req.matches, r.pattern)) return &r;
+    if (r.method == method && r.pattern.matches(req.path)) return &r;
   }
   return nullptr;
 }

@@ -41,7 +41,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +48,7 @@
 
 #include "http_server.hpp"
 #include "metrics.hpp"
+#include "path_pattern.hpp"
 #include "vend/agent/agent_core.hpp"
 #include "vend/agent/rate_limiter.hpp"
 #include "vend/clock.hpp"
@@ -146,7 +146,7 @@ class HttpApi {
 
   struct Route {
     std::string method;
-    std::regex pattern;
+    http::PathPattern pattern;
     Handler handler = nullptr;
     AsyncHandler async = nullptr;
     Access access = Access::kPublic;
@@ -163,9 +163,9 @@ class HttpApi {
     httplib::Request req;
     HttpResponder responder;
   };
-  // The route of `req`, its matches set (they point into req.path); null:
-  // none.
-  const Route* find_route(httplib::Request& req) const;
+  // The route of `req`; null: none. Handlers read the path's ids with
+  // http::path_segment().
+  const Route* find_route(const httplib::Request& req) const;
   // Checks access, runs the route's handler and gives its answer to
   // `finish` (now, or later for an asynchronous one); every failure is an
   // HttpReply too. `route`: null answers 404.

@@ -42,7 +42,7 @@ bool none_match_fails(const httplib::Request& req, const std::string& etag) {
 // Public: products, prices and what can be bought now. Never a token, and
 // nothing an operator view has beyond that (reserved, sold, burned).
 Result<HttpReply> HttpApi::catalog(const httplib::Request& req) {
-  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::string id(http::path_segment(req.path, 2));  // /v1/machines/{id}/catalog
   if (!http::is_valid_id(id)) return make_error("not_found", "no machine '" + id + "'");
   auto view = core_.catalog(id);
   if (!view.ok()) {

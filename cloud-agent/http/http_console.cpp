@@ -46,13 +46,12 @@ bool not_modified(const httplib::Request& req, const std::string& etag) {
 // GET /console redirects to /console/; /console/ is index.html. The files
 // change only with the binary: revalidated (no-cache) by their ETag.
 Result<HttpReply> HttpApi::console(const httplib::Request& req) {
-  std::string name = req.matches.size() > 1 ? req.matches[1].str() : std::string();
-  if (name.empty()) {
+  if (req.path == "/console") {
     HttpReply moved{308, "", "text/plain"};
     moved.headers.emplace_back("Location", "/console/");
     return moved;
   }
-  name = name.substr(1);  // the leading '/'
+  std::string name(http::path_segment(req.path, 1));  // /console/{file}
   if (name.empty()) name = "index.html";
   const console::EmbeddedFile* file = find_file(name);
   if (file == nullptr) return make_error("not_found", "no console file '" + name + "'");

@@ -17,7 +17,7 @@ constexpr int64_t kDefaultFaults = 20;
 constexpr int64_t kMaxFaults = 100;
 
 Result<std::string> device_id_of(const httplib::Request& req) {
-  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::string id(http::path_segment(req.path, 2));  // /v1/devices/{id}, /v1/reconcile/{id}
   if (!http::is_valid_id(id)) return make_error("not_found", "no device '" + id + "'");
   return id;
 }
@@ -63,7 +63,7 @@ Result<std::vector<SlotSpec>> read_slot_specs(const http::Json& slots) {
 
 // The {slot} of /v1/devices/{id}/slots/{slot} (digits by the route).
 Result<int> path_slot_of(const httplib::Request& req) {
-  int64_t slot = req.matches.size() > 2 ? std::stoll(req.matches[2].str()) : 0;
+  int64_t slot = std::stoll(std::string(http::path_segment(req.path, 4)));
   if (slot < 1 || slot > 255) return http::bad_request("the slot in the path must be 1..255");
   return static_cast<int>(slot);
 }

@@ -17,7 +17,7 @@ constexpr size_t kMaxReviewText = 256;
 
 // The order id of /v1/orders/{id}...; an id no order can have is not found.
 Result<std::string> order_id_of(const httplib::Request& req) {
-  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
   if (!http::is_valid_id(id)) return make_error("not_found", "no order '" + id + "'");
   return id;
 }
@@ -177,7 +177,7 @@ Status HttpApi::verify_notification(const httplib::Request& req, const std::stri
 // exists. It binds the order id of the path and the time, so a body
 // captured for one order is refused for any other and after the window.
 void HttpApi::pay_order(const httplib::Request& req, Done done) {
-  std::string id = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+  std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
   if (Status s = verify_notification(req, id); !s.ok()) return done(s.error());
   if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
   auto body = http::parse_object(req.body);

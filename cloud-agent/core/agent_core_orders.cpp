@@ -143,7 +143,7 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
   OrderRec& rec = orders.add_open(std::move(o), true);
   Changeset changes;
   changes.reserve(2);
-  changes.insert_order(rec.order, "reserved");
+  changes.insert_order(rec.order);
   changes.move_token(rec.order.token, TokenState::kPool, TokenState::kReserved, rec.order.id);
   ++counters.reservations_total;
   ops_order_event(rec, "");

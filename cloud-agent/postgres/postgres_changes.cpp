@@ -45,8 +45,7 @@ struct PgCommands {
         {o.id, o.device, num(o.slot), o.token, num(o.price_cents), to_string(o.state),
          num(o.created_ms), num(o.updated_ms), num(o.reserve_deadline_ms),
          num(o.dispatch_expires_at_ms), optional_text(o.payment_id), o.reason,
-         optional_text(o.idempotency_key), o.client});
-    event(o.id, "", to_string(o.state), o.created_ms, c.detail);
+         optional_text(o.idempotency_key), o.client});  // no creation event: derived
   }
   void operator()(const change::TransitionOrder& c) const {
     const Order& a = c.after;

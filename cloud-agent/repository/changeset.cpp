@@ -1,5 +1,6 @@
 // Changeset: records typed changes; every backend applies them with its SQL.
 #include <algorithm>
+#include <cassert>
 #include <utility>
 
 #include "vend/agent/repository.hpp"
@@ -17,9 +18,10 @@ void Changeset::upsert_slot(const std::string& device, const SlotSpec& slot) {
   changes_.push_back(change::UpsertSlot{device, slot});
 }
 
-void Changeset::insert_order(const Order& order, const std::string& detail) {
+void Changeset::insert_order(const Order& order) {
+  assert(order.state == OrderState::kReserved);
   fence_device(order.device);
-  changes_.push_back(change::InsertOrder{order, detail});
+  changes_.push_back(change::InsertOrder{order});
 }
 
 void Changeset::transition_order(const Order& after, OrderState from, const std::string& detail) {

@@ -128,6 +128,20 @@ Result<Ticket> Repository::submit(WriteFn write) {
 
 Result<Ticket> Repository::submit(Changeset changes) { return enqueue(std::move(changes), true); }
 
+Result<std::vector<OrderEvent>> Repository::order_events(const std::string& order_id) {
+  auto events = backend_->order_events(order_id);
+  if (!events.ok()) return events.error();
+  bool stored = !events->empty() && events->front().from_state.empty();
+  if (stored) return events;
+  auto order = backend_->find_order(order_id);
+  if (!order.ok()) return order.error();
+  if (!order->has_value()) return events;  // no such order
+  const Order& o = **order;
+  events->insert(events->begin(), OrderEvent{o.id, "", to_string(OrderState::kReserved),
+                                             o.created_ms, kCreationDetail});
+  return events;
+}
+
 void Repository::flush() {
   // Unbounded: a flush must not fail because the queue is full. An empty
   // changeset commits nothing, but is fulfilled in queue order.

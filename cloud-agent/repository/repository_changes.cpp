@@ -78,8 +78,7 @@ struct SqliteApply {
       bind_optional(st, 13, order.idempotency_key);
       st.bind(14, order.client);
     });
-    if (!s.ok()) return s;
-    return insert_order_event(w, order.id, "", to_string(order.state), order.created_ms, c.detail);
+    return s;  // no creation event: Repository::order_events() derives it
   }
 
   Status operator()(const change::TransitionOrder& c) const {

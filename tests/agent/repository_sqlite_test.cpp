@@ -107,7 +107,7 @@ TEST_CASE("sqlite: a database of the previous agent (v4) opens, migrates and kee
     c.insert_payment(StoredPayment{"pay-1", old.id, 150, "applied", 200});
     c.transition_order(paid, OrderState::kReserved, "payment pay-1");
     c.move_token("t-2", TokenState::kReserved, TokenState::kDispatched, old.id);
-    c.insert_order(fresh, "reserved");
+    c.insert_order(fresh);
     c.move_token("t-3", TokenState::kPool, TokenState::kReserved, fresh.id);
     auto t = (*repo)->submit(std::move(c));
     REQUIRE(t.ok());
@@ -119,9 +119,21 @@ TEST_CASE("sqlite: a database of the previous agent (v4) opens, migrates and kee
     CHECK((*counts)[TokenState::kReserved] == 1);
     CHECK((*counts)[TokenState::kDispatched] == 1);
     CHECK((*counts)[TokenState::kSold] == 1);
+    // The old order's creation event was stored: reported once, not twice.
     auto events = (*repo)->order_events(old.id);
     REQUIRE(events.ok());
-    CHECK(events->size() == 2);
+    REQUIRE(events->size() == 2);
+    CHECK((*events)[0].from_state.empty());
+    CHECK((*events)[0].at_ms == 100);
+    CHECK((*events)[1].from_state == "RESERVED");
+    // The new one's is derived from its row.
+    auto created = (*repo)->order_events(fresh.id);
+    REQUIRE(created.ok());
+    REQUIRE(created->size() == 1);
+    CHECK((*created)[0].from_state.empty());
+    CHECK((*created)[0].to_state == "RESERVED");
+    CHECK((*created)[0].at_ms == 300);
+    CHECK((*created)[0].detail == vend::agent::kCreationDetail);
   }
   // Opened again (v5 now: nothing to migrate), everything is still there.
   auto repo = Repository::open(path, RepositoryOptions{}, log);
@@ -134,6 +146,8 @@ TEST_CASE("sqlite: a database of the previous agent (v4) opens, migrates and kee
 
   auto db = sql::Database::open(path);
   REQUIRE(db.ok());
+  // A reservation writes its row and its token, no order_events row.
+  CHECK(scalar(*db, "SELECT count(*) FROM order_events") == 2);
   CHECK(db->user_version().value() == static_cast<int>(detail::migrations().size()));
   CHECK(scalar(*db, "SELECT count(*) FROM sqlite_master WHERE name = 'pool_tokens_by_slot'") == 0);
   // The per-slot reads still find the slot's rows by the index, not a scan.

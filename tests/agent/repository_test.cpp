@@ -271,10 +271,10 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   Order open = reserved_order("ord-1", "t1");
   open.idempotency_key = "k1";
   open.client = "id:app-7";
-  c.insert_order(open, "reserved");
+  c.insert_order(open);
   c.move_token("t1", TokenState::kPool, TokenState::kReserved, "ord-1");
   Order done = reserved_order("ord-2", "t2");
-  c.insert_order(done, "reserved");
+  c.insert_order(done);
   c.move_token("t2", TokenState::kPool, TokenState::kReserved, "ord-2");
   done.state = OrderState::kExpired;
   done.updated_ms = 3000;
@@ -323,8 +323,13 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   CHECK(f.repo->find_restock("vm-1", "r1").value()->minted);
   auto events = f.repo->order_events("ord-2");
   REQUIRE(events->size() == 2);
+  CHECK((*events)[0].from_state.empty());  // derived from the row
+  CHECK((*events)[0].to_state == "RESERVED");
+  CHECK((*events)[0].at_ms == 1000);
   CHECK((*events)[1].from_state == "RESERVED");
   CHECK((*events)[1].to_state == "EXPIRED");
+  CHECK(f.repo->order_events("ord-1")->size() == 1);
+  CHECK(f.repo->order_events("ord-none")->empty());
 }
 
 // The PostgreSQL group is pipelined: a failure makes the server skip the rest

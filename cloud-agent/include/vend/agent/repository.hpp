@@ -72,8 +72,9 @@ class Changeset {
 
   void insert_device(const std::string& id, const std::string& key_hex, int64_t created_ms);
   void upsert_slot(const std::string& device, const SlotSpec& slot);
-  // Inserts the order and its creation event (from "" to its state).
-  void insert_order(const Order& order, const std::string& detail);
+  // Inserts a new reservation (state RESERVED). Its creation event is not
+  // stored: order_events() derives it from the row (kCreationDetail).
+  void insert_order(const Order& order);
   // UPDATE orders SET <after's mutable fields> WHERE id = after.id AND
   // state = from; plus an order_events row.
   void transition_order(const Order& after, OrderState from, const std::string& detail);
@@ -271,9 +272,9 @@ class Repository {
   Result<std::optional<TokenState>> token_state(const std::string& token) {
     return backend_->token_state(token);
   }
-  Result<std::vector<OrderEvent>> order_events(const std::string& order_id) {
-    return backend_->order_events(order_id);
-  }
+  // The order's events, oldest first, its creation first (derived from the
+  // order row when not stored, kCreationDetail); empty: no such order.
+  Result<std::vector<OrderEvent>> order_events(const std::string& order_id);
   Result<std::vector<StoredPayment>> payments_of(const std::string& order_id) {
     return backend_->payments_of(order_id);
   }

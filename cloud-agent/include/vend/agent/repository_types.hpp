@@ -161,6 +161,12 @@ struct OrderEvent {
   std::string detail;
 };
 
+// The creation event's detail. The creation event is not written (it only
+// repeated the order row: from "" to RESERVED at created_ms, a third of a
+// reservation's SQL); Repository::order_events() puts it first. Orders of
+// agents that still wrote it keep their stored one.
+inline constexpr const char* kCreationDetail = "reserved";
+
 struct StoredFault {
   std::string device;
   std::string code;
@@ -231,7 +237,6 @@ struct UpsertSlot {
 };
 struct InsertOrder {
   Order order;
-  std::string detail;
 };
 struct TransitionOrder {
   Order after;

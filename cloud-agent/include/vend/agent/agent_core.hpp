@@ -47,6 +47,7 @@
 
 namespace vend::agent {
 
+class Coordinator;
 class Repository;
 struct StoredRefund;
 struct StoredPayment;
@@ -383,7 +384,6 @@ class AgentCore {
   Status health();
 
  private:
-  struct State;
   // Runs `body` as one step on the runner, then carries out its effects.
   // False when the runner refused it (body never ran).
   bool step(const std::function<void()>& body);
@@ -405,7 +405,7 @@ class AgentCore {
   // and gives the "unavailable" error naming `what`.
   Status wait_durable(const std::shared_future<Status>& ticket, const std::string& what);
 
-  std::unique_ptr<State> state_;
+  std::unique_ptr<Coordinator> core_;  // the core's state and its parts (core/coordinator.hpp)
   InlineRunner inline_runner_;
   CoreRunner& runner_;
   Transport& transport_;

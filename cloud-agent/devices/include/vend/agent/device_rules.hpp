@@ -1,8 +1,8 @@
 // What a device's authenticated messages do to its record, returned as a
 // value: where an event falls in its stream (ledger, seq, a gap and how it
 // closes) and what a presence status says. Pure functions: no state, no
-// clock, no log, no I/O. The coordinator (AgentCore::State) carries out what
-// they decide: the ledger switch and the seq skip (durably), the resend
+// clock, no log, no I/O. The core's EventDesk (cloud-agent/core/event_desk.hpp)
+// carries out what they decide: the ledger switch and the seq skip (durably), the resend
 // request, the alert, the log line.
 #pragma once
 

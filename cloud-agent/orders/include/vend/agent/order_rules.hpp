@@ -2,8 +2,8 @@
 // expiry, a token lost from its machine, an operator's review, a payment, a
 // dispense result, a passed dispatch deadline or a device snapshot does to
 // an order, returned as a value. Pure functions: no state, no clock (times are passed in), no
-// log, no I/O. The coordinator (AgentCore::State) applies what they decide
-// — the token move, the state change, the refund, the changeset, the log
+// log, no I/O. The core's OrderDesk (cloud-agent/core/order_desk.hpp)
+// applies what they decide — the token move, the state change, the refund, the changeset, the log
 // line — and one Settlement is applied the same way whatever decided it.
 #pragma once
 

@@ -1,7 +1,9 @@
-// AgentCore::State: payment notifications. A payment either pays a RESERVED
-// order (which is then dispatched) or is refunded; it is recorded once per
+// OrderDesk: payment notifications. A payment either pays a RESERVED order
+// (which is then dispatched) or is refunded; it is recorded once per
 // payment id, and a repeat of the same id gets the same answer.
-#include "agent_state.hpp"
+#include "order_desk.hpp"
+#include "output.hpp"
+#include "writes.hpp"
 
 namespace vend::agent {
 
@@ -11,9 +13,9 @@ constexpr size_t kMaxPaymentId = 128;
 
 using detail::PayStep;
 
-Result<std::optional<PaymentRecord>> AgentCore::State::find_payment(const std::string& payment_id) {
-  if (const PaymentRecord* p = payments.find(payment_id)) return std::optional(*p);
-  if (orders.all_in_memory()) return std::optional<PaymentRecord>();
+Result<std::optional<PaymentRecord>> OrderDesk::find_payment(const std::string& payment_id) {
+  if (const PaymentRecord* p = payments_.find(payment_id)) return std::optional(*p);
+  if (orders_.all_in_memory()) return std::optional<PaymentRecord>();
   auto stored = repo.find_payment(payment_id);  // an order evicted from memory
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return std::optional<PaymentRecord>();
@@ -22,13 +24,13 @@ Result<std::optional<PaymentRecord>> AgentCore::State::find_payment(const std::s
       PaymentRecord{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
 }
 
-Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::string& payment_id,
-                                      int64_t amount_cents) {
+Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& payment_id,
+                               int64_t amount_cents) {
   if (auto s = detail::check_text("payment id", payment_id, kMaxPaymentId, false); !s.ok()) {
     return s.error();
   }
   if (amount_cents < 0) return make_error("bad_request", "amount_cents is negative");
-  if (!started) return make_error("unavailable", "the agent core is not started");
+  if (!writes_.started) return make_error("unavailable", "the agent core is not started");
   auto known = find_payment(payment_id);
   if (!known.ok()) return known.error();
   auto found = find_or_load_order(order_id);
@@ -48,7 +50,7 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
     // two instances never record the same payment at once.
     return make_error("not_owner", order_id);
   }
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
   rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, clock.wall_ms());
@@ -65,7 +67,7 @@ Result<PayStep> AgentCore::State::pay(const std::string& order_id, const std::st
   return refund_payment(rec, payment_id, amount_cents, decision);
 }
 
-Order AgentCore::State::unknown_order(const std::string& order_id) {
+Order OrderDesk::unknown_order(const std::string& order_id) {
   Order o;
   o.id = order_id;
   o.known = false;
@@ -75,22 +77,21 @@ Order AgentCore::State::unknown_order(const std::string& order_id) {
 // The gateway took money for an order id this agent never had (a typo, a
 // forged id signed by a leaked secret, a database restored from a backup):
 // recorded, and refunded through the refund outbox.
-PayStep AgentCore::State::refund_unknown_order(const std::string& order_id,
-                                               const std::string& payment_id,
-                                               int64_t amount_cents) {
+PayStep OrderDesk::refund_unknown_order(const std::string& order_id, const std::string& payment_id,
+                                        int64_t amount_cents) {
   int64_t now = clock.wall_ms();
   rules::PaymentDecision decision = rules::decide_unknown_order_payment();
   Changeset changes;
   changes.insert_payment(StoredPayment{payment_id, order_id, amount_cents, decision.outcome, now});
   add_refund(changes, new_refund(payment_id, order_id, amount_cents, decision.refund_reason, now));
-  Ticket t = commit(std::move(changes));
-  payments.record(payment_id, PaymentRecord{order_id, amount_cents, decision.outcome, t});
+  Ticket t = writes_.commit(std::move(changes));
+  payments_.record(payment_id, PaymentRecord{order_id, amount_cents, decision.outcome, t});
   log.warn(detail::kLog, "payment " + payment_id + " for unknown order " + order_id + ": refunded");
   return PayStep{unknown_order(order_id), decision.outcome, t};
 }
 
-PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& payment_id,
-                                        int64_t amount_cents) {
+PayStep OrderDesk::dispatch_paid(OrderRec& rec, const std::string& payment_id,
+                                 int64_t amount_cents) {
   int64_t now = clock.wall_ms();
   Changeset changes;
   changes.insert_payment(
@@ -105,16 +106,16 @@ PayStep AgentCore::State::dispatch_paid(OrderRec& rec, const std::string& paymen
   rec.command_published = false;
   schedule_deadline(rec, TimerKind::kDispatchDeadline,
                     rec.order.dispatch_expires_at_ms + options.expiry_skew_ms);
-  Ticket t = commit(std::move(changes));
+  Ticket t = writes_.commit(std::move(changes));
   rec.last_write = rec.durable = t;
-  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, rules::kPaymentApplied, t});
+  payments_.record(payment_id,
+                   PaymentRecord{rec.order.id, amount_cents, rules::kPaymentApplied, t});
   rec.payment_ids.push_back(payment_id);
   return PayStep{rec.order, rules::kPaymentApplied, t};
 }
 
-PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payment_id,
-                                         int64_t amount_cents,
-                                         const rules::PaymentDecision& decision) {
+PayStep OrderDesk::refund_payment(OrderRec& rec, const std::string& payment_id,
+                                  int64_t amount_cents, const rules::PaymentDecision& decision) {
   int64_t now = clock.wall_ms();
   Changeset changes;
   OrderState state = rec.order.state;
@@ -128,19 +129,19 @@ PayStep AgentCore::State::refund_payment(OrderRec& rec, const std::string& payme
     rec.order.reason = *decision.order_reason;
     set_state(rec, OrderState::kRefunded, changes, "payment " + payment_id + " refunded");
   }
-  Ticket t = commit(std::move(changes));
+  Ticket t = writes_.commit(std::move(changes));
   rec.last_write = t;
-  payments.record(payment_id, PaymentRecord{rec.order.id, amount_cents, decision.outcome, t});
+  payments_.record(payment_id, PaymentRecord{rec.order.id, amount_cents, decision.outcome, t});
   rec.payment_ids.push_back(payment_id);
   log.info(detail::kLog, "payment " + payment_id + " for " + to_string(state) + " order " +
                              rec.order.id + ": " + decision.outcome);
   return PayStep{rec.order, decision.outcome, t};
 }
 
-Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const PayStep& step,
-                                           const Status& committed) {
+Result<Order> OrderDesk::finish_pay(const std::string& order_id, const PayStep& step,
+                                    const Status& committed) {
   if (!committed.ok()) {
-    write_failed(committed.error(), "payment for " + order_id);
+    writes_.write_failed(committed.error(), "payment for " + order_id);
     return make_error("unavailable", "payment not stored: " + committed.error().message);
   }
   auto found = find_or_load_order(order_id);
@@ -161,22 +162,29 @@ Result<Order> AgentCore::State::finish_pay(const std::string& order_id, const Pa
   return answer;
 }
 
-void AgentCore::State::publish_dispense(OrderRec& rec) {
-  auto* dev = devices.find(rec.order.device);
+void OrderDesk::publish_dispense(OrderRec& rec) {
+  auto* dev = devices_.find(rec.order.device);
   if (dev == nullptr) return;
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
-  if (publish_command(*dev, command, o.id).ok()) {
+  if (out_.publish_command(*dev, command, o.id).ok()) {
     rec.command_published = true;
   } else {
     schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
   }
 }
 
-void AgentCore::State::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
+void OrderDesk::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
   add_refund(changes, new_refund(rec.order.payment_id, rec.order.id, rec.order.price_cents, reason,
                                  clock.wall_ms(), rec.order.device));
   set_state(rec, OrderState::kRefunded, changes, "refunded: " + reason);
+}
+
+void OrderDesk::publish_failed(const std::string& order_id) {
+  OrderRec* rec = orders_.find(order_id);
+  if (rec == nullptr || rec->order.state != OrderState::kDispatched) return;
+  rec->command_published = false;
+  schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
 }
 
 }  // namespace vend::agent

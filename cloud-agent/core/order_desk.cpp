@@ -1,9 +1,13 @@
-// AgentCore::State: reservations (create, cancel, expire), order look-ups and
-// the token moves they make.
+// OrderDesk: start-up of the orders, reservations (create, cancel, expire,
+// review), order look-ups, and the token moves and transitions every
+// settlement makes.
+#include "order_desk.hpp"
+
 #include <algorithm>
 #include <cassert>
 
-#include "agent_state.hpp"
+#include "output.hpp"
+#include "writes.hpp"
 
 namespace vend::agent {
 
@@ -39,9 +43,65 @@ std::string new_order_id(int64_t wall_ms, Random& random) {
 }
 }  // namespace
 
-Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std::string& key) {
-  if (OrderRec* rec = orders.find_by_key(key)) return std::optional<Order>(rec->order);
-  if (orders.all_in_memory()) return std::optional<Order>();
+size_t OrderDesk::load(const LoadedState& loaded) {
+  for (const auto& o : loaded.open_orders) restore_order(o);
+  // recent_orders is newest first; the book's eviction queue oldest first.
+  for (auto it = loaded.recent_orders.rbegin(); it != loaded.recent_orders.rend(); ++it) {
+    OrderRec& rec = orders_.add_finished(*it);
+    rec.last_write = rec.durable = detail::ready_ticket();
+  }
+  for (const auto& p : loaded.payments) {
+    payments_.record(p.payment_id,
+                     PaymentRecord{p.order_id, p.amount_cents, p.outcome, detail::ready_ticket()});
+    if (OrderRec* rec = orders_.find(p.order_id)) rec->payment_ids.push_back(p.payment_id);
+  }
+  orders_.load_counts(loaded.order_counts);
+  int64_t total = 0;
+  for (const auto& [state, n] : loaded.order_counts) total += n;
+  // Cluster mode: the log holds other instances' orders, which a request
+  // may name (answered not_owner, and redirected).
+  orders_.set_all_in_memory(!owns && total == static_cast<int64_t>(loaded.open_orders.size() +
+                                                                   loaded.recent_orders.size()));
+  // A crash between the DISPATCHED commit and the publish loses the
+  // command: publish every live one again (the device dedups by order id).
+  size_t republished = 0;
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec& rec = *orders_.at(ref);
+    if (rec.order.state != OrderState::kDispatched) continue;
+    if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
+    publish_dispense(rec);
+    ++republished;
+  }
+  return republished;
+}
+
+void OrderDesk::restore_order(const Order& order) {
+  OrderRec& rec = orders_.add_open(order, false);
+  rec.last_write = rec.durable = detail::ready_ticket();
+  stock_.restore_held(order.device, order.slot, order.token,
+                      order.state == OrderState::kDispatched);
+  if (order.state == OrderState::kDispatched) {
+    rec.paid_mono_ms = clock.monotonic_ms();
+    schedule_deadline(rec, TimerKind::kDispatchDeadline,
+                      order.dispatch_expires_at_ms + options.expiry_skew_ms);
+    return;
+  }
+  if (order.state == OrderState::kReserved) {
+    schedule_deadline(rec, TimerKind::kReservation, order.reserve_deadline_ms);
+    // It counts against its client's cap again (an order stored before the
+    // client was, has none).
+    if (options.max_open_reservations_per_client > 0 && !order.client.empty()) {
+      orders_.hold_for(rec, order.client);
+    }
+  } else {
+    // PAID is only ever written together with DISPATCHED, in one commit.
+    log.error(detail::kLog, "order " + order.id + " is PAID but not DISPATCHED: needs an operator");
+  }
+}
+
+Result<std::optional<Order>> OrderDesk::find_by_idempotency_key(const std::string& key) {
+  if (OrderRec* rec = orders_.find_by_key(key)) return std::optional<Order>(rec->order);
+  if (orders_.all_in_memory()) return std::optional<Order>();
   auto stored = repo.find_order_by_idempotency_key(key);
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
   if (!stored->has_value()) return std::optional<Order>();
@@ -50,12 +110,12 @@ Result<std::optional<Order>> AgentCore::State::find_by_idempotency_key(const std
   return std::optional<Order>((*rec)->order);
 }
 
-Result<Order> AgentCore::State::create_order(const std::string& device, int slot,
-                                             const std::string& client, const std::string& key,
-                                             Ticket& durable) {
+Result<Order> OrderDesk::create_order(const std::string& device, int slot,
+                                      const std::string& client, const std::string& key,
+                                      Ticket& durable) {
   if (auto owner = owner_check(device); !owner.ok()) return owner.error();
   if (key.size() > kMaxScopedKey) return make_error("bad_request", "idempotency key too long");
-  if (!started) return make_error("unavailable", "the agent core is not started");
+  if (!writes_.started) return make_error("unavailable", "the agent core is not started");
   if (!key.empty()) {
     auto existing = find_by_idempotency_key(key);
     if (!existing.ok()) return existing.error();
@@ -73,7 +133,7 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   if (!slot_rec.ok()) return slot_rec.error();
   // Storage first: with the repository failing the order is refused here,
   // before any token moves, so nothing is half-written.
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   // The check-and-take: the pool is the one stock truth (a token in it is
   // sellable); open_reservation takes its front in the same step.
   if ((*slot_rec)->pool.empty()) {
@@ -82,7 +142,7 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
   }
   const size_t cap = options.max_open_reservations_per_client;
   if (cap > 0 && !client.empty()) {
-    size_t held = orders.reservations_of(client);
+    size_t held = orders_.reservations_of(client);
     if (held >= cap) {
       ++counters.reservations_rejected_total;
       return make_error("too_many_reservations",
@@ -92,18 +152,18 @@ Result<Order> AgentCore::State::create_order(const std::string& device, int slot
     }
   }
   OrderRec& rec = open_reservation(device, slot, **slot_rec, client, key);
-  if (cap > 0 && !client.empty()) orders.hold_for(rec, client);
+  if (cap > 0 && !client.empty()) orders_.hold_for(rec, client);
   durable = rec.last_write;
   return rec.order;
 }
 
-Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, int slot) {
-  DeviceRecord* dev = devices.find(device);
+Result<StockSlot*> OrderDesk::sellable_slot(const std::string& device, int slot) {
+  DeviceRecord* dev = devices_.find(device);
   if (dev == nullptr) return make_error("not_found", "no device '" + device + "'");
   // One look-up of the name per reservation: the device's stock is kept.
-  if (device_slots.size() <= dev->index) device_slots.resize(devices.size(), nullptr);
-  Stock::Slots*& slots = device_slots[dev->index];
-  if (slots == nullptr) slots = stock.slots_of(device);
+  if (device_slots_.size() <= dev->index) device_slots_.resize(devices_.size(), nullptr);
+  Stock::Slots*& slots = device_slots_[dev->index];
+  if (slots == nullptr) slots = stock_.slots_of(device);
   StockSlot* found = nullptr;
   if (slots != nullptr) {
     auto s = slots->find(slot);
@@ -123,14 +183,13 @@ Result<StockSlot*> AgentCore::State::sellable_slot(const std::string& device, in
 }
 
 // The pool is not empty: its front token goes to the new order.
-OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot,
-                                             StockSlot& slot_rec, const std::string& client,
-                                             const std::string& key) {
+OrderRec& OrderDesk::open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
+                                      const std::string& client, const std::string& key) {
   Order o;
   o.id = new_order_id(clock.wall_ms(), random);
   o.device = device;
   o.slot = slot;
-  auto token = stock.take(slot_rec);
+  auto token = stock_.take(slot_rec);
   assert(token.has_value());
   o.token = std::move(*token);
   o.price_cents = slot_rec.spec.price_cents;
@@ -140,62 +199,61 @@ OrderRec& AgentCore::State::open_reservation(const std::string& device, int slot
   o.idempotency_key = key;
   o.client = client;
 
-  OrderRec& rec = orders.add_open(std::move(o), true);
+  OrderRec& rec = orders_.add_open(std::move(o), true);
   Changeset changes;
   changes.reserve(2);
   changes.insert_order(rec.order);
   changes.move_token(rec.order.token, TokenState::kPool, TokenState::kReserved, rec.order.id);
   ++counters.reservations_total;
-  ops_order_event(rec, "");
+  out_.ops_order_event(rec, "");
   schedule_deadline(rec, TimerKind::kReservation, rec.order.reserve_deadline_ms);
-  rec.last_write = rec.durable = commit(std::move(changes));
+  rec.last_write = rec.durable = writes_.commit(std::move(changes));
   return rec;
 }
 
-void AgentCore::State::move_token(OrderRec& rec, TokenState from, TokenState to,
-                                  Changeset& changes) {
+void OrderDesk::move_token(OrderRec& rec, TokenState from, TokenState to, Changeset& changes) {
   const Order& o = rec.order;
   if (from == to) return;
   if (to == TokenState::kPool) {
     rec.holds_token = false;  // the pool's again
     if (from == TokenState::kReserved) {
-      stock.put_back_reserved(o.device, o.slot, o.token);
+      stock_.put_back_reserved(o.device, o.slot, o.token);
     } else {
       assert(from == TokenState::kDispatched);
-      stock.put_back_dispatched(o.device, o.slot, o.token);
+      stock_.put_back_dispatched(o.device, o.slot, o.token);
     }
     changes.move_token(o.token, from, TokenState::kPool, "");
     return;
   }
   if (from == TokenState::kBurned) {  // a review resolved as dispensed
     assert(to == TokenState::kSold);
-    if (stock.find(o.device, o.slot) == nullptr) return;
-    stock.burned_to_sold(o.device, o.slot);
+    if (stock_.find(o.device, o.slot) == nullptr) return;
+    stock_.burned_to_sold(o.device, o.slot);
   } else if (from == TokenState::kReserved && to == TokenState::kDispatched) {
-    if (stock.find(o.device, o.slot) != nullptr) stock.dispatch(o.device, o.slot);
+    if (stock_.find(o.device, o.slot) != nullptr) stock_.dispatch(o.device, o.slot);
   } else if (from == TokenState::kReserved) {
     assert(to == TokenState::kBurned);
-    stock.burn_reserved(o.device, o.slot);
+    stock_.burn_reserved(o.device, o.slot);
   } else {
     assert(from == TokenState::kDispatched);
     if (to == TokenState::kSold) {
-      stock.spend_sold(o.device, o.slot);
+      stock_.spend_sold(o.device, o.slot);
     } else {
       assert(to == TokenState::kBurned);
-      stock.spend_burned(o.device, o.slot);
+      stock_.spend_burned(o.device, o.slot);
     }
   }
   changes.move_token(o.token, from, to, o.id);
 }
 
-void AgentCore::State::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
+void OrderDesk::settle(OrderRec& rec, const rules::Settlement& s, Changeset& changes) {
   move_token(rec, s.token_from, s.token, changes);
   if (!s.reason.empty()) rec.order.reason = s.reason;
   if (s.to != OrderState::kRefunded) set_state(rec, s.to, changes, s.detail);
   if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);
 }
 
-Result<Order> AgentCore::State::cancel(const std::string& order_id) {
+Result<Order> OrderDesk::cancel(const std::string& order_id) {
   auto found = find_or_load_order(order_id);
   if (!found.ok()) return found.error();
   if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
@@ -206,15 +264,15 @@ Result<Order> AgentCore::State::cancel(const std::string& order_id) {
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only RESERVED cancels");
   }
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   Changeset changes;
   settle(rec, decision.settlement, changes);
-  rec.last_write = commit(std::move(changes));
+  rec.last_write = writes_.commit(std::move(changes));
   return rec.order;
 }
 
-Result<Order> AgentCore::State::resolve_review(const std::string& order_id, bool dispensed,
-                                               const std::string& by, const std::string& note) {
+Result<Order> OrderDesk::resolve_review(const std::string& order_id, bool dispensed,
+                                        const std::string& by, const std::string& note) {
   if (auto s = detail::check_text("by", by, kMaxReviewText, false); !s.ok()) return s.error();
   bool clean = note.size() <= kMaxReviewText;
   for (unsigned char c : note) clean = clean && c >= 0x20 && c != 0x7f;
@@ -231,30 +289,30 @@ Result<Order> AgentCore::State::resolve_review(const std::string& order_id, bool
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only NEEDS_REVIEW is resolved");
   }
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   Changeset changes;
   settle(rec, decision.settlement, changes);
-  rec.last_write = commit(std::move(changes));
+  rec.last_write = writes_.commit(std::move(changes));
   log.info(detail::kLog, "order " + order_id + " review resolved: " + why);
   return rec.order;
 }
 
-void AgentCore::State::expire_reservation(OrderRec& rec, const std::string& why) {
+void OrderDesk::expire_reservation(OrderRec& rec, const std::string& why) {
   auto settlement = rules::decide_expiry(rec.order, why);
   if (!settlement) return;
-  if (!writable().ok()) return;  // the sweep tries again
+  if (!writes_.writable().ok()) return;  // the sweep tries again
   Changeset changes;
   settle(rec, *settlement, changes);
-  rec.last_write = commit(std::move(changes));
+  rec.last_write = writes_.commit(std::move(changes));
   log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
 }
 
-std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state, size_t limit,
-                                                 const std::string& device) {
+std::vector<Order> OrderDesk::list_orders(std::optional<OrderState> state, size_t limit,
+                                          const std::string& device) {
   if (limit == 0) limit = kDefaultListLimit;
   limit = std::min(limit, kMaxListLimit);
   std::vector<const Order*> matching;
-  orders.for_each([&](const OrderRec& rec) {
+  orders_.for_each([&](const OrderRec& rec) {
     if (state && rec.order.state != *state) return;
     if (!device.empty() && rec.order.device != device) return;
     matching.push_back(&rec.order);
@@ -270,6 +328,41 @@ std::vector<Order> AgentCore::State::list_orders(std::optional<OrderState> state
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back(*matching[i]);
   return out;
+}
+
+void OrderDesk::set_state(OrderRec& rec, OrderState to, Changeset& changes,
+                          const std::string& detail) {
+  OrderState from = rec.order.state;
+  assert(is_legal_transition(from, to));
+  bool finished = orders_.set_state(rec, to);
+  rec.order.updated_ms = clock.wall_ms();
+  changes.transition_order(rec.order, from, detail);
+  out_.ops_order_event(rec, to_string(from));
+  writes_.touch(rec.ref);
+  if (finished) cancel_timers(rec);
+}
+
+Ticket OrderDesk::durable_ticket(const std::string& order_id) {
+  OrderRec* rec = orders_.find(order_id);
+  if (rec == nullptr || !rec->last_write.valid()) return detail::ready_ticket();
+  return rec->last_write;
+}
+
+Result<OrderRec*> OrderDesk::find_or_load_order(const std::string& order_id) {
+  if (OrderRec* rec = orders_.find(order_id)) return rec;
+  if (orders_.all_in_memory()) return static_cast<OrderRec*>(nullptr);
+  // Not in memory: finished long ago (evicted), or unknown.
+  auto stored = repo.find_order(order_id);
+  if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
+  if (!stored->has_value()) return static_cast<OrderRec*>(nullptr);
+  if (auto s = owner_check((*stored)->device); !s.ok()) return s.error();
+  if (is_open((*stored)->state)) {
+    log.error(detail::kLog, "open order " + order_id + " was not in memory");
+    return make_error("unavailable", "order " + order_id + " is inconsistent; restart");
+  }
+  OrderRec& rec = orders_.add_finished(**stored);
+  rec.last_write = rec.durable = detail::ready_ticket();
+  return &rec;
 }
 
 }  // namespace vend::agent

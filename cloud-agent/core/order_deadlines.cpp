@@ -1,38 +1,49 @@
-// AgentCore::State: time. The timing wheel fires reservation and dispatch
-// deadlines (wall-clock ms, as stored with the orders); a periodic sweep
+// OrderDesk: time. The timing wheel fires reservation and dispatch deadlines
+// (wall-clock ms, as stored with the orders) and resends; a periodic sweep
 // over the open orders is the backstop for any deadline the wheel missed.
-#include <algorithm>
+#include <utility>
 #include <vector>
 
-#include "agent_state.hpp"
+#include "order_desk.hpp"
+#include "output.hpp"
+#include "writes.hpp"
 
 namespace vend::agent {
 
-namespace {
-// At most one check snapshot request per device this often, however many
-// of its orders are overdue at once.
-constexpr int64_t kMinCheckIntervalMs = 1000;
-}  // namespace
+void OrderDesk::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
+  deadlines_.schedule(rec.deadline_timer, kind, rec.ref, at_ms);
+}
 
-void AgentCore::State::tick_locked() {
-  if (!started) return;
-  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
-  int64_t now = clock.monotonic_ms();
-  if (now - last_sweep_mono_ms >= options.sweep_interval_ms) {
-    last_sweep_mono_ms = now;
-    sweep();
+void OrderDesk::schedule_resend(OrderRec& rec, int64_t at_ms) {
+  if (rec.resend_timer.pending()) return;
+  deadlines_.schedule(rec.resend_timer, TimerKind::kResend, rec.ref, at_ms);
+}
+
+void OrderDesk::cancel_timers(OrderRec& rec) {
+  deadlines_.cancel(rec.deadline_timer);
+  deadlines_.cancel(rec.resend_timer);
+}
+
+// A timer acts only while it is its slot's: one cancelled or replaced after
+// it fell due (by an earlier timer of the same tick) is dropped here.
+void OrderDesk::fire_timer(const FiredTimer& timer) {
+  OrderRec* rec = orders_.at(timer.subject);
+  if (rec == nullptr) return;
+  TimerSlot& slot = timer.kind == TimerKind::kResend ? rec->resend_timer : rec->deadline_timer;
+  if (!Deadlines::take(slot, timer)) return;
+  switch (timer.kind) {
+    case TimerKind::kReservation: expire_reservation(*rec, "reservation expired"); break;
+    case TimerKind::kReconcile: break;  // a device's (DeviceDesk::fire_timer)
+    case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
+    case TimerKind::kResend: on_resend(*rec); break;
   }
-  evict_finished();
-  publish_ops_views();
-  reject_log.flush();
-  probe_presence();
 }
 
 // A DISPATCHED order without a result past expires_at + skew. Do not guess:
 // the device stores every result, or still holds the token. Ask it; after
 // dispatch_review_ms without a result, an operator decides.
-void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
-  auto* dev = devices.find(rec.order.device);
+void OrderDesk::on_dispatch_deadline(OrderRec& rec) {
+  auto* dev = devices_.find(rec.order.device);
   if (dev == nullptr) return;
   auto decision = rules::decide_dispatch_deadline(
       rec.order, clock.wall_ms(), options.dispatch_ttl_ms, options.dispatch_review_ms);
@@ -43,38 +54,29 @@ void AgentCore::State::on_dispatch_deadline(OrderRec& rec) {
   }
   log.info(detail::kLog, "order " + rec.order.id + " has no result past its deadline; checking " +
                              rec.order.device);
-  request_check_snapshot(*dev);
+  out_.request_check_snapshot(*dev);
   schedule_deadline(rec, TimerKind::kDispatchDeadline,
                     clock.wall_ms() + options.dispatch_recheck_ms);
 }
 
-void AgentCore::State::send_to_review(OrderRec& rec, const rules::Settlement& settlement) {
-  if (!writable().ok()) return;  // the recheck tries again
+void OrderDesk::send_to_review(OrderRec& rec, const rules::Settlement& settlement) {
+  if (!writes_.writable().ok()) return;  // the recheck tries again
   Changeset changes;
   settle(rec, settlement, changes);
-  rec.last_write = commit(std::move(changes));
+  rec.last_write = writes_.commit(std::move(changes));
   log.warn(detail::kLog,
            "order " + rec.order.id + ": no result from " + rec.order.device + "; NEEDS_REVIEW");
 }
 
-void AgentCore::State::request_check_snapshot(DeviceRecord& device, const char* prefix) {
-  // Offline, a request would only queue up; the recheck asks again later.
-  if (!device.online) return;
-  int64_t now = clock.wall_ms();
-  if (!detail::take_turn(device.check_requested_ms, now, kMinCheckIntervalMs)) return;
-  proto::SnapshotRequest request{device.id, prefix + random.id128().substr(0, 16), true};
-  (void)publish_command(device, request);
-}
-
 // A full snapshot arrived: each of the device's overdue DISPATCHED orders
 // is settled or its result asked for again (rules::decide_overdue).
-void AgentCore::State::resolve_overdue(DeviceRecord& device, int64_t device_ts_ms,
-                                       const proto::Snapshot& snapshot, Changeset& changes) {
+void OrderDesk::resolve_overdue(const std::string& device, int64_t device_ts_ms,
+                                const proto::Snapshot& snapshot, Changeset& changes) {
   int64_t now = clock.wall_ms();
   std::vector<std::pair<OrderRec*, rules::OverdueDecision>> overdue;
-  for (OrderRef ref : orders.open_orders()) {
-    OrderRec& rec = *orders.at(ref);
-    if (rec.order.device != device.id) continue;
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec& rec = *orders_.at(ref);
+    if (rec.order.device != device) continue;
     auto decision =
         rules::decide_overdue(rec.order, snapshot, device_ts_ms, now, options.expiry_skew_ms);
     if (decision.kind != rules::OverdueDecision::Kind::kNone) {
@@ -90,21 +92,21 @@ void AgentCore::State::resolve_overdue(DeviceRecord& device, int64_t device_ts_m
       continue;
     }
     settle(*rec, decision.settlement, changes);
-    log.info(detail::kLog, "order " + rec->order.id + " never ran on " + device.id +
+    log.info(detail::kLog, "order " + rec->order.id + " never ran on " + device +
                                ": refunded, token back in the pool");
   }
 }
 
-void AgentCore::State::on_resend(OrderRec& rec) {
+void OrderDesk::on_resend(OrderRec& rec) {
   if (rec.order.state != OrderState::kDispatched) return;
   if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) return;  // the deadline check takes over
   publish_dispense(rec);
 }
 
-void AgentCore::State::sweep() {
+void OrderDesk::sweep() {
   int64_t now = clock.wall_ms();
-  for (OrderRef ref : orders.open_orders()) {
-    OrderRec* rec = orders.at(ref);
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec* rec = orders_.at(ref);
     if (rec == nullptr) continue;
     const Order& o = rec->order;
     if (o.state == OrderState::kReserved && now >= o.reserve_deadline_ms) {
@@ -114,6 +116,13 @@ void AgentCore::State::sweep() {
       on_dispatch_deadline(*rec);
     }
   }
+}
+
+void OrderDesk::evict_finished() {
+  orders_.evict_finished(options.finished_orders_max, [this](const OrderRec& rec) {
+    for (const auto& p : rec.payment_ids) payments_.forget(p);
+    if (rec.holds_token) stock_.forget(rec.order.token);
+  });
 }
 
 }  // namespace vend::agent

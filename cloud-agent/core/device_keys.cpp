@@ -1,41 +1,28 @@
-// AgentCore::State: a device's key over its life. Rotation (a new key is
-// issued and accepted beside the old one until the device signs with it) and
-// decommissioning (out of sale for good, its key refused, its id kept).
-#include "agent_state.hpp"
+// DeviceDesk: a device's key over its life. Rotation (a new key is issued
+// and accepted beside the old one until the device signs with it;
+// EventDesk::verify_signed) and decommissioning (out of sale for good, its
+// key refused, its id kept).
+#include "device_desk.hpp"
+#include "order_desk.hpp"
+#include "output.hpp"
+#include "vend/crypto.hpp"
+#include "writes.hpp"
 
 namespace vend::agent {
 
-bool AgentCore::State::verify_signed(DeviceRecord& dev, const std::string& canonical,
-                                     const std::string& mac) {
-  DeviceKeys::Signed by = dev.keys.verify(canonical, mac);
-  if (by == DeviceKeys::Signed::kCurrent) return true;
-  if (by == DeviceKeys::Signed::kNo) return false;
-  if (!writable().ok()) return false;  // unacknowledged: it comes again
-  // The operator installed the new key on the device: the old one is revoked
-  // from this message on, and commands are signed with the new one.
-  Changeset changes;
-  changes.promote_next_key(dev.id, dev.keys.next()->to_hex());
-  (void)commit(std::move(changes));
-  dev.keys.promote();
-  ++counters.key_rotations_total;
-  log.info(detail::kLog, dev.id + " signs with its new key: the old key is revoked");
-  mark_device_dirty(dev.id);
-  return true;
-}
-
-Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const std::string& id) {
+Result<detail::Durable<ProvisionedDevice>> DeviceDesk::rotate_key(const std::string& id) {
   if (auto owner = owner_check(id); !owner.ok()) return owner.error();
-  auto* it = devices.find(id);
+  auto* it = devices_.find(id);
   if (it == nullptr) return make_error("not_found", "no device '" + id + "'");
   DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) {
     return make_error("decommissioned", id + " is decommissioned; its key is revoked");
   }
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   crypto::Key key = crypto::Key::generate();
   Changeset changes;
   changes.set_next_key(id, key.to_hex());
-  Ticket t = commit(std::move(changes));
+  Ticket t = writes_.commit(std::move(changes));
   // A second rotation before the device took the first replaces it.
   dev.keys.issue_next(key);
   log.info(detail::kLog, id + ": new key issued; the current key stays valid until the device "
@@ -43,18 +30,18 @@ Result<detail::Durable<ProvisionedDevice>> AgentCore::State::rotate_key(const st
   return detail::Durable<ProvisionedDevice>{ProvisionedDevice{id, key.to_hex()}, t};
 }
 
-Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_device(
+Result<detail::Durable<DecommissionedDevice>> DeviceDesk::decommission_device(
     const std::string& id) {
   if (auto owner = owner_check(id); !owner.ok()) return owner.error();
-  auto* it = devices.find(id);
+  auto* it = devices_.find(id);
   if (it == nullptr) return make_error("not_found", "no device '" + id + "'");
   DeviceRecord& dev = *it;
   if (dev.decommissioned_ms != 0) return make_error("conflict", id + " is decommissioned already");
   DecommissionedDevice out{id, 0, 0};
   std::vector<OrderRef> reserved;
   int in_flight = 0;
-  for (OrderRef ref : orders.open_orders()) {
-    const Order& o = orders.at(ref)->order;  // open orders stay in memory
+  for (OrderRef ref : orders_.open_orders()) {
+    const Order& o = orders_.at(ref)->order;  // open orders stay in memory
     if (o.device != id) continue;
     if (o.state == OrderState::kReserved) {
       reserved.push_back(ref);
@@ -66,14 +53,14 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
     return make_error("conflict", id + " has " + std::to_string(in_flight) +
                                       " paid order(s) in flight; decommission once they settle");
   }
-  if (auto s = writable(); !s.ok()) return s.error();
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
   Changeset changes;
   for (OrderRef ref : reserved) {  // their tokens return to the pool, burned below
-    OrderRec& rec = *orders.at(ref);
-    settle(rec, *rules::decide_withdrawal(rec.order), changes);
+    OrderRec& rec = *orders_.at(ref);
+    order_desk_.settle(rec, *rules::decide_withdrawal(rec.order), changes);
     ++out.orders_cancelled;
   }
-  for (const auto& [slot, token] : stock.withdraw(id)) {
+  for (const auto& [slot, token] : stock_.withdraw(id)) {
     changes.move_token(token, TokenState::kPool, TokenState::kBurned, "");
     ++out.tokens_withdrawn;
   }
@@ -81,9 +68,9 @@ Result<detail::Durable<DecommissionedDevice>> AgentCore::State::decommission_dev
   dev.keys.drop_next();
   dev.online = false;
   changes.decommission_device(id, dev.decommissioned_ms);
-  Ticket t = commit(std::move(changes));
-  for (OrderRef ref : reserved) orders.at(ref)->last_write = t;
-  mark_device_dirty(id);
+  Ticket t = writes_.commit(std::move(changes));
+  for (OrderRef ref : reserved) orders_.at(ref)->last_write = t;
+  out_.mark_device_dirty(id);
   log.info(detail::kLog, id + " decommissioned: " + std::to_string(out.tokens_withdrawn) +
                              " token(s) withdrawn, " + std::to_string(out.orders_cancelled) +
                              " reservation(s) cancelled; its key is revoked");

@@ -1,35 +1,38 @@
-// AgentCore::State: the refund outbox. A refund is recorded in the same
-// changeset as what caused it; once that commit is durable, the shell's
-// refund sender delivers it to the payment gateway, retrying with backoff,
-// until the gateway confirms it or it is given up to an alert. The gateway
+// OrderDesk: the refund outbox. A refund is recorded in the same changeset
+// as what caused it; once that commit is durable, the shell's refund sender
+// delivers it to the payment gateway, retrying with backoff, until the
+// gateway confirms it or it is given up to an alert. The gateway
 // deduplicates by refund id, so a delivery repeated after a crash or a lost
 // answer refunds once.
-#include "agent_state.hpp"
+#include "order_desk.hpp"
+#include "output.hpp"
+#include "writes.hpp"
 
 namespace vend::agent {
 
-void AgentCore::State::add_refund(Changeset& changes, StoredRefund refund) {
+void OrderDesk::add_refund(Changeset& changes, StoredRefund refund) {
   changes.insert_refund(refund);
-  payments.stage_refund(std::move(refund));
+  payments_.stage_refund(std::move(refund));
 }
 
-std::vector<RefundDelivery> AgentCore::State::take_due_refunds(size_t max) {
-  if (!started || storage_failed) return {};
-  return payments.take_due(max, clock.wall_ms());
+std::vector<RefundDelivery> OrderDesk::take_due_refunds(size_t max) {
+  if (!writes_.started || writes_.storage_failed) return {};
+  return payments_.take_due(max, clock.wall_ms());
 }
 
-void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
-                                        const std::string& detail) {
-  if (!writable().ok()) return payments.release(payment_id);  // sent again after the restart
+void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                                 const std::string& detail) {
+  if (!writes_.writable().ok())
+    return payments_.release(payment_id);  // sent again after the restart
   int64_t now = clock.wall_ms();
-  Payments::Attempt a = payments.attempted(payment_id, outcome, detail, now, random);
+  Payments::Attempt a = payments_.attempted(payment_id, outcome, detail, now, random);
   using Next = Payments::Attempt::Next;
   if (a.next == Next::kNone) return;
   ++counters.refund_attempts_total;
   const StoredRefund& r = a.refund;
   std::string device = r.device;  // the alert names it
   int slot = 0;
-  if (OrderRec* order = orders.find(r.order_id)) {
+  if (OrderRec* order = orders_.find(r.order_id)) {
     device = order->order.device;  // also for a refund written before schema v8
     slot = order->order.slot;
   }
@@ -38,7 +41,7 @@ void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOut
   if (owns) changes.fence_device(owner_key(r));
   if (a.next == Next::kDelivered) {
     changes.update_refund(payment_id, RefundState::kDelivered, r.attempts, "", now);
-    (void)commit(std::move(changes));
+    (void)writes_.commit(std::move(changes));
     ++counters.refunds_delivered_total;
     log.info(detail::kLog, "refund " + refund_id_of(payment_id) + " of order " + r.order_id +
                                " delivered (attempt " + std::to_string(r.attempts) + ")");
@@ -46,7 +49,7 @@ void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOut
   }
   if (a.next == Next::kRetry) {
     changes.update_refund(payment_id, RefundState::kPending, r.attempts, r.last_error, now);
-    (void)commit(std::move(changes));
+    (void)writes_.commit(std::move(changes));
     log.warn(detail::kLog, "refund " + refund_id_of(payment_id) + " attempt " +
                                std::to_string(r.attempts) + " failed (" + r.last_error +
                                "); again in " + std::to_string(a.retry_at_ms - now) + " ms");
@@ -56,11 +59,11 @@ void AgentCore::State::refund_attempted(const std::string& payment_id, RefundOut
   // back; a person must act. The refund stays on record as GAVE_UP with its
   // last error.
   changes.update_refund(payment_id, RefundState::kGaveUp, r.attempts, r.last_error, now);
-  (void)commit(std::move(changes));
+  (void)writes_.commit(std::move(changes));
   ++counters.refunds_given_up_total;
-  raise_alert(device, slot, "refund_undeliverable", "critical",
-              "refund " + refund_id_of(payment_id) + " of " + std::to_string(r.amount_cents) +
-                  " cents (order " + r.order_id + "): " + a.why);
+  out_.raise_alert(device, slot, "refund_undeliverable", "critical",
+                   "refund " + refund_id_of(payment_id) + " of " + std::to_string(r.amount_cents) +
+                       " cents (order " + r.order_id + "): " + a.why);
 }
 
 }  // namespace vend::agent

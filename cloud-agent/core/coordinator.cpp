@@ -1,0 +1,169 @@
+// The coordinator (coordinator.hpp): start-up from the repository, the
+// tick, timers and metrics.
+#include "coordinator.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace vend::agent {
+
+Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_, Logger& log_,
+                         AgentOptions options_)
+    : repo(repo_),
+      clock(clock_),
+      random(random_),
+      log(log_),
+      options(std::move(options_)),
+      payments(RefundRetryPolicy{options.refund_retry_base_ms, options.refund_retry_max_ms,
+                                 options.refund_max_attempts}),
+      deadlines(clock_.wall_ms(), 10),
+      writes(env(), orders, payments),
+      out(env(), devices, stock, orders, writes),
+      order_desk(env(), devices, orders, payments, stock, deadlines, writes, out),
+      device_desk(env(), devices, stock, restocks, orders, deadlines, writes, out, order_desk),
+      event_desk(env(), devices, stock, restocks, orders, writes, out, order_desk, device_desk) {}
+
+// ---- start-up ----------------------------------------------------------------
+
+Status Coordinator::start() {
+  if (writes.started) return make_error("invalid_state", "start() was already called");
+  auto loaded = repo.load(options.finished_orders_max);
+  if (!loaded.ok()) return loaded.error();
+  if (owns) keep_owned(*loaded);
+  if (auto s = device_desk.load(*loaded); !s.ok()) return s;
+  size_t republished = order_desk.load(*loaded);
+  payments.load_refunds(loaded->pending_refunds, clock.wall_ms());
+  writes.started = true;
+  last_sweep_mono_ms_ = clock.monotonic_ms();
+  device_desk.started();
+  log.info(detail::kLog, "started: " + std::to_string(devices.size()) + " devices, " +
+                             std::to_string(orders.open_count()) + " open orders, " +
+                             std::to_string(loaded->pool.size()) + " tokens for sale, " +
+                             std::to_string(republished) + " commands re-sent");
+  return {};
+}
+
+void Coordinator::keep_owned(LoadedState& loaded) const {
+  auto keep = [this](auto& rows, auto key_of) {
+    std::erase_if(rows, [&](const auto& row) { return !owns(key_of(row)); });
+  };
+  // A payment's order may be evicted from the load (finished long ago) or
+  // unknown: then its order id decides. A refund names its machine (schema
+  // v8; one written before is given its order's, if loaded): it is held,
+  // and its writes fenced, by owner_key().
+  std::unordered_map<std::string, std::string> device_of;
+  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
+    for (const Order& o : *orders_of) device_of[o.id] = o.device;
+  }
+  keep(loaded.devices, [](const LoadedState::Device& d) { return d.id; });
+  keep(loaded.slots, [](const LoadedState::Slot& s) { return s.device; });
+  keep(loaded.pool, [](const LoadedState::PoolToken& t) { return t.device; });
+  keep(loaded.requested, [](const StoredRestock& r) { return r.device; });
+  keep(loaded.open_orders, [](const Order& o) { return o.device; });
+  keep(loaded.recent_orders, [](const Order& o) { return o.device; });
+  keep(loaded.payments, [&](const StoredPayment& p) {
+    auto it = device_of.find(p.order_id);
+    return it == device_of.end() ? p.order_id : it->second;
+  });
+  for (StoredRefund& r : loaded.pending_refunds) {
+    if (!r.device.empty()) continue;
+    if (auto it = device_of.find(r.order_id); it != device_of.end()) r.device = it->second;
+  }
+  keep(loaded.pending_refunds, [](const StoredRefund& r) { return owner_key(r); });
+  // The log's counts are the fleet's; this instance counts what it holds.
+  loaded.order_counts.clear();
+  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
+    for (const Order& o : *orders_of) ++loaded.order_counts[o.state];
+  }
+}
+
+void Coordinator::on_connection(bool connected) {
+  log.info(detail::kLog, connected ? "broker connection up" : "broker connection lost");
+  out.connected = connected;
+  if (!connected) return;
+  event_desk.probe_presence_after(options.status_probe_delay_ms);
+  // A SUBSCRIBE makes the broker send the retained presence statuses
+  // again; a persistent session that still holds the subscription would
+  // not, and every device would look offline after an agent restart.
+  // Commands that failed to publish meanwhile have resend timers.
+  if (!owns) return out.subscribe_all();
+  out.subscribed_devices.clear();  // cluster mode: this instance's machines only
+  for (const auto& [id, dev] : devices) out.subscribe_device(id);
+}
+
+void Coordinator::take_over_from(Coordinator& old) {
+  out.connected = old.out.connected;
+  counters = std::move(old.counters);
+  counters.dispatch_latency_ms.clear();
+  // The old subscriptions are the new coordinator's to keep (start() adds
+  // only what is missing) or drop (keep_presence_of).
+  out.subscribed_devices = old.out.subscribed_devices;
+}
+
+void Coordinator::keep_presence_of(const Coordinator& old) {
+  for (auto& [id, dev] : devices) {
+    const DeviceRecord* was = old.devices.find(id);
+    if (was == nullptr) continue;
+    dev.online = was->online;
+    dev.boot_id = was->boot_id;
+    dev.last_seen_ms = was->last_seen_ms;
+    dev.clock_skew = was->clock_skew;
+  }
+  std::vector<std::string> gone;
+  for (const auto& device : out.subscribed_devices) {
+    if (!devices.contains(device)) gone.push_back(device);
+  }
+  for (const auto& device : gone) out.unsubscribe_device(device);
+}
+
+// ---- time ----------------------------------------------------------------------
+
+void Coordinator::tick() {
+  if (!writes.started) return;
+  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
+  int64_t now = clock.monotonic_ms();
+  if (now - last_sweep_mono_ms_ >= options.sweep_interval_ms) {
+    last_sweep_mono_ms_ = now;
+    order_desk.sweep();
+  }
+  order_desk.evict_finished();
+  out.publish_ops_views();
+  out.reject_log().flush();
+  event_desk.probe_presence();
+}
+
+void Coordinator::fire_timer(const FiredTimer& timer) {
+  if (timer.kind == TimerKind::kReconcile) return device_desk.fire_timer(timer);
+  order_desk.fire_timer(timer);
+}
+
+// ---- health and metrics ------------------------------------------------------------
+
+Status Coordinator::health() {
+  if (!writes.started) return make_error("unavailable", "not started");
+  if (writes.failed()) {
+    return make_error("unavailable", "a repository write failed; restart to recover");
+  }
+  return {};
+}
+
+AgentMetrics Coordinator::take_metrics() {
+  AgentMetrics m = counters;
+  counters.dispatch_latency_ms.clear();
+  for (size_t i = 0; i < kOrderStateCount; ++i) {
+    m.orders_by_state.emplace_back(to_string(static_cast<OrderState>(i)), orders.state_counts()[i]);
+  }
+  for (const auto& [id, dev] : devices) {
+    if (dev.online) ++m.devices_online;
+    if (auto skew = dev.clock_skew.skew_ms()) m.device_clock_skew_ms.emplace_back(id, *skew);
+  }
+  m.stock_total = stock.pool_total();
+  m.storage_failed = writes.storage_failed;
+  m.refunds_pending = static_cast<int64_t>(payments.refunds_pending());
+  m.alerts_active = out.alerts().counts_by_code();
+  return m;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,68 @@
+// DeviceDesk: when reconciliation runs. Periodic snapshot requests staggered
+// across the fleet, on-demand requests and their reports. The comparison
+// itself is EventDesk's (event_snapshots.cpp).
+#include "device_desk.hpp"
+#include "output.hpp"
+
+namespace vend::agent {
+
+int64_t DeviceDesk::first_reconcile_at(const std::string& device_id) const {
+  if (options.reconcile_interval_ms <= 0) return 0;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and builds
+  for (unsigned char c : device_id) h = (h ^ c) * 1099511628211ull;
+  return clock.wall_ms() + 1 +
+         static_cast<int64_t>(h % static_cast<uint64_t>(options.reconcile_interval_ms));
+}
+
+void DeviceDesk::schedule_reconcile(DeviceRecord& device, int64_t at_ms) {
+  if (options.reconcile_interval_ms <= 0) return;
+  deadlines_.schedule(device.reconcile_timer, TimerKind::kReconcile, device.index, at_ms);
+}
+
+void DeviceDesk::fire_timer(const FiredTimer& timer) {
+  DeviceRecord* dev = devices_.at_index(timer.subject);
+  if (dev == nullptr || !Deadlines::take(dev->reconcile_timer, timer)) return;
+  on_reconcile_timer(*dev);
+}
+
+void DeviceDesk::on_reconcile_timer(DeviceRecord& dev) {
+  if (dev.decommissioned_ms != 0) return;  // no more periodic checks
+  if (dev.online) {
+    proto::SnapshotRequest request{dev.id, "rec-" + random.id128().substr(0, 16), false};
+    (void)out_.publish_command(dev, request);
+    resend_restocks(dev.id);
+  }
+  schedule_reconcile(dev, clock.wall_ms() + options.reconcile_interval_ms);
+}
+
+Result<std::string> DeviceDesk::request_reconcile(const std::string& device_id) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
+  auto* it = devices_.find(device_id);
+  if (it == nullptr) return make_error("not_found", "no device '" + device_id + "'");
+  DeviceRecord& dev = *it;
+  if (!dev.online) {
+    return make_error("device_offline",
+                      device_id + " is offline; it is reconciled when it returns");
+  }
+  proto::SnapshotRequest request{dev.id, "ond-" + random.id128().substr(0, 16), true};
+  if (auto s = out_.publish_command(dev, request); !s.ok()) {
+    return make_error("unavailable", "snapshot request not sent: " + s.error().message);
+  }
+  return request.request_id;
+}
+
+Result<std::string> DeviceDesk::reconcile_report(const std::string& device_id) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
+  auto* it = devices_.find(device_id);
+  if (it == nullptr) return make_error("not_found", "no device '" + device_id + "'");
+  if (!it->last_report.empty()) return it->last_report;
+  auto stored = repo.reconcile_report(device_id);
+  if (!stored.ok()) return make_error("unavailable", stored.error().message);
+  if (!stored->has_value()) {
+    return make_error("not_found", "no reconciliation report for " + device_id + " yet");
+  }
+  it->last_report = **stored;
+  return it->last_report;
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,355 @@
+// EventDesk: messages from devices (events, presence), their
+// authentication and place in the device's stream, seq gaps and ledgers,
+// and the cumulative acks.
+#include "event_desk.hpp"
+
+#include <algorithm>
+
+#include "device_desk.hpp"
+#include "order_desk.hpp"
+#include "output.hpp"
+#include "vend/topics.hpp"
+#include "writes.hpp"
+
+namespace vend::agent {
+
+void EventDesk::on_message(const Message& message) {
+  auto topic = topics::parse_device_topic(message.topic);
+  if (!topic.ok()) {
+    ++counters.events_rejected_total;
+    out_.reject_log().log(LogLevel::kDebug, detail::kLog, "?", "bad_topic",
+                          "ignored message on '" + message.topic.substr(0, 200) + "'");
+    return;
+  }
+  if (!writes_.started) {
+    // Not acknowledged, so the device sends it again.
+    out_.reject_log().log(LogLevel::kWarn, detail::kLog, topic->device, "not_started",
+                          "message from " + topic->device + " before start(): dropped");
+    return;
+  }
+  if (!serves(topic->device)) {
+    // Another instance's machine (a subscription not yet gone after its
+    // shard moved): left unacknowledged, so its owner gets it again.
+    ++counters.events_rejected_total;
+    out_.reject_log().log(
+        LogLevel::kDebug, detail::kLog, topic->device, "not_owner",
+        "message from " + topic->device + ", served by another instance: dropped");
+    return;
+  }
+  switch (topic->kind) {
+    case topics::DeviceTopic::Kind::kEvt: on_event(topic->device, message.payload); break;
+    case topics::DeviceTopic::Kind::kStatus:
+      on_status(topic->device, message.payload, !message.retained);
+      break;
+    case topics::DeviceTopic::Kind::kCmd: break;  // commands are ours
+  }
+}
+
+void EventDesk::on_event(const std::string& topic_device, const std::string& payload) {
+  auto decoded = proto::decode_event(payload);
+  if (!decoded.ok()) {
+    return out_.reject_message(topic_device, decoded.error().code, decoded.error().to_string());
+  }
+  proto::DeviceEvent& event = decoded->message;
+  if (event.device != topic_device) {
+    return out_.reject_message(topic_device, "wrong_device",
+                               "event names device '" + event.device + "'");
+  }
+  auto* it = devices_.find(event.device);
+  if (it == nullptr) return out_.reject_message(topic_device, "unknown_device", "unknown device");
+  DeviceRecord& dev = *it;
+  if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "event");
+  std::string what =
+      std::string(proto::type_name(event.body)) + " seq " + std::to_string(event.seq);
+  if (!verify_signed(dev, decoded->canonical, decoded->mac)) {
+    // A forged result could claim FAILED for a delivered item (refund fraud).
+    return out_.reject_message(topic_device, "bad_mac",
+                               "bad_mac on " + what + ": not signed by the device");
+  }
+  dev.last_seen_ms = clock.wall_ms();
+  observe_clock(dev, event.ts_ms);
+  if (!admit_event(dev, event, what)) return;
+  if (!writes_.writable().ok()) return;  // left unacknowledged: it comes again
+  Changeset changes;
+  if (auto s = apply_event(dev, event, decoded->canonical, changes); !s.ok()) {
+    log.warn(detail::kLog, dev.id + " " + what + " not processed yet: " + s.error().to_string());
+    return;
+  }
+  changes.advance_device_seq(dev.id, dev.acks.last_processed(), event.seq);
+  dev.acks.processed(event.seq, writes_.commit(std::move(changes)));
+  schedule_ack(dev);
+  ++counters.events_processed_total;
+  out_.mark_device_dirty(dev.id);
+}
+
+bool EventDesk::admit_event(DeviceRecord& dev, const proto::DeviceEvent& event,
+                            const std::string& what) {
+  const device_rules::Intake intake = device_rules::decide_intake(dev, event);
+  using Action = device_rules::Intake::Action;
+  if (intake.ledger == device_rules::Intake::Ledger::kRetired) {
+    // A late event of a card or board that was replaced: its ledger is gone
+    // from the machine, so it may no longer change what the cloud believes.
+    ++counters.retired_ledger_events_total;
+    out_.reject_message(
+        dev.id, "retired_ledger",
+        what + " of retired ledger '" + event.ledger_id + "' (current '" + dev.ledger_id + "')");
+    return false;
+  }
+  if (intake.ledger != device_rules::Intake::Ledger::kCurrent) {
+    if (!writes_.writable().ok()) return false;  // unacknowledged: it comes again
+    switch_ledger(dev, event.ledger_id, intake.ledger == device_rules::Intake::Ledger::kReplaced);
+  }
+  switch (intake.action) {
+    case Action::kRefuse: return false;  // kRetired, above
+    case Action::kReack:
+      ++counters.duplicate_events_total;
+      want_ack(dev);  // its ack may have been lost
+      return false;
+    case Action::kResend:
+      if (!writes_.writable().ok()) return false;
+      out_.request_resend(dev);
+      log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
+                                  std::to_string(dev.acks.last_processed() + 1));
+      return false;  // unacknowledged: the device resends in order
+    case Action::kSkip:
+      if (!writes_.writable().ok()) return false;
+      skip_seq_gap(dev, intake);
+      return intake.process_after_skip;  // else older held ones first
+    case Action::kProcess: return true;
+  }
+  return false;
+}
+
+Status EventDesk::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
+                              const std::string& canonical, Changeset& changes) {
+  if (const auto* r = std::get_if<proto::DispenseResult>(&event.body)) {
+    return order_desk_.on_result(device, *r, changes);
+  }
+  if (const auto* t = std::get_if<proto::TokensMinted>(&event.body)) {
+    return on_tokens(device, *t, changes);
+  }
+  if (auto* s = std::get_if<proto::Snapshot>(&event.body)) {
+    on_snapshot(device, event, canonical, std::move(*s), changes);
+    return {};
+  }
+  if (const auto* f = std::get_if<proto::Fault>(&event.body)) {
+    on_fault(device, *f, changes);
+    return {};
+  }
+  // events_unavailable in order: the gap it answered is closed already.
+  return {};
+}
+
+void EventDesk::on_status(const std::string& topic_device, const std::string& payload, bool live) {
+  auto decoded = proto::decode_status(payload);
+  if (!decoded.ok()) {
+    return reject_status(topic_device, decoded.error().code, decoded.error().to_string());
+  }
+  const proto::PresenceStatus& status = decoded->message;
+  if (status.device != topic_device) {
+    return reject_status(topic_device, "wrong_device",
+                         "status names device '" + status.device + "'");
+  }
+  auto* it = devices_.find(status.device);
+  if (it == nullptr) {
+    return out_.reject_message(topic_device, "unknown_device", "status of an unknown device");
+  }
+  DeviceRecord& dev = *it;
+  if (dev.decommissioned_ms != 0) return reject_decommissioned(dev, "status");
+  if (!verify_signed(dev, decoded->canonical, decoded->mac)) {
+    return reject_status(topic_device, "bad_mac", "bad_mac on status");
+  }
+  dev.last_seen_ms = clock.wall_ms();
+  const device_rules::Presence presence = device_rules::decide_presence(dev, status, live);
+  if (presence.clock_sample) observe_clock(dev, status.ts_ms);
+  out_.mark_device_dirty(dev.id);
+  switch (presence.kind) {
+    case device_rules::Presence::Kind::kOnline:
+      if (presence.changed) {
+        log.info(detail::kLog, dev.id + " online (boot " + status.boot_id + ")");
+      }
+      dev.online = true;
+      dev.boot_id = status.boot_id;
+      return;
+    case device_rules::Presence::Kind::kStaleWill:
+      log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +
+                                 " ignored (current boot " + dev.boot_id + ")");
+      return;
+    case device_rules::Presence::Kind::kOffline:
+      if (presence.changed) {
+        log.info(detail::kLog, dev.id + " offline (boot " + status.boot_id + ")");
+      }
+      dev.online = false;
+      out_.request_status(
+          dev);  // a genuine will, or a replay of one: a live device answers at once
+      return;
+  }
+}
+
+void EventDesk::reject_decommissioned(const DeviceRecord& device, const char* what) {
+  // Its key is revoked: nothing it signs changes the cloud any more.
+  ++counters.decommissioned_messages_total;
+  out_.reject_message(device.id, "decommissioned",
+                      std::string(what) + " of a decommissioned device: refused");
+}
+
+void EventDesk::reject_status(const std::string& device, std::string_view reason,
+                              const std::string& detail) {
+  out_.reject_message(device, reason, detail);
+  // The retained status may now be this one: ask the device for its own.
+  if (auto* it = devices_.find(device); it != nullptr) out_.request_status(*it);
+}
+
+void EventDesk::probe_presence_after(int64_t delay_ms) {
+  presence_probe_due_mono_ms_ = clock.monotonic_ms() + std::max<int64_t>(1, delay_ms);
+}
+
+void EventDesk::probe_presence() {
+  if (presence_probe_due_mono_ms_ == 0 || clock.monotonic_ms() < presence_probe_due_mono_ms_)
+    return;
+  presence_probe_due_mono_ms_ = 0;
+  for (auto& [id, dev] : devices_) {
+    if (!dev.online) out_.request_status(dev);
+  }
+  device_desk_.resend_restocks("");
+}
+
+bool EventDesk::verify_signed(DeviceRecord& dev, const std::string& canonical,
+                              const std::string& mac) {
+  DeviceKeys::Signed by = dev.keys.verify(canonical, mac);
+  if (by == DeviceKeys::Signed::kCurrent) return true;
+  if (by == DeviceKeys::Signed::kNo) return false;
+  if (!writes_.writable().ok()) return false;  // unacknowledged: it comes again
+  // The operator installed the new key on the device: the old one is revoked
+  // from this message on, and commands are signed with the new one.
+  Changeset changes;
+  changes.promote_next_key(dev.id, dev.keys.next()->to_hex());
+  (void)writes_.commit(std::move(changes));
+  dev.keys.promote();
+  ++counters.key_rotations_total;
+  log.info(detail::kLog, dev.id + " signs with its new key: the old key is revoked");
+  out_.mark_device_dirty(dev.id);
+  return true;
+}
+
+// The estimate and its alert are ClockSkew's (device_link.hpp).
+void EventDesk::observe_clock(DeviceRecord& device, int64_t device_ts_ms) {
+  if (device.clock_skew.observe(clock.monotonic_ms(), device_ts_ms, clock.wall_ms(),
+                                options.clock_skew_window_ms)) {
+    out_.mark_device_dirty(device.id);
+  }
+  int64_t skew = device.clock_skew.skew_ms().value_or(0);
+  int64_t size = skew < 0 ? -skew : skew;
+  ClockSkew::Alert verdict = device.clock_skew.judge(options.clock_skew_alert_ms);
+  if (verdict == ClockSkew::Alert::kRaise) {
+    if (out_.alert_active(device.id, 0, "clock_skew")) return;  // said once, not per event
+    out_.raise_alert(device.id, 0, "clock_skew", "warning",
+                     "device clock " + std::string(skew > 0 ? "ahead" : "behind") + " by about " +
+                         std::to_string(size) + " ms (alert above " +
+                         std::to_string(options.clock_skew_alert_ms) +
+                         " ms; commands are checked with a " +
+                         std::to_string(options.expiry_skew_ms) + " ms tolerance)");
+  } else if (verdict == ClockSkew::Alert::kClear) {
+    out_.clear_alert(device.id, 0, "clock_skew");
+  }
+}
+
+// The device sends seq N+k while the cloud expects N+1. Nothing is ever
+// acknowledged past N, so the device still holds N+1.. unless it deleted
+// them on an earlier ack the cloud no longer remembers (a restored
+// database). Ask it to resend from N+1; only its signed events_unavailable
+// answer lets the seq skip, and then a full snapshot repairs the token views.
+void EventDesk::skip_seq_gap(DeviceRecord& device, const device_rules::Intake& gap) {
+  Changeset changes;
+  changes.advance_device_seq(device.id, device.acks.last_processed(), gap.skip_to);
+  device.acks.processed(gap.skip_to, writes_.commit(std::move(changes)));
+  schedule_ack(device);
+  ++counters.seq_gaps_total;
+  out_.raise_alert(
+      device.id, 0, "seq_gap", "critical",
+      "events " + std::to_string(gap.gap_from) + ".." + std::to_string(gap.skip_to) +
+          " were acknowledged to the device but are missing here (restored database?); "
+          "the device confirmed they are gone; reconciling from a full snapshot");
+  out_.request_check_snapshot(device, "gap-");
+  device.resend_requested_mono_ms = 0;
+  if (!gap.process_after_skip) out_.request_resend(device);  // from its oldest held event on
+}
+
+void EventDesk::switch_ledger(DeviceRecord& dev, const std::string& ledger_id, bool replaced) {
+  Changeset changes;
+  changes.switch_ledger(dev.id, dev.ledger_id, dev.acks.last_processed(), ledger_id,
+                        clock.wall_ms());
+  // The old ledger's commits still run in order before the new one's; its
+  // acks are moot (the device no longer holds those seqs), a failed write
+  // still stops the core through the writer's failure count.
+  Ticket switched = writes_.commit(std::move(changes));
+  const std::string old_id = dev.ledger_id;
+  const uint64_t old_seq = dev.acks.last_processed();
+  dev.retired_ledgers.insert(old_id);  // "" too: a named ledger never goes back to none
+  dev.ledger_id = ledger_id;
+  dev.acks.restart(std::move(switched));
+  dev.resend_requested_mono_ms = 0;
+  out_.mark_device_dirty(dev.id);
+  if (!replaced) {
+    log.info(detail::kLog, dev.id + ": ledger " + ledger_id);
+    return;
+  }
+  ++counters.ledgers_replaced_total;
+  out_.raise_alert(dev.id, 0, "ledger_replaced", "warning",
+                   "new ledger '" + ledger_id + "' (seq from 1) replaces ledger '" + old_id +
+                       "' at seq " + std::to_string(old_seq) +
+                       " (reflashed SD card or new board); reconciling from a full snapshot");
+  out_.request_check_snapshot(dev, "ledger-");
+}
+
+void EventDesk::want_ack(DeviceRecord& device) {
+  device.acks.want_ack();
+  schedule_ack(device);
+}
+
+void EventDesk::schedule_ack(DeviceRecord& device) {
+  if (device.acks.schedule(clock.monotonic_ms(), options.ack_interval_ms)) {
+    acks_due_.insert(device.id);
+  }
+}
+
+std::vector<Ticket> EventDesk::due_ack_tickets() const {
+  std::vector<Ticket> out;
+  int64_t now = clock.monotonic_ms();
+  for (const auto& id : acks_due_) {
+    const DeviceRecord* dev = devices_.find(id);
+    if (dev == nullptr || !dev->acks.due(now)) continue;
+    if (auto ticket = dev->acks.newest_ticket()) out.push_back(*ticket);
+  }
+  return out;
+}
+
+void EventDesk::flush_acks() {
+  if (writes_.failed()) return;  // nothing is acknowledged: after a restart, events come again
+  int64_t now = clock.monotonic_ms();
+  // Only the devices with an ack pending: a tick costs nothing per idle device.
+  for (auto it = acks_due_.begin(); it != acks_due_.end();) {
+    const std::string& id = *it;
+    auto* found = devices_.find(id);
+    if (found == nullptr) {
+      it = acks_due_.erase(it);
+      continue;
+    }
+    DeviceRecord& dev = *found;
+    if (!dev.acks.due(now)) {
+      ++it;
+      continue;
+    }
+    AckWindow::Flushed flushed = dev.acks.flush(now, options.ack_interval_ms);
+    if (!flushed.status.ok()) {
+      return writes_.write_failed(flushed.status.error(), "event write of " + id);
+    }
+    if (flushed.ack_upto) {
+      (void)out_.publish_command(dev, proto::Ack{id, *flushed.ack_upto, dev.ledger_id});
+    }
+    // Events still committing get their ack on a later tick.
+    it = flushed.still_due ? std::next(it) : acks_due_.erase(it);
+  }
+}
+
+}  // namespace vend::agent

@@ -1,0 +1,138 @@
+// Private to the agent core: what machines send. Each message is
+// authenticated (its device's key, or the new key of a rotation, which then
+// replaces the old one), placed in its device's event stream
+// (device_rules::decide_intake: its ledger, its seq — next, a duplicate to
+// re-ack, beyond a gap to be resent, or a gap the device says it cannot
+// fill) and applied with its seq in one changeset; the device's batched ack
+// never runs ahead of the commits. Presence statuses
+// (device_rules::decide_presence), minted tokens, faults, snapshots (whole
+// or in parts) and their reconciliation (the pure reconcile::reconcile,
+// applied here); dispense results go to the OrderDesk.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core_env.hpp"
+#include "vend/agent/device_book.hpp"
+#include "vend/agent/device_rules.hpp"
+#include "vend/agent/order_book.hpp"
+#include "vend/agent/reconcile.hpp"
+#include "vend/agent/restocks.hpp"
+#include "vend/agent/snapshot_assembler.hpp"
+#include "vend/agent/stock.hpp"
+
+namespace vend::agent {
+
+class DeviceDesk;
+class OrderDesk;
+class Output;
+class Writes;
+
+class EventDesk : public CoreEnv {
+ public:
+  EventDesk(const CoreEnv& env, DeviceBook& devices, Stock& stock, Restocks& restocks,
+            OrderBook& orders, Writes& writes, Output& out, OrderDesk& order_desk,
+            DeviceDesk& device_desk)
+      : CoreEnv(env),
+        devices_(devices),
+        stock_(stock),
+        restocks_(restocks),
+        orders_(orders),
+        writes_(writes),
+        out_(out),
+        order_desk_(order_desk),
+        device_desk_(device_desk) {}
+  EventDesk(const EventDesk&) = delete;
+  EventDesk& operator=(const EventDesk&) = delete;
+
+  // ---- event_desk.cpp ----
+  // A message on a device's event or status topic.
+  void on_message(const Message& message);
+  // After a connect: every device not online is asked for its status once,
+  // `delay_ms` from now, and the unminted restocks are sent again.
+  void probe_presence_after(int64_t delay_ms);
+  // tick(): the probe above, when due.
+  void probe_presence();
+  // Tickets the due acks wait for (an inline caller waits, between steps).
+  std::vector<Ticket> due_ack_tickets() const;
+  // The due acks whose events are committed go out; the rest stay due.
+  void flush_acks();
+
+ private:
+  void on_event(const std::string& topic_device, const std::string& payload);
+  // `live`: not a retained copy (its ts_ms is then a clock sample).
+  void on_status(const std::string& topic_device, const std::string& payload, bool live);
+  // A status the core cannot use: rejected, and the device (if known)
+  // asked for its status again.
+  void reject_status(const std::string& device, std::string_view reason, const std::string& detail);
+  void reject_decommissioned(const DeviceRecord& device, const char* what);
+  // True when `mac` is the device's signature of `canonical` under its key,
+  // or under its pending new key (which then replaces the old one, durably).
+  bool verify_signed(DeviceRecord& device, const std::string& canonical, const std::string& mac);
+  // A verified message stamped `device_ts_ms` by the device: a skew sample;
+  // raises or clears the clock_skew alert.
+  void observe_clock(DeviceRecord& device, int64_t device_ts_ms);
+  // Where the event falls in its stream (device_rules::decide_intake),
+  // carried out; true when it is processed now. `what`: its name in logs.
+  bool admit_event(DeviceRecord& device, const proto::DeviceEvent& event, const std::string& what);
+  // `canonical`: the event's signed canonical JSON (kept for snapshots).
+  // A snapshot's body is moved out of `event` (its token lists are not copied).
+  Status apply_event(DeviceRecord& device, proto::DeviceEvent& event, const std::string& canonical,
+                     Changeset& changes);
+  // A gap the device's signed word (events_unavailable) says is gone: the
+  // seq skips to `gap.skip_to` durably, the seq_gap alert is raised and a
+  // full snapshot requested; a resend from its oldest held event when this
+  // event is not the next one.
+  void skip_seq_gap(DeviceRecord& device, const device_rules::Intake& gap);
+  // Retires the device's ledger for `ledger_id` (seq from 1), durably;
+  // `replaced` (not the device's first ledger) raises ledger_replaced and
+  // asks for a full snapshot.
+  void switch_ledger(DeviceRecord& device, const std::string& ledger_id, bool replaced);
+  void want_ack(DeviceRecord& device);
+  // The device's batched ack goes out ack_interval_ms from now (if not
+  // already due); it joins acks_due_, which flush_acks() walks.
+  void schedule_ack(DeviceRecord& device);
+
+  // ---- event_tokens.cpp ----
+  Status on_tokens(DeviceRecord& device, const proto::TokensMinted& minted, Changeset& changes);
+  // The tokens neither memory nor the log knows.
+  Result<std::vector<std::string>> fresh_tokens(const std::vector<std::string>& tokens);
+  void on_fault(DeviceRecord& device, const proto::Fault& fault, Changeset& changes);
+
+  // ---- event_snapshots.cpp: snapshots, whole or in parts, reconciled ----
+  // A part is held in snapshot_parts_; the whole snapshot (one message, or
+  // its last part) is stored, settles overdue dispatches and is reconciled.
+  void on_snapshot(DeviceRecord& device, const proto::DeviceEvent& event,
+                   const std::string& canonical, proto::Snapshot snapshot, Changeset& changes);
+  // A part the assembler dropped: logged (counted when inconsistent) and,
+  // the first time for its snapshot, a new full snapshot is asked for.
+  void snapshot_part_dropped(DeviceRecord& device, const proto::DeviceEvent& event,
+                             const SnapshotAssembler::Added& added);
+  void reconcile(DeviceRecord& device, const proto::DeviceEvent& event, proto::Snapshot snapshot,
+                 Changeset& changes);
+  std::map<int, reconcile::CloudSlot> cloud_view(const DeviceRecord& device,
+                                                 const proto::Snapshot& snapshot);
+  void apply_reconcile(DeviceRecord& device, const reconcile::SlotChanges& c, Changeset& changes);
+  void burn_lost_tokens(const std::string& device, const reconcile::SlotChanges& c,
+                        Changeset& changes);
+  void apply_alert(const std::string& device, const reconcile::AlertChange& alert);
+
+  DeviceBook& devices_;
+  Stock& stock_;
+  Restocks& restocks_;
+  OrderBook& orders_;
+  Writes& writes_;
+  Output& out_;
+  OrderDesk& order_desk_;
+  DeviceDesk& device_desk_;
+  std::set<std::string> acks_due_;          // devices with an ack scheduled (DeviceRecord::acks)
+  int64_t presence_probe_due_mono_ms_ = 0;  // 0 = none pending (set on connect)
+  // Snapshots in parts, joined per device (bounded; lost on a restart).
+  SnapshotAssembler snapshot_parts_;
+};
+
+}  // namespace vend::agent

@@ -1,0 +1,163 @@
+// Private to the agent core: orders and payments. A reservation takes the
+// front token of its slot's pool (the one stock truth); a payment pays a
+// RESERVED order, which is then dispatched once durable, or is recorded and
+// refunded; what each later input does to an order is decided by the order
+// rules (vend/agent/order_rules.hpp) and applied here by settle(). Also the
+// refund outbox's writes and the orders' timers (reservation expiry,
+// dispatch deadline, resend) with the sweep that backs them up.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core_env.hpp"
+#include "vend/agent/deadlines.hpp"
+#include "vend/agent/device_book.hpp"
+#include "vend/agent/order_book.hpp"
+#include "vend/agent/order_rules.hpp"
+#include "vend/agent/payments.hpp"
+#include "vend/agent/stock.hpp"
+
+namespace vend::agent {
+
+class Output;
+class Writes;
+
+class OrderDesk : public CoreEnv {
+ public:
+  OrderDesk(const CoreEnv& env, DeviceBook& devices, OrderBook& orders, Payments& payments,
+            Stock& stock, Deadlines& deadlines, Writes& writes, Output& out)
+      : CoreEnv(env),
+        devices_(devices),
+        orders_(orders),
+        payments_(payments),
+        stock_(stock),
+        deadlines_(deadlines),
+        writes_(writes),
+        out_(out) {}
+  OrderDesk(const OrderDesk&) = delete;
+  OrderDesk& operator=(const OrderDesk&) = delete;
+
+  // ---- start-up (order_desk.cpp) ----
+  // The log's open and recent orders and payments, into memory; every open
+  // DISPATCHED order's command is published again (a crash between its
+  // commit and its publish lost it); returns how many.
+  size_t load(const LoadedState& loaded);
+
+  // ---- reservations (order_desk.cpp) ----
+  // `client`: who asks (the open-reservation cap); `key`: the scoped
+  // idempotency key ("" = none). `durable`: what the answer waits for (the
+  // order's latest write; for a repeated key, that order's).
+  Result<Order> create_order(const std::string& device, int slot, const std::string& client,
+                             const std::string& key, Ticket& durable);
+  Result<Order> cancel(const std::string& order_id);
+  Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
+                               const std::string& note);
+  std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
+                                 const std::string& device);
+  // The order in memory, else read back from the log (finished long ago);
+  // null when unknown.
+  Result<OrderRec*> find_or_load_order(const std::string& order_id);
+  // What an answer about the order waits for: its latest durable-promising
+  // write (ready when the order is not in memory: it was read from the log).
+  Ticket durable_ticket(const std::string& order_id);
+  // What rules:: decided for an order: the token moved (with the stock's
+  // counters), the reason, the transition, the refund, into `changes`.
+  void settle(OrderRec& rec, const rules::Settlement& settlement, Changeset& changes);
+
+  // ---- payments (order_payments.cpp) ----
+  Result<detail::PayStep> pay(const std::string& order_id, const std::string& payment_id,
+                              int64_t amount_cents);
+  // After the payment's commit: the dispense command goes out (once), the answer.
+  Result<Order> finish_pay(const std::string& order_id, const detail::PayStep& step,
+                           const Status& committed);
+  // A dispense command of `order_id` did not go out: re-sent later.
+  void publish_failed(const std::string& order_id);
+
+  // ---- the refund outbox (order_refunds.cpp) ----
+  std::vector<RefundDelivery> take_due_refunds(size_t max);
+  // Writes, counts, logs and alerts what `payments` decided of the attempt.
+  void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                        const std::string& detail);
+
+  // ---- what machines report of orders (order_results.cpp) ----
+  // A dispense result of `device` (rules::decide_result), into the event's
+  // changeset. An error (the order could not be read back) leaves the event
+  // unprocessed.
+  Status on_result(const DeviceRecord& device, const proto::DispenseResult& result,
+                   Changeset& changes);
+
+  // ---- time (order_deadlines.cpp) ----
+  // A timer of the order that fell due (expiry, dispatch deadline, resend),
+  // if it is still its slot's.
+  void fire_timer(const FiredTimer& timer);
+  // The backstop scan of the open orders' deadlines.
+  void sweep();
+  // The book's eviction; an evicted order's payments and token are forgotten.
+  void evict_finished();
+  // A full snapshot of `device` arrived: each of its overdue DISPATCHED
+  // orders is settled or its result asked for again (rules::decide_overdue).
+  void resolve_overdue(const std::string& device, int64_t device_ts_ms,
+                       const proto::Snapshot& snapshot, Changeset& changes);
+
+ private:
+  // Sends the order's dispense command, or schedules its resend.
+  void publish_dispense(OrderRec& rec);
+  // An open order of the log: in the book, its token held, its deadline set.
+  void restore_order(const Order& order);
+  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
+  // The slot, if the device is known, has it, and is online.
+  Result<StockSlot*> sellable_slot(const std::string& device, int slot);
+  OrderRec& open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
+                             const std::string& client, const std::string& key);
+  void expire_reservation(OrderRec& rec, const std::string& why);
+  // The transition in memory (the book), the log, the ops feed; a finished
+  // order's timers are cancelled.
+  void set_state(OrderRec& rec, OrderState to, Changeset& changes, const std::string& detail);
+  // The order's token moves `from` -> `to` (nothing when equal), with the
+  // stock's counters, into `changes`.
+  void move_token(OrderRec& rec, TokenState from, TokenState to, Changeset& changes);
+
+  Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
+  detail::PayStep dispatch_paid(OrderRec& rec, const std::string& payment_id, int64_t amount_cents);
+  // The payment cannot be honoured (rules::decide_payment): recorded and
+  // refunded; the order keeps its state unless the payment was late (then
+  // it ends REFUNDED).
+  detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
+                                 const rules::PaymentDecision& decision);
+  detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
+                                       int64_t amount_cents);
+  static Order unknown_order(const std::string& order_id);
+  void refund_order(OrderRec& rec, const std::string& reason, Changeset& changes);
+  // Records a refund in `changes`; it enters the outbox at the next commit.
+  void add_refund(Changeset& changes, StoredRefund refund);
+
+  // One deadline timer per order (a new one replaces it), one resend timer
+  // (kept if already pending); subjects are the orders' places in the book.
+  void schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms);
+  void schedule_resend(OrderRec& rec, int64_t at_ms);
+  void cancel_timers(OrderRec& rec);
+  void on_dispatch_deadline(OrderRec& rec);
+  void send_to_review(OrderRec& rec, const rules::Settlement& settlement);
+  void on_resend(OrderRec& rec);
+  // DISPENSED for an order settled otherwise: alert, fault row, counter.
+  void report_contradiction(const DeviceRecord& device, const OrderRec& rec,
+                            const std::string& what, Changeset& changes);
+  // A result that changes nothing, logged (`rec` null for kNoOrder).
+  void ignore_result(const DeviceRecord& device, const OrderRec* rec, const std::string& what,
+                     rules::ResultDecision::Ignored why);
+
+  DeviceBook& devices_;
+  OrderBook& orders_;
+  Payments& payments_;
+  Stock& stock_;
+  Deadlines& deadlines_;
+  Writes& writes_;
+  Output& out_;
+  // Stock::slots_of each device (by DeviceRecord::index), kept once it
+  // exists: the request path's look-up.
+  std::vector<Stock::Slots*> device_slots_;
+};
+
+}  // namespace vend::agent

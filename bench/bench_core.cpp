@@ -264,7 +264,11 @@ void run(const bench::Options& opt, bench::Report& report) {
   // measured once, reported apart, and the timed runs follow it.
   bench::progress("bench_core", "first pass over every slot (reported apart)");
   Figures cold = threaded.run_async(2000, d / 2);
-  (void)on_postgres.run_async(2000, d / 2);
+  Figures cold_pg = on_postgres.run_async(2000, d / 2);
+  if (cold.failed + cold_pg.failed > 0) {
+    throw std::runtime_error(std::to_string(cold.failed + cold_pg.failed) +
+                             " first-pass reservations failed");
+  }
   for (int r = 0; r < opt.runs; ++r) {
     bench::progress("bench_core", "run " + std::to_string(r + 1));
     (void)threaded.mean_group();

@@ -2,8 +2,8 @@
 // repository, clock, random source and log, the options, the counters, and
 // which machines this instance serves — and the small helpers they share.
 //
-// The core's parts (each a class over the components it uses, layered so
-// that none calls up; docs/agent.md, "The core's shape"):
+// The core's parts (each a class over the components it uses; a part calls
+// only the parts listed before it; docs/agent.md, "The core's shape"):
 //   Writes       the log: may a step write, its commit, fencing, failure
 //   Output       what a step sends: commands and requests to devices, the
 //                ops topics, subscriptions (the step's effects)

@@ -60,10 +60,7 @@ void OrderDesk::on_dispatch_deadline(OrderRec& rec) {
 }
 
 void OrderDesk::send_to_review(OrderRec& rec, const rules::Settlement& settlement) {
-  if (!writes_.writable().ok()) return;  // the recheck tries again
-  Changeset changes;
-  settle(rec, settlement, changes);
-  rec.last_write = writes_.commit(std::move(changes));
+  if (!settle_and_commit(rec, settlement).ok()) return;  // the recheck tries again
   log.warn(detail::kLog,
            "order " + rec.order.id + ": no result from " + rec.order.device + "; NEEDS_REVIEW");
 }

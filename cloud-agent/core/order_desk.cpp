@@ -253,6 +253,14 @@ void OrderDesk::settle(OrderRec& rec, const rules::Settlement& s, Changeset& cha
   if (!s.refund_reason.empty()) refund_order(rec, s.refund_reason, changes);
 }
 
+Status OrderDesk::settle_and_commit(OrderRec& rec, const rules::Settlement& settlement) {
+  if (auto s = writes_.writable(); !s.ok()) return s;
+  Changeset changes;
+  settle(rec, settlement, changes);
+  rec.last_write = writes_.commit(std::move(changes));
+  return {};
+}
+
 Result<Order> OrderDesk::cancel(const std::string& order_id) {
   auto found = find_or_load_order(order_id);
   if (!found.ok()) return found.error();
@@ -264,10 +272,7 @@ Result<Order> OrderDesk::cancel(const std::string& order_id) {
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only RESERVED cancels");
   }
-  if (auto s = writes_.writable(); !s.ok()) return s.error();
-  Changeset changes;
-  settle(rec, decision.settlement, changes);
-  rec.last_write = writes_.commit(std::move(changes));
+  if (auto s = settle_and_commit(rec, decision.settlement); !s.ok()) return s.error();
   return rec.order;
 }
 
@@ -289,10 +294,7 @@ Result<Order> OrderDesk::resolve_review(const std::string& order_id, bool dispen
     return make_error("invalid_state", "order " + order_id + " is " + to_string(rec.order.state) +
                                            "; only NEEDS_REVIEW is resolved");
   }
-  if (auto s = writes_.writable(); !s.ok()) return s.error();
-  Changeset changes;
-  settle(rec, decision.settlement, changes);
-  rec.last_write = writes_.commit(std::move(changes));
+  if (auto s = settle_and_commit(rec, decision.settlement); !s.ok()) return s.error();
   log.info(detail::kLog, "order " + order_id + " review resolved: " + why);
   return rec.order;
 }
@@ -300,10 +302,7 @@ Result<Order> OrderDesk::resolve_review(const std::string& order_id, bool dispen
 void OrderDesk::expire_reservation(OrderRec& rec, const std::string& why) {
   auto settlement = rules::decide_expiry(rec.order, why);
   if (!settlement) return;
-  if (!writes_.writable().ok()) return;  // the sweep tries again
-  Changeset changes;
-  settle(rec, *settlement, changes);
-  rec.last_write = writes_.commit(std::move(changes));
+  if (!settle_and_commit(rec, *settlement).ok()) return;  // the sweep tries again
   log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
 }
 

@@ -112,6 +112,9 @@ class OrderDesk : public CoreEnv {
   OrderRec& open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
                              const std::string& client, const std::string& key);
   void expire_reservation(OrderRec& rec, const std::string& why);
+  // settle() alone in its own changeset, committed; the order's answer waits
+  // for that commit. Not writable: nothing changes, the reason is returned.
+  Status settle_and_commit(OrderRec& rec, const rules::Settlement& settlement);
   // The transition in memory (the book), the log, the ops feed; a finished
   // order's timers are cancelled.
   void set_state(OrderRec& rec, OrderState to, Changeset& changes, const std::string& detail);

@@ -64,7 +64,6 @@ class Output : public CoreEnv {
   // `from` is "" for a new order.
   void ops_order_event(const OrderRec& rec, const std::string& from);
   void mark_device_dirty(const std::string& device_id);
-  void fleet_changed() { views_.fleet_changed(); }
   // The retained report of the device's last reconciliation.
   void publish_reconcile_report(const std::string& device_id, const std::string& report);
   // Raised once while active; cleared by clear_alert (both are published).
@@ -74,7 +73,6 @@ class Output : public CoreEnv {
   bool alert_active(const std::string& device, int slot, std::string_view code) const;
   const AlertBook& alerts() const { return alerts_; }
   ops::DeviceStatus device_status(const DeviceRecord& device) const;
-  ops::FleetSummary fleet_summary() const;
   // tick(): the queued order events, the dirty device statuses and the
   // fleet summary, rate-limited.
   void publish_ops_views();
@@ -83,6 +81,7 @@ class Output : public CoreEnv {
   std::set<std::string> subscribed_devices;  // cluster mode
 
  private:
+  ops::FleetSummary fleet_summary() const;
   void publish_ops(std::string topic, std::string payload, int qos, bool retained);
   void flush_order_events();
 

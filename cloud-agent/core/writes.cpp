@@ -8,10 +8,7 @@ namespace vend::agent {
 
 Status Writes::writable() {
   if (!started) return make_error("unavailable", "the agent core is not started");
-  if (!storage_failed && repo.has_failed_writes()) {
-    fail_storage("a repository write failed");
-  }
-  if (storage_failed) {
+  if (failed()) {
     return make_error("unavailable", "storage failed; restart the agent to recover");
   }
   if (draining || fenced) {

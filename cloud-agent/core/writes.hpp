@@ -21,7 +21,8 @@ class Writes : public CoreEnv {
   Writes(const CoreEnv& env, OrderBook& orders, Payments& payments)
       : CoreEnv(env), orders_(orders), payments_(payments) {}
 
-  // ok when a mutation may proceed: started, storage healthy, queue room.
+  // ok when a mutation may proceed: started, storage healthy, not fenced or
+  // draining, queue room.
   Status writable();
   // Submits, and makes the ticket the last_write of every order touch()ed
   // since the previous commit. A refused submit (writable() said yes)

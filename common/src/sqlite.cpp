@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "sqlite_wal_buffer.hpp"
+
 namespace vend::sql {
 
 Error make_sqlite_error(sqlite3* db, int rc, std::string_view sql) {
@@ -120,7 +122,9 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   sqlite3* handle = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (options.create) flags |= SQLITE_OPEN_CREATE;
-  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, nullptr);
+  bool buffered = options.buffer_wal_writes && options.wal && options.synchronous == Sync::kFull;
+  const char* vfs = buffered ? detail::wal_buffer_vfs_name() : nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &handle, flags, vfs);
   if (rc != SQLITE_OK) {
     Error err = make_sqlite_error(handle, rc, "");
     sqlite3_close_v2(handle);

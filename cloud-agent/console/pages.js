@@ -153,7 +153,7 @@ pages.fleet = {
         row.replaceWith(fresh);
         setTimeout(() => fresh.classList.remove('flash'), 600);
       }
-      later('fleet-summary', () => this.refreshSummary(), 10000);
+      later('fleet-summary', () => this.refreshSummary().catch(() => {}), 10000);
     } else if (kind === 'fleet') {
       Object.assign(this.summary, {devices: msg.devices, online: msg.online,
                                    offline: msg.devices - msg.online});
@@ -163,9 +163,13 @@ pages.fleet = {
       this.chart();
     }
   },
+  // Its fetch may end on another page (the console test met that under
+  // ASan: a TypeError from cards()), so the page is checked again after it.
   async refreshSummary() {
     if (current?.page !== this || !live.up) return;
-    this.summary = await api('/v1/fleet/summary');
+    const summary = await api('/v1/fleet/summary');
+    if (current?.page !== this) return;
+    this.summary = summary;
     this.cards();
   },
 };

@@ -38,7 +38,7 @@ sqlite3_io_methods g_methods;
 WalFile* wal(sqlite3_file* file) { return reinterpret_cast<WalFile*>(file); }
 sqlite3_file* real(sqlite3_file* file) { return wal(file)->real; }
 
-// Hands the buffered bytes to the real file as one write. On failure the
+// Hands the buffered bytes to the real file, kMaxWrite at a time. On failure the
 // bytes are dropped, as a failed write of the default VFS leaves them unwritten.
 int flush(WalFile* f) {
   int rc = SQLITE_OK;

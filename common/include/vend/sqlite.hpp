@@ -25,8 +25,8 @@ struct OpenOptions {
   Sync synchronous = Sync::kFull;
   int busy_timeout_ms = 5000;
   bool create = true;
-  // With wal and kFull: a transaction's WAL writes reach the file as one
-  // write at its commit's sync instead of two per page (sqlite_wal_buffer.hpp).
+  // With wal and kFull: a transaction's WAL writes reach the file in writes
+  // of up to 124 KiB at its commit's sync, not two per page (sqlite_wal_buffer.hpp).
   // Ignored otherwise. Off only to measure against.
   bool buffer_wal_writes = true;
 };

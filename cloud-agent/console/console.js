@@ -270,13 +270,15 @@ function onFrame(frame) {
   $('status').classList.remove('stale');
 }
 
-// Runs fn once, `ms` after the first call for `key` (coalesces bursts).
+// Runs fn once, `ms` after the first call for `key` (coalesces bursts). A
+// failed fetch of fn is dropped: the next refresh or event tries again, and
+// the status line already says when the agent cannot be reached.
 const laters = new Map();
 function later(key, fn, ms) {
   if (laters.has(key)) return;
   laters.set(key, setTimeout(() => {
     laters.delete(key);
-    fn();
+    Promise.resolve(fn()).catch(() => {});
   }, ms));
 }
 

@@ -153,7 +153,7 @@ pages.fleet = {
         row.replaceWith(fresh);
         setTimeout(() => fresh.classList.remove('flash'), 600);
       }
-      later('fleet-summary', () => this.refreshSummary().catch(() => {}), 10000);
+      later('fleet-summary', () => this.refreshSummary(), 10000);
     } else if (kind === 'fleet') {
       Object.assign(this.summary, {devices: msg.devices, online: msg.online,
                                    offline: msg.devices - msg.online});

@@ -27,7 +27,7 @@ struct OpenOptions {
   bool create = true;
   // With wal and kFull: a transaction's WAL writes reach the file in writes
   // of up to 124 KiB at its commit's sync, not two per page (sqlite_wal_buffer.hpp).
-  // Ignored otherwise. Off only to measure against.
+  // Ignored otherwise. false: the default VFS, as before the buffer.
   bool buffer_wal_writes = true;
 };
 

@@ -226,8 +226,16 @@ Phase run_closed_loop_events(Side& side, int clients, double seconds) {
   double cpu_start = cpu_seconds(side.server->agent_pid());
   int64_t t_start = now_ns();
   t_end = t_start + static_cast<int64_t>(seconds * 1e9);
-  conns->run(script, static_cast<int64_t>(seconds * 1000) + 30'000);
+  auto answered = conns->run(script, static_cast<int64_t>(seconds * 1000) + 30'000);
   double elapsed = static_cast<double>(now_ns() - t_start) * 1e-9;
+  // A connection that closed or timed out ends its customer without a
+  // further call of the script: its last exchange is counted here.
+  for (const auto& exchanges : answered) {
+    if (!exchanges.empty() && exchanges.back().status == 0) {
+      ++s.errors;
+      ++s.error_statuses[0];
+    }
+  }
   return summarize(s, elapsed, cpu_seconds(side.server->agent_pid()) - cpu_start);
 }
 

@@ -287,17 +287,23 @@ HttpCustomer::Reply HttpCustomer::create_order(const std::string& device, int sl
   return reply_of(client_->Post("/v1/orders", headers, body, "application/json"));
 }
 
-HttpCustomer::Reply HttpCustomer::pay(const std::string& order_id, const std::string& payment_id,
-                                      int64_t amount_cents) {
+SignedPayment signed_payment(const std::string& gateway_secret, const std::string& order_id,
+                             const std::string& payment_id, int64_t amount_cents) {
   std::string body = R"({"payment_id":")" + payment_id + R"(","amount_cents":)" +
                      std::to_string(amount_cents) + "}";
   int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count();
-  httplib::Headers headers{
-      {webhook::kHeader, webhook::sign(gateway_secret_, now_s, order_id, body)}};
+  std::string signature = webhook::sign(gateway_secret, now_s, order_id, body);
+  return {std::move(body), std::move(signature)};
+}
+
+HttpCustomer::Reply HttpCustomer::pay(const std::string& order_id, const std::string& payment_id,
+                                      int64_t amount_cents) {
+  SignedPayment p = signed_payment(gateway_secret_, order_id, payment_id, amount_cents);
+  httplib::Headers headers{{webhook::kHeader, p.signature}};
   return reply_of(
-      client_->Post("/v1/orders/" + order_id + "/payment", headers, body, "application/json"));
+      client_->Post("/v1/orders/" + order_id + "/payment", headers, p.body, "application/json"));
 }
 
 HttpCustomer::Reply HttpCustomer::get(const std::string& path, bool as_operator) {

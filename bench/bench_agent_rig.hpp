@@ -136,6 +136,15 @@ class Fleet {
 };
 
 // One customer (or the gateway): a keep-alive HTTP client. Not thread-safe.
+// A payment notification as the gateway sends it, signed now: its JSON body
+// and the value of its signature header (webhook::kHeader).
+struct SignedPayment {
+  std::string body;
+  std::string signature;
+};
+SignedPayment signed_payment(const std::string& gateway_secret, const std::string& order_id,
+                             const std::string& payment_id, int64_t amount_cents);
+
 class HttpCustomer {
  public:
   struct Reply {

@@ -25,7 +25,6 @@
 #include "bench_agent_rig.hpp"
 #include "bench_util.hpp"
 #include "event_customers.hpp"
-#include "vend/webhook.hpp"
 
 namespace vend::bench {
 namespace {
@@ -99,9 +98,6 @@ Status sell_events(const AgentServer& server, const std::string& device, int cus
   std::vector<int64_t> order_us, pay_us;
   std::atomic<int64_t> created{0}, paid{0}, sold_out{0}, rate_limited{0}, other{0};
   const std::string& secret = server.gateway_secret();
-  int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
   for (size_t c = 0; c < ordered.size(); ++c) {
     requests[c].clear();
     if (ordered[c].empty()) {
@@ -112,10 +108,7 @@ Status sell_events(const AgentServer& server, const std::string& device, int cus
     order_us.push_back(order.latency_us());
     if (!count_order(order.status, order.body, created, sold_out, rate_limited, other)) continue;
     std::string id = json_string(order.body, "id");
-    std::string body = R"({"payment_id":"pay-)" + std::to_string(c) + R"(","amount_cents":100})";
-    requests[c] = http_request(
-        "POST", "/v1/orders/" + id + "/payment",
-        {std::string(webhook::kHeader) + ": " + webhook::sign(secret, now_s, id, body)}, body);
+    requests[c] = payment_request(secret, id, "pay-" + std::to_string(c), 100);
   }
   auto payments = conns->run(once, 30'000);
   for (size_t c = 0; c < payments.size(); ++c) {

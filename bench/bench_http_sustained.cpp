@@ -28,7 +28,6 @@
 #include "bench_agent_rig.hpp"
 #include "bench_util.hpp"
 #include "event_customers.hpp"
-#include "vend/webhook.hpp"
 
 namespace vend::bench {
 namespace {
@@ -204,18 +203,9 @@ Phase run_closed_loop_events(Side& side, int clients, double seconds) {
       } else {
         s.reserve_us.push_back(last.latency_us());
         if (last.status == 201) {
-          std::string id = json_string(last.body, "id");
-          std::string body = R"({"payment_id":"pay-)" +
-                             std::to_string(side.payment_seq.fetch_add(1)) +
-                             R"(","amount_cents":100})";
-          int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
           me.paying = true;
-          return http_request(
-              "POST", "/v1/orders/" + id + "/payment",
-              {std::string(webhook::kHeader) + ": " + webhook::sign(secret, now_s, id, body)},
-              body);
+          return payment_request(secret, json_string(last.body, "id"),
+                                 "pay-" + std::to_string(side.payment_seq.fetch_add(1)), 100);
         }
         ++(last.status == 409 ? s.sold_out : s.errors);
         if (last.status != 409) ++s.error_statuses[last.status];

@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "bench_agent_rig.hpp"
 #include "bench_util.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::bench {
 
@@ -63,6 +65,13 @@ std::string http_request(const std::string& method, const std::string& path,
   r += "\r\n";
   r += body;
   return r;
+}
+
+std::string payment_request(const std::string& gateway_secret, const std::string& order_id,
+                            const std::string& payment_id, int64_t amount_cents) {
+  SignedPayment p = signed_payment(gateway_secret, order_id, payment_id, amount_cents);
+  return http_request("POST", "/v1/orders/" + order_id + "/payment",
+                      {std::string(webhook::kHeader) + ": " + p.signature}, p.body);
 }
 
 Result<EventCustomers> EventCustomers::connect(int port, size_t customers) {

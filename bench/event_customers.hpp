@@ -68,4 +68,9 @@ std::string http_request(const std::string& method, const std::string& path,
                          const std::vector<std::string>& headers = {},
                          const std::string& body = "");
 
+// The raw bytes of the gateway's payment notification for `order_id`, signed
+// now (signed_payment(), bench_agent_rig.hpp).
+std::string payment_request(const std::string& gateway_secret, const std::string& order_id,
+                            const std::string& payment_id, int64_t amount_cents);
+
 }  // namespace vend::bench

@@ -16,10 +16,10 @@
 #include <unordered_set>
 
 #include "bench_util.hpp"
+#include "core/agent_core.hpp"
 #include "null_transport.hpp"
+#include "repository/repository.hpp"
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log.hpp"

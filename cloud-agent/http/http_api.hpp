@@ -27,11 +27,14 @@
 // has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile
 // is answered at once (HttpServer).
 //
-// Handlers block on AgentCore (its group commit), so they run on a bounded
-// WorkerPool, never on the server's event threads: handle() routes nothing
-// itself, it queues the request and returns; a worker routes it, runs it and
-// completes the HttpResponder. A full queue is answered 503 with limit
-// "max_queued_requests".
+// Most handlers block on AgentCore (its group commit), so they run on a
+// bounded WorkerPool: handle() queues the request and returns; a worker
+// routes it, runs it and completes the HttpResponder. A full queue is
+// answered 503 with limit "max_queued_requests". Two routes run on the
+// server's event thread instead: POST /v1/orders (unless the rate limiter
+// may block on Redis) and POST /v1/orders/{id}/payment; they only parse,
+// check and post the work to the core, which completes the HttpResponder
+// after the commit.
 #pragma once
 
 #include <httplib.h>
@@ -46,16 +49,16 @@
 #include <utility>
 #include <vector>
 
-#include "http_server.hpp"
-#include "metrics.hpp"
-#include "path_pattern.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/rate_limiter.hpp"
+#include "core/agent_core.hpp"
+#include "http/http_server.hpp"
+#include "http/metrics.hpp"
+#include "http/path_pattern.hpp"
+#include "http/worker_pool.hpp"
+#include "limits/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
 #include "vend/webhook.hpp"
-#include "worker_pool.hpp"
 
 namespace vend::agent {
 

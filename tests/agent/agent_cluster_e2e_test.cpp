@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "agent_on_postgres.hpp"
+#include "cluster/shard_map.hpp"
 #include "test_support.hpp"
-#include "vend/agent/shard_map.hpp"
 
 namespace vend::agent {
 namespace {

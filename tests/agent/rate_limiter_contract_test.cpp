@@ -14,9 +14,9 @@
 #include <chrono>
 #include <thread>
 
+#include "limits/embedded_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 #include "test_support.hpp"
-#include "vend/agent/embedded_rate_limiter.hpp"
-#include "vend/agent/redis_rate_limiter.hpp"
 
 using vend::agent::BucketRequest;
 using vend::agent::EmbeddedRateLimiter;

@@ -6,8 +6,8 @@
 #include <future>
 #include <memory>
 
+#include "repository/repository.hpp"
 #include "test_support.hpp"
-#include "vend/agent/repository.hpp"
 #include "vend/log.hpp"
 #include "write_gate.hpp"
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "sim_hal/sim_hal.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/fw/ledger.hpp"
-#include "vend/fw/sim_hal.hpp"
 #include "vend/log.hpp"
 #include "vend/protocol.hpp"
 #include "vend/random.hpp"

@@ -5,10 +5,10 @@
 
 #include <filesystem>
 
+#include "checker/invariant_checker.hpp"
 #include "test_support.hpp"
-#include "vend/sim/invariant_checker.hpp"
-#include "vend/sim/world.hpp"
 #include "vend/sqlite.hpp"
+#include "world/world.hpp"
 
 namespace vend::sim {
 namespace {

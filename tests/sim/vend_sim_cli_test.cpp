@@ -3,8 +3,8 @@
 // a ledger is corrupted (the live mode runs the same checker at its end).
 #include <doctest/doctest.h>
 
+#include "checker/invariant_checker.hpp"
 #include "test_support.hpp"
-#include "vend/sim/invariant_checker.hpp"
 #include "vend/sqlite.hpp"
 
 namespace vend::sim {

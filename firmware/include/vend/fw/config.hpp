@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim_hal/sim_hal.hpp"
 #include "vend/file_modes.hpp"
-#include "vend/fw/sim_hal.hpp"
 #include "vend/result.hpp"
 
 namespace vend::fw {

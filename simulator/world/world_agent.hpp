@@ -30,10 +30,10 @@
 #include "cluster/lease_keeper.hpp"
 #include "core/agent_core.hpp"
 #include "repository/repository.hpp"
-#include "skewed_clock.hpp"
-#include "trace.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
 #include "vend/in_memory_bus.hpp"
-#include "world_database.hpp"
+#include "world/world_database.hpp"
 
 namespace vend::sim {
 

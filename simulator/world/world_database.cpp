@@ -1,4 +1,4 @@
-#include "world_database.hpp"
+#include "world/world_database.hpp"
 
 namespace vend::sim {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "sim_hal/sim_hal.hpp"
-#include "skewed_clock.hpp"
-#include "trace.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/fw/ledger.hpp"

@@ -30,9 +30,9 @@
 #include "cluster/lease_keeper.hpp"
 #include "core/agent_core.hpp"
 #include "repository/repository.hpp"
+#include "vend/in_memory_bus.hpp"
 #include "world/skewed_clock.hpp"
 #include "world/trace.hpp"
-#include "vend/in_memory_bus.hpp"
 #include "world/world_database.hpp"
 
 namespace vend::sim {

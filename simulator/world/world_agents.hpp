@@ -16,11 +16,11 @@
 
 #include "checker/invariant_checker.hpp"
 #include "core/agent_core.hpp"
-#include "world/skewed_clock.hpp"
-#include "world/trace.hpp"
 #include "vend/clock.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/random.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
 #include "world/world_agent.hpp"
 #include "world/world_database.hpp"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "world/trace.hpp"
 #include "vend/in_memory_bus.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
 #include "world/world_agents.hpp"
 #include "world/world_machine.hpp"

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "world/trace.hpp"
 #include "vend/clock.hpp"
 #include "vend/random.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
 #include "world/world_agents.hpp"
 

@@ -87,10 +87,17 @@ void Coordinator::on_connection(bool connected) {
   // A SUBSCRIBE makes the broker send the retained presence statuses
   // again; a persistent session that still holds the subscription would
   // not, and every device would look offline after an agent restart.
-  // Commands that failed to publish meanwhile have resend timers.
-  if (!owns) return out.subscribe_all();
-  out.subscribed_devices.clear();  // cluster mode: this instance's machines only
-  for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  if (!owns) {
+    out.subscribe_all();
+  } else {
+    out.subscribed_devices.clear();  // cluster mode: this instance's machines only
+    for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  }
+  // A command the broker accepted may be lost with a clean session or a
+  // broker that lost its store: every live one goes out again.
+  if (size_t sent = order_desk.republish_dispatched(""); sent > 0) {
+    log.info(detail::kLog, std::to_string(sent) + " dispense commands re-sent on connect");
+  }
 }
 
 void Coordinator::take_over_from(Coordinator& old) {

@@ -170,6 +170,8 @@ void EventDesk::on_status(const std::string& topic_device, const std::string& pa
       }
       dev.online = true;
       dev.boot_id = status.boot_id;
+      // Back, or restarted: commands sent meanwhile may be lost with its inbox.
+      if (presence.changed) order_desk_.republish_dispatched(dev.id);
       return;
     case device_rules::Presence::Kind::kStaleWill:
       log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +

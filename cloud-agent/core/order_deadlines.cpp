@@ -15,7 +15,6 @@ void OrderDesk::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) 
 }
 
 void OrderDesk::schedule_resend(OrderRec& rec, int64_t at_ms) {
-  if (rec.resend_timer.pending()) return;
   deadlines_.schedule(rec.resend_timer, TimerKind::kResend, rec.ref, at_ms);
 }
 
@@ -98,6 +97,20 @@ void OrderDesk::on_resend(OrderRec& rec) {
   if (rec.order.state != OrderState::kDispatched) return;
   if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) return;  // the deadline check takes over
   publish_dispense(rec);
+}
+
+size_t OrderDesk::republish_dispatched(const std::string& device) {
+  if (orders_.state_counts()[static_cast<size_t>(OrderState::kDispatched)] == 0) return 0;
+  size_t sent = 0;
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec& rec = *orders_.at(ref);
+    if (rec.order.state != OrderState::kDispatched) continue;
+    if (!device.empty() && rec.order.device != device) continue;
+    if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
+    publish_dispense(rec);
+    ++sent;
+  }
+  return sent;
 }
 
 void OrderDesk::sweep() {

@@ -64,15 +64,7 @@ size_t OrderDesk::load(const LoadedState& loaded) {
                                                                    loaded.recent_orders.size()));
   // A crash between the DISPATCHED commit and the publish loses the
   // command: publish every live one again (the device dedups by order id).
-  size_t republished = 0;
-  for (OrderRef ref : orders_.open_orders()) {
-    OrderRec& rec = *orders_.at(ref);
-    if (rec.order.state != OrderState::kDispatched) continue;
-    if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
-    publish_dispense(rec);
-    ++republished;
-  }
-  return republished;
+  return republish_dispatched("");
 }
 
 void OrderDesk::restore_order(const Order& order) {

@@ -1,6 +1,8 @@
 // OrderDesk: payment notifications. A payment either pays a RESERVED order
 // (which is then dispatched) or is refunded; it is recorded once per
 // payment id, and a repeat of the same id gets the same answer.
+#include <algorithm>
+
 #include "core/order_desk.hpp"
 #include "core/output.hpp"
 #include "core/writes.hpp"
@@ -167,11 +169,19 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   if (dev == nullptr) return;
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
-  if (out_.publish_command(*dev, command, o.id).ok()) {
-    rec.command_published = true;
-  } else {
-    schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
+  if (!out_.publish_command(*dev, command, o.id).ok()) {
+    return schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
   }
+  rec.command_published = true;
+  // A PUBACK is no delivery (a lost session, a broker without its store, a
+  // full or restarted firmware): sent again until a result or the expiry.
+  schedule_resend(rec, clock.wall_ms() + resend_delay(rec.command_sends++));
+}
+
+int64_t OrderDesk::resend_delay(uint32_t sends) const {
+  int64_t delay = std::max<int64_t>(1, options.command_resend_ms);
+  for (uint32_t i = 0; i < sends && delay < options.command_resend_max_ms; ++i) delay *= 2;
+  return std::min(delay, std::max<int64_t>(1, options.command_resend_max_ms));
 }
 
 void OrderDesk::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {

@@ -47,6 +47,7 @@ struct OrderRec {
   Ticket last_write;  // the latest write touching the order (eviction waits for it)
   Ticket durable;     // what a pay() answer about this order waits for
   bool command_published = false;
+  uint32_t command_sends = 0;  // dispense commands published (the re-send backoff)
   // The order still holds its token (taken or restored, not put back): the
   // stock forgets the token when the order leaves memory. False for orders
   // read back finished from the log.

@@ -1,0 +1,130 @@
+// The agent core against real firmware device cores on an in-memory bus
+// (issue 36): a dispense command lost after it was published (a broker or
+// session that lost it, a firmware killed with it in its inbox) is re-sent
+// until a result arrives or it expires, so a paid order dispenses instead of
+// being refunded.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "agent_rig.hpp"
+
+using namespace vend;
+using namespace vend::agent;
+using vend::agent::test::AgentRig;
+using vend::agent::test::DeviceSim;
+namespace rig_test = vend::agent::test;
+
+namespace {
+
+const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}};
+
+DeviceSim& stocked_device(AgentRig& rig, int count) {
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  REQUIRE(rig.online("vm-1"));
+  dev.restock(1, count);
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == count; }));
+  return dev;
+}
+
+Order paid_order(AgentRig& rig) {
+  auto o = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  REQUIRE(paid.ok());
+  REQUIRE(paid->state == OrderState::kDispatched);
+  return *paid;
+}
+
+bool is_dispense(const InMemoryBus::Envelope& e) {
+  return e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
+}
+
+// Drops the first `n` dispense deliveries, as a broker that lost them after
+// its PUBACK; counts every dispense delivery asked for.
+struct DropDispenses {
+  int to_drop = 1;
+  int seen = 0;
+  InMemoryBus::Fault operator()(const InMemoryBus::Envelope& e) {
+    if (!is_dispense(e)) return InMemoryBus::Fault::deliver();
+    ++seen;
+    if (to_drop == 0) return InMemoryBus::Fault::deliver();
+    --to_drop;
+    return InMemoryBus::Fault::drop();
+  }
+};
+
+AgentOptions options_with_resend(int64_t resend_ms) {
+  AgentOptions o = rig_test::test_agent_options();
+  o.command_resend_ms = resend_ms;
+  o.command_resend_max_ms = resend_ms * 4;
+  return o;
+}
+
+void install(AgentRig& rig, DropDispenses& drops) {
+  rig.bus.set_filter([&drops](const InMemoryBus::Envelope& e) { return drops(e); });
+}
+
+}  // namespace
+
+TEST_CASE("a dispense command lost after its publish is re-sent until it runs") {
+  AgentRig rig(options_with_resend(500));
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 3000));
+  CHECK(dev.machine.rotations() == 1);
+  CHECK(drops.seen == 2);
+  rig.run_for(3000);  // settled: nothing more is sent
+  CHECK(drops.seen == 2);
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("re-sent commands back off and stop at the command's expiry") {
+  AgentOptions options = options_with_resend(200);
+  options.command_resend_max_ms = 800;
+  AgentRig rig(options);
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  drops.to_drop = 1000;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(10'000);
+  // Sent at 0, 200, 600, 1400, 2200 (then 3000 is the expiry): 5, not 15.
+  CHECK(drops.seen == 5);
+  CHECK(rig.state_of(o.id) == OrderState::kRefunded);
+  CHECK(dev.machine.rotations() == 0);
+}
+
+TEST_CASE("a dispense command lost after its publish is re-sent on the agent's reconnect") {
+  AgentRig rig(options_with_resend(60'000));  // no periodic re-send before the expiry
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(200);
+  REQUIRE(drops.seen == 1);
+  rig.bus.disconnect(rig_test::kAgentClient, false);
+  rig.run_for(100);
+  REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("a dispense command lost after its publish is re-sent when the machine returns") {
+  AgentRig rig(options_with_resend(60'000));
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(200);
+  REQUIRE(drops.seen == 1);
+  // The firmware restarts (the command was in its inbox, never stored).
+  dev.power_cut();
+  rig.run_for(100);
+  REQUIRE_FALSE(rig.online("vm-1"));
+  dev.boot();
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
+  CHECK(dev.machine.rotations() == 1);
+}

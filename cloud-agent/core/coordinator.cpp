@@ -18,7 +18,7 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
       options(std::move(options_)),
       payments(RefundRetryPolicy{options.refund_retry_base_ms, options.refund_retry_max_ms,
                                  options.refund_max_attempts}),
-      deadlines(clock_.wall_ms(), 10),
+      deadlines(clock_.monotonic_ms(), 10),
       writes(env(), orders, payments),
       out(env(), devices, stock, orders, writes),
       order_desk(env(), devices, orders, payments, stock, deadlines, writes, out),
@@ -129,7 +129,7 @@ void Coordinator::keep_presence_of(const Coordinator& old) {
 
 void Coordinator::tick() {
   if (!writes.started) return;
-  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
+  for (const FiredTimer& timer : deadlines.advance(clock.monotonic_ms())) fire_timer(timer);
   int64_t now = clock.monotonic_ms();
   if (now - last_sweep_mono_ms_ >= options.sweep_interval_ms) {
     last_sweep_mono_ms_ = now;

@@ -70,6 +70,7 @@ size_t OrderDesk::load(const LoadedState& loaded) {
 void OrderDesk::restore_order(const Order& order) {
   OrderRec& rec = orders_.add_open(order, false);
   rec.last_write = rec.durable = detail::ready_ticket();
+  anchor_time(rec);  // the wall clock at start is the only reference
   stock_.restore_held(order.device, order.slot, order.token,
                       order.state == OrderState::kDispatched);
   if (order.state == OrderState::kDispatched) {
@@ -192,6 +193,7 @@ OrderRec& OrderDesk::open_reservation(const std::string& device, int slot, Stock
   o.client = client;
 
   OrderRec& rec = orders_.add_open(std::move(o), true);
+  anchor_time(rec);
   Changeset changes;
   changes.reserve(2);
   changes.insert_order(rec.order);

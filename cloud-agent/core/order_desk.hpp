@@ -144,10 +144,17 @@ class OrderDesk : public CoreEnv {
   // Records a refund in `changes`; it enters the outbox at the next commit.
   void add_refund(Changeset& changes, StoredRefund refund);
 
-  // One deadline timer per order, one resend timer (a new one replaces
-  // each); subjects are the orders' places in the book.
+  // The order's wall-clock time now, on the monotonic clock: the wall clock
+  // read at its anchor plus the monotonic time since (OrderRec::wall_offset_ms).
+  // What its deadlines are compared with; a wall-clock step does not move it.
+  int64_t order_now(const OrderRec& rec) const;
+  // Anchors the order's time to the clocks now (its deadlines are being set).
+  void anchor_time(OrderRec& rec) const;
+  // One deadline timer per order (at the order's wall time at_ms), one
+  // resend timer (delay_ms from now); a new one replaces each. Timers run
+  // on the monotonic clock; subjects are the orders' places in the book.
   void schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms);
-  void schedule_resend(OrderRec& rec, int64_t at_ms);
+  void schedule_resend(OrderRec& rec, int64_t delay_ms);
   void cancel_timers(OrderRec& rec);
   void on_dispatch_deadline(OrderRec& rec);
   void send_to_review(OrderRec& rec, const rules::Settlement& settlement);

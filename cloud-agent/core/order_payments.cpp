@@ -55,7 +55,7 @@ Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& p
   if (auto s = writes_.writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
-  rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, clock.wall_ms());
+  rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, order_now(rec));
   // Past the deadline but the timer has not fired yet: it is expired.
   if (decision.expire_first) expire_reservation(rec, "reservation expired");
   if (decision.kind == rules::PaymentDecision::Kind::kDispatch) {
@@ -101,6 +101,7 @@ PayStep OrderDesk::dispatch_paid(OrderRec& rec, const std::string& payment_id,
   rec.order.payment_id = payment_id;
   set_state(rec, OrderState::kPaid, changes, "payment " + payment_id);
   rec.order.dispatch_expires_at_ms = now + options.dispatch_ttl_ms;
+  anchor_time(rec);
   set_state(rec, OrderState::kDispatched, changes,
             "dispense command, expires at " + std::to_string(rec.order.dispatch_expires_at_ms));
   move_token(rec, TokenState::kReserved, TokenState::kDispatched, changes);
@@ -170,12 +171,12 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
   if (!out_.publish_command(*dev, command, o.id).ok()) {
-    return schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
+    return schedule_resend(rec, options.busy_retry_ms);
   }
   rec.command_published = true;
   // A PUBACK is no delivery (a lost session, a broker without its store, a
   // full or restarted firmware): sent again until a result or the expiry.
-  schedule_resend(rec, clock.wall_ms() + resend_delay(rec.command_sends++));
+  schedule_resend(rec, resend_delay(rec.command_sends++));
 }
 
 int64_t OrderDesk::resend_delay(uint32_t sends) const {
@@ -194,7 +195,7 @@ void OrderDesk::publish_failed(const std::string& order_id) {
   OrderRec* rec = orders_.find(order_id);
   if (rec == nullptr || rec->order.state != OrderState::kDispatched) return;
   rec->command_published = false;
-  schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
+  schedule_resend(*rec, options.busy_retry_ms);
 }
 
 }  // namespace vend::agent

@@ -59,8 +59,10 @@ void Output::request_status(DeviceRecord& device) {
 void Output::request_check_snapshot(DeviceRecord& device, const char* prefix) {
   // Offline, a request would only queue up; the recheck asks again later.
   if (!device.online) return;
-  int64_t now = clock.wall_ms();
-  if (!detail::take_turn(device.check_requested_ms, now, kMinCheckIntervalMs)) return;
+  if (!detail::take_turn(device.check_requested_mono_ms, clock.monotonic_ms(),
+                         kMinCheckIntervalMs)) {
+    return;
+  }
   proto::SnapshotRequest request{device.id, prefix + random.id128().substr(0, 16), true};
   (void)publish_command(device, request);
 }

@@ -53,6 +53,10 @@ struct OrderRec {
   // read back finished from the log.
   bool holds_token = false;
   int64_t paid_mono_ms = 0;
+  // Wall minus monotonic clock when its deadlines were set (reservation,
+  // dispatch, load): its stored wall-clock deadlines are measured from there
+  // on the monotonic clock, so a step of the wall clock moves none.
+  int64_t wall_offset_ms = 0;
   TimerSlot deadline_timer;  // reservation expiry or dispatch deadline
   TimerSlot resend_timer;
   std::vector<std::string> payment_ids;  // every payment id seen for the order

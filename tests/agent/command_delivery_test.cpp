@@ -2,7 +2,8 @@
 // (issue 36): a dispense command lost after it was published (a broker or
 // session that lost it, a firmware killed with it in its inbox) is re-sent
 // until a result arrives or it expires, so a paid order dispenses instead of
-// being refunded.
+// being refunded; deadlines run on the monotonic clock, so a wall-clock step
+// decides no order.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -127,4 +128,33 @@ TEST_CASE("a dispense command lost after its publish is re-sent when the machine
   dev.boot();
   REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
   CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  rig.clock.set_wall_skew(-10 * 60 * 1000);
+  auto o = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  rig.run_for(1500);  // the reservation TTL is 2 s
+  CHECK(rig.state_of(o->id) == OrderState::kReserved);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kExpired; }, 1000));
+}
+
+TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews nothing") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  DropDispenses drops;
+  drops.to_drop = 1000;  // no result: the order stays DISPATCHED
+  install(rig, drops);
+  Order paid = paid_order(rig);
+  auto reserved = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(reserved.ok());
+  rig.run_for(100);
+  rig.clock.set_wall_skew(40 * 60 * 1000);
+  rig.run_for(1000);
+  CHECK(rig.state_of(paid.id) == OrderState::kDispatched);
+  CHECK(rig.state_of(reserved->id) == OrderState::kReserved);
+  // The reservation still expires on time, measured on the monotonic clock.
+  REQUIRE(rig.run_until([&] { return rig.state_of(reserved->id) == OrderState::kExpired; }, 1500));
 }

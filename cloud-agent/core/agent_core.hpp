@@ -169,7 +169,9 @@ struct AgentOptions {
   // status that failed verification (junk or a forgery over the retained
   // one), an `offline` of its current session (a replayed will is answered
   // at once by the live device), and, status_probe_delay_ms after each
-  // connect, every device still not online (no retained status at all).
+  // connect, every device still not online (no retained status at all), in
+  // up to three rounds status_request_interval_ms apart. Only a request
+  // that goes out counts against the interval (none while disconnected).
   int64_t status_request_interval_ms = 5000;
   int64_t status_probe_delay_ms = 3000;
   // Device clock skew: every verified event and live status gives a sample

@@ -48,6 +48,9 @@ Status Output::publish_command(const DeviceRecord& device, const proto::Command&
 }
 
 void Output::request_status(DeviceRecord& device) {
+  // Only a request that can go out spends the interval: one dropped while
+  // the broker connection is down would hold back the probe after connect.
+  if (!connected) return;
   if (!detail::take_turn(device.status_requested_mono_ms, clock.monotonic_ms(),
                          options.status_request_interval_ms)) {
     return;

@@ -3,7 +3,8 @@
 // session that lost it, a firmware killed with it in its inbox) is re-sent
 // until a result arrives or it expires, so a paid order dispenses instead of
 // being refunded; deadlines run on the monotonic clock, so a wall-clock step
-// decides no order.
+// decides no order; presence converges after a restart whatever the order of
+// connect and retained status.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -157,4 +158,53 @@ TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews noth
   CHECK(rig.state_of(reserved->id) == OrderState::kReserved);
   // The reservation still expires on time, measured on the monotonic clock.
   REQUIRE(rig.run_until([&] { return rig.state_of(reserved->id) == OrderState::kExpired; }, 1500));
+}
+
+namespace {
+
+// The agent is down; the broker holds the device's `offline` (a restored
+// old will) although the device is up and will not publish on its own.
+void stale_retained_offline(AgentRig& rig, DeviceSim& dev) {
+  rig.crash_agent();
+  auto replayer = rig.bus.make_client("replayer");
+  REQUIRE(replayer->connect().ok());
+  Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
+  REQUIRE(replayer->publish(Message{will.topic, will.payload, 1, true}).ok());
+  rig.bus.deliver_all();
+}
+
+}  // namespace
+
+TEST_CASE("presence converges when the retained offline is seen before the connect") {
+  AgentRig rig;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  rig.run_for(200);
+  stale_retained_offline(rig, dev);
+  rig.start_agent();
+  // Paho may hand over the retained statuses before its connected callback:
+  // the core sees the `offline` while it believes the broker is down.
+  rig.core->on_connection(false);
+  rig.bus.deliver_all();
+  REQUIRE_FALSE(rig.online("vm-1"));
+  rig.core->on_connection(true);
+  CHECK(rig.run_until([&] { return rig.online("vm-1"); }, 2000));
+}
+
+TEST_CASE("presence converges when the answer to the first status request is lost") {
+  AgentRig rig;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  rig.run_for(200);
+  stale_retained_offline(rig, dev);
+  int dropped = 0;
+  rig.bus.set_filter([&dropped](const InMemoryBus::Envelope& e) {
+    bool online = e.to == rig_test::kAgentClient &&
+                  e.message.topic == topics::device_status("vm-1") &&
+                  e.message.payload.find("\"state\":\"online\"") != std::string::npos;
+    if (!online || dropped > 0) return InMemoryBus::Fault::deliver();
+    ++dropped;
+    return InMemoryBus::Fault::drop();
+  });
+  rig.start_agent();
+  CHECK(rig.run_until([&] { return rig.online("vm-1"); }, 10'000));
+  CHECK(dropped == 1);
 }

@@ -119,7 +119,15 @@ struct AgentOptions {
   int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
   int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines
   int64_t busy_retry_ms = 2000;           // re-send a command a busy device refused
-  int64_t ack_interval_ms = 50;           // cumulative acks are batched this long
+  // A published dispense command without a result is sent again
+  // command_resend_ms after its first send, then after twice that, and so
+  // on up to command_resend_max_ms, until a result arrives or the command
+  // expires (the device deduplicates by order id). It is also sent again at
+  // once on every connect of the agent to the broker and when its machine
+  // comes online: a command the broker accepted may still be lost.
+  int64_t command_resend_ms = 5000;
+  int64_t command_resend_max_ms = 20 * 1000;
+  int64_t ack_interval_ms = 50;  // cumulative acks are batched this long
   // A DISPATCHED order past expires_at + expiry_skew with no result: a full
   // snapshot is requested, and asked again this often while it stays so.
   int64_t dispatch_recheck_ms = 30 * 1000;
@@ -161,7 +169,9 @@ struct AgentOptions {
   // status that failed verification (junk or a forgery over the retained
   // one), an `offline` of its current session (a replayed will is answered
   // at once by the live device), and, status_probe_delay_ms after each
-  // connect, every device still not online (no retained status at all).
+  // connect, every device still not online (no retained status at all), in
+  // up to three rounds status_request_interval_ms apart. Only a request
+  // that goes out counts against the interval (none while disconnected).
   int64_t status_request_interval_ms = 5000;
   int64_t status_probe_delay_ms = 3000;
   // Device clock skew: every verified event and live status gives a sample

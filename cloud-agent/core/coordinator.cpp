@@ -18,7 +18,7 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
       options(std::move(options_)),
       payments(RefundRetryPolicy{options.refund_retry_base_ms, options.refund_retry_max_ms,
                                  options.refund_max_attempts}),
-      deadlines(clock_.wall_ms(), 10),
+      deadlines(clock_.monotonic_ms(), 10),
       writes(env(), orders, payments),
       out(env(), devices, stock, orders, writes),
       order_desk(env(), devices, orders, payments, stock, deadlines, writes, out),
@@ -87,10 +87,17 @@ void Coordinator::on_connection(bool connected) {
   // A SUBSCRIBE makes the broker send the retained presence statuses
   // again; a persistent session that still holds the subscription would
   // not, and every device would look offline after an agent restart.
-  // Commands that failed to publish meanwhile have resend timers.
-  if (!owns) return out.subscribe_all();
-  out.subscribed_devices.clear();  // cluster mode: this instance's machines only
-  for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  if (!owns) {
+    out.subscribe_all();
+  } else {
+    out.subscribed_devices.clear();  // cluster mode: this instance's machines only
+    for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  }
+  // A command the broker accepted may be lost with a clean session or a
+  // broker that lost its store: every live one goes out again.
+  if (size_t sent = order_desk.republish_dispatched(""); sent > 0) {
+    log.info(detail::kLog, std::to_string(sent) + " dispense commands re-sent on connect");
+  }
 }
 
 void Coordinator::take_over_from(Coordinator& old) {
@@ -122,7 +129,7 @@ void Coordinator::keep_presence_of(const Coordinator& old) {
 
 void Coordinator::tick() {
   if (!writes.started) return;
-  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
+  for (const FiredTimer& timer : deadlines.advance(clock.monotonic_ms())) fire_timer(timer);
   int64_t now = clock.monotonic_ms();
   if (now - last_sweep_mono_ms_ >= options.sweep_interval_ms) {
     last_sweep_mono_ms_ = now;

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "request_framing.hpp"
+#include "http/request_framing.hpp"
 
 namespace {
 

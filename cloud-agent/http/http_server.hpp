@@ -60,7 +60,7 @@
 #include <utility>
 #include <vector>
 
-#include "request_framing.hpp"
+#include "http/request_framing.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"

@@ -15,8 +15,8 @@
 #include <thread>
 #include <unordered_set>
 
-#include "http_server.hpp"
-#include "request_framing.hpp"
+#include "http/http_server.hpp"
+#include "http/request_framing.hpp"
 #include "vend/log_limiter.hpp"
 
 namespace vend::agent {

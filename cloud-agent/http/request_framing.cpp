@@ -1,6 +1,6 @@
 // The checks of request_framing.hpp. Each rule is one small function over
 // the head; check_request_head() runs them in the header's order.
-#include "request_framing.hpp"
+#include "http/request_framing.hpp"
 
 #include <cstdint>
 #include <cstdio>

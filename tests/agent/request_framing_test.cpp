@@ -1,6 +1,6 @@
 // check_request_head() alone: each rule of request_framing.hpp, its status,
 // problem and message, and the heads it must keep accepting.
-#include "request_framing.hpp"
+#include "http/request_framing.hpp"
 
 #include <doctest/doctest.h>
 

@@ -189,9 +189,14 @@ Status load_payments(const LoadQuery& q, LoadedState& out) {
   for (const auto* orders_of : {&out.open_orders, &out.recent_orders}) {
     for (const Order& o : *orders_of) ids.push_back(o.id);
   }
+  // One index look-up per loaded order: with `order_id = ANY($1)` and a
+  // thousand ids the planner scanned every payment of the history instead
+  // (150 ms at 200,000 payments); OFFSET 0 keeps the LATERAL subquery a
+  // parameterised index scan.
   auto payments =
       q(std::string("SELECT ") + kPaymentColumns +
-            " FROM payments WHERE order_id = ANY($1::text[]) UNION SELECT " + kPaymentColumns +
+            " FROM unnest($1::text[]) AS x(wanted), LATERAL (SELECT " + kPaymentColumns +
+            " FROM payments WHERE order_id = x.wanted OFFSET 0) p UNION SELECT " + kPaymentColumns +
             " FROM payments WHERE outcome = 'unknown_order_refunded' ORDER BY at_ms, payment_id",
         Params{text_array(ids)});
   if (!payments.ok()) return payments.error();

@@ -3,7 +3,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "vend/agent/repository_types.hpp"
+#include "contracts/repository_types.hpp"
 
 namespace vend::agent {
 

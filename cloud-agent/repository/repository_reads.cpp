@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "repository_schema.hpp"
-#include "repository_sqlite.hpp"
+#include "repository/repository_schema.hpp"
+#include "repository/repository_sqlite.hpp"
 #include "vend/json_writer.hpp"
 
 namespace vend::agent {

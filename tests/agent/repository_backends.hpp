@@ -11,8 +11,8 @@
 #include <string>
 
 #include "test_support.hpp"
-#include "vend/agent/postgres_repository.hpp"
-#include "vend/agent/repository.hpp"
+#include "postgres/postgres_repository.hpp"
+#include "repository/repository.hpp"
 #include "vend/log.hpp"
 
 namespace vend::test {

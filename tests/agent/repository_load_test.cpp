@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "repository_backends.hpp"
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 using namespace vend;
 using namespace vend::agent;

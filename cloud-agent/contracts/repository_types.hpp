@@ -214,6 +214,19 @@ struct LoadedState {
   std::map<OrderState, int64_t> order_counts;
 };
 
+// Which part of the log a load reads (several agents: the machines of the
+// shards this instance holds). Asked about machine ids, and about order ids
+// for what names no machine (a payment for an order the agent never had, a
+// refund written before schema v8 whose order is not loaded): owner keys,
+// as AgentCore::Ownership. Null: everything (one agent).
+using LoadFilter = std::function<bool(const std::string& key)>;
+
+// For backends, after a filtered load read the rows of the accepted
+// machines: keeps the payments of unknown orders and the pending refunds
+// whose owner key `only` accepts (a refund without a machine first gets
+// its loaded order's), and makes order_counts count the loaded orders.
+void keep_accepted(LoadedState& loaded, const LoadFilter& only);
+
 struct WriterStats {
   uint64_t writes = 0;         // writes finished (ok or not)
   uint64_t failed_writes = 0;  // writes whose ticket holds an error

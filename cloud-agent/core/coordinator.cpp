@@ -2,8 +2,6 @@
 // tick, timers and metrics.
 #include "core/coordinator.hpp"
 
-#include <algorithm>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,9 +27,9 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
 
 Status Coordinator::start() {
   if (writes.started) return make_error("invalid_state", "start() was already called");
-  auto loaded = repo.load(options.finished_orders_max);
+  // Cluster mode: the repository reads this instance's machines alone.
+  auto loaded = repo.load(options.finished_orders_max, owns);
   if (!loaded.ok()) return loaded.error();
-  if (owns) keep_owned(*loaded);
   if (auto s = device_desk.load(*loaded); !s.ok()) return s;
   size_t republished = order_desk.load(*loaded);
   payments.load_refunds(loaded->pending_refunds, clock.wall_ms());
@@ -43,40 +41,6 @@ Status Coordinator::start() {
                              std::to_string(loaded->pool.size()) + " tokens for sale, " +
                              std::to_string(republished) + " commands re-sent");
   return {};
-}
-
-void Coordinator::keep_owned(LoadedState& loaded) const {
-  auto keep = [this](auto& rows, auto key_of) {
-    std::erase_if(rows, [&](const auto& row) { return !owns(key_of(row)); });
-  };
-  // A payment's order may be evicted from the load (finished long ago) or
-  // unknown: then its order id decides. A refund names its machine (schema
-  // v8; one written before is given its order's, if loaded): it is held,
-  // and its writes fenced, by owner_key().
-  std::unordered_map<std::string, std::string> device_of;
-  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
-    for (const Order& o : *orders_of) device_of[o.id] = o.device;
-  }
-  keep(loaded.devices, [](const LoadedState::Device& d) { return d.id; });
-  keep(loaded.slots, [](const LoadedState::Slot& s) { return s.device; });
-  keep(loaded.pool, [](const LoadedState::PoolToken& t) { return t.device; });
-  keep(loaded.requested, [](const StoredRestock& r) { return r.device; });
-  keep(loaded.open_orders, [](const Order& o) { return o.device; });
-  keep(loaded.recent_orders, [](const Order& o) { return o.device; });
-  keep(loaded.payments, [&](const StoredPayment& p) {
-    auto it = device_of.find(p.order_id);
-    return it == device_of.end() ? p.order_id : it->second;
-  });
-  for (StoredRefund& r : loaded.pending_refunds) {
-    if (!r.device.empty()) continue;
-    if (auto it = device_of.find(r.order_id); it != device_of.end()) r.device = it->second;
-  }
-  keep(loaded.pending_refunds, [](const StoredRefund& r) { return owner_key(r); });
-  // The log's counts are the fleet's; this instance counts what it holds.
-  loaded.order_counts.clear();
-  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
-    for (const Order& o : *orders_of) ++loaded.order_counts[o.state];
-  }
 }
 
 void Coordinator::on_connection(bool connected) {

@@ -26,7 +26,7 @@ class PostgresBackend final : public RepositoryBackend {
   bool supports_fence() const override { return true; }
   Status check_fence(const WriteFence& fence) override;
 
-  Result<LoadedState> load(size_t recent_orders_max) override;
+  Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only) override;
   Result<std::optional<Order>> find_order(const std::string& order_id) override;
   Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) override;
   Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) override;

@@ -159,7 +159,7 @@ class RepositoryBackend {
   }
 
   // The reads of Repository (same contracts).
-  virtual Result<LoadedState> load(size_t recent_orders_max) = 0;
+  virtual Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only) = 0;
   virtual Result<std::optional<Order>> find_order(const std::string& order_id) = 0;
   virtual Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) = 0;
   virtual Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) = 0;
@@ -246,8 +246,19 @@ class Repository {
   Status set_fence(std::shared_ptr<const WriteFence> fence);
 
   // ---- reads (committed data; the backend's RepositoryBackend reads) ----
-  // REQUIRES: recent_orders_max >= 0.
-  Result<LoadedState> load(size_t recent_orders_max) { return backend_->load(recent_orders_max); }
+  // Everything start-up needs, in one consistent snapshot. With `only`
+  // (several agents), the machines it accepts and their data alone: their
+  // slots (with their sold and burned counts), POOL tokens, requested
+  // restocks, open orders, the recent_orders_max most recently finished of
+  // their orders, those orders' payments; the payments of unknown orders and
+  // the pending refunds whose owner key it accepts (keep_accepted()); and
+  // order_counts counts the loaded orders, not the log's. Filtered in the
+  // queries: the cost is the accepted machines' live rows, not the fleet's
+  // or its history (docs/agent.md, "Loading a shard"), apart from one read
+  // of the fleet's device ids. REQUIRES: recent_orders_max >= 0.
+  Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only = nullptr) {
+    return backend_->load(recent_orders_max, only);
+  }
   Result<std::optional<Order>> find_order(const std::string& order_id) {
     return backend_->find_order(order_id);
   }

@@ -317,7 +317,7 @@ struct PahoTransport::Impl {
     Impl& impl;
     Kind kind;
     uintptr_t generation = 0;                // kPublish: its in-flight window slot
-    std::string filter;                      // kSubscribe
+    std::vector<std::string> filters;        // kSubscribe: one, or one packet's
     std::shared_ptr<Completion> completion;  // null when nobody waits
   };
 
@@ -331,6 +331,10 @@ struct PahoTransport::Impl {
   Status publish(const Message& message);
   Status subscribe(const std::string& filter, int qos);
   Status unsubscribe(const std::string& filter);
+  Status subscribe_many(const std::vector<std::string>& filters, int qos);
+  Status send_subscribe_packet(std::vector<std::string> filters, int qos,
+                               std::shared_ptr<Completion> completion);
+  Status wait_subscribed(const std::vector<std::shared_ptr<Completion>>& pending, size_t filters);
 
   Result<bool> attempt_connect();
   void abort_connect();
@@ -640,7 +644,7 @@ bool PahoTransport::Impl::mark_up(uint64_t losses_before) {
 
 Status PahoTransport::Impl::send_subscribe(const std::string& filter, int qos, bool wait) {
   auto completion = wait ? std::make_shared<Completion>() : nullptr;
-  auto* request = new Request{*this, Request::Kind::kSubscribe, 0, filter, completion};
+  auto* request = new Request{*this, Request::Kind::kSubscribe, 0, {filter}, completion};
   MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
   opts.context = request;
   opts.onSuccess = &Impl::on_request_success;
@@ -735,8 +739,22 @@ void PahoTransport::Impl::finish_connect(int rc, bool session_present, const cha
   if (completion) completion->finish(rc, session_present, message);
 }
 
-void PahoTransport::Impl::on_request_success(void* context, MQTTAsync_successData*) {
+void PahoTransport::Impl::on_request_success(void* context, MQTTAsync_successData* data) {
   std::unique_ptr<Request> request(static_cast<Request*>(context));
+  // A SUBSCRIBE of several filters succeeds as a packet; its SUBACK grants
+  // each filter a QoS or refuses it (0x80): the refused stay unconfirmed.
+  if (request->kind == Request::Kind::kSubscribe && request->filters.size() > 1 &&
+      data != nullptr && data->alt.qosList != nullptr) {
+    std::vector<std::string> granted;
+    for (size_t i = 0; i < request->filters.size(); ++i) {
+      if (data->alt.qosList[i] == 0x80) {
+        request->impl.log.warn(kLog, "subscribe '" + request->filters[i] + "' refused");
+      } else {
+        granted.push_back(std::move(request->filters[i]));
+      }
+    }
+    request->filters = std::move(granted);
+  }
   request->impl.finish_request(*request, MQTTASYNC_SUCCESS, nullptr);
 }
 
@@ -776,7 +794,7 @@ void PahoTransport::Impl::finish_request(Request& request, int rc, const char* m
       // Marks subscriptions SUBACKed, so a reconnect with session_present
       // only re-sends the ones that never were.
       if (rc == MQTTASYNC_SUCCESS) {
-        mark_confirmed(request.filter);
+        for (const auto& filter : request.filters) mark_confirmed(filter);
       } else {
         log.warn(kLog, "subscribe failed, rc " + std::to_string(rc));
       }
@@ -942,6 +960,78 @@ Status PahoTransport::Impl::unsubscribe(const std::string& filter) {
   return error;
 }
 
+Status PahoTransport::Impl::subscribe_many(const std::vector<std::string>& filters, int qos) {
+  if (qos < 0 || qos > 2) return make_error("bad_qos", "qos " + std::to_string(qos));
+  for (const auto& filter : filters) {
+    if (!InMemoryBus::is_valid_topic_filter(filter)) {
+      return make_error("bad_topic_filter", "invalid topic filter '" + filter + "'");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& filter : filters) subscriptions[filter] = Subscription{qos, false};
+  }
+  if (!up) return {};  // sent when the session comes up
+  // Every packet goes out before the first SUBACK is awaited: one round
+  // trip for them all. Packets of kPacketFilters: a few kilobytes each.
+  constexpr size_t kPacketFilters = 128;
+  const bool wait = !t_in_handler;
+  std::vector<std::shared_ptr<Completion>> pending;
+  for (size_t at = 0; at < filters.size(); at += kPacketFilters) {
+    size_t end = std::min(filters.size(), at + kPacketFilters);
+    std::vector<std::string> packet(filters.begin() + static_cast<std::ptrdiff_t>(at),
+                                    filters.begin() + static_cast<std::ptrdiff_t>(end));
+    auto completion = wait ? std::make_shared<Completion>() : nullptr;
+    if (Status s = send_subscribe_packet(std::move(packet), qos, completion); !s.ok()) {
+      log.warn(kLog, s.error().to_string());
+      return s;
+    }
+    if (completion) pending.push_back(std::move(completion));
+  }
+  return wait_subscribed(pending, filters.size());
+}
+
+// One SUBSCRIBE of `filters`; finish_request() confirms them and then
+// completes `completion` (if any).
+Status PahoTransport::Impl::send_subscribe_packet(std::vector<std::string> filters, int qos,
+                                                  std::shared_ptr<Completion> completion) {
+  std::vector<char*> topics;
+  for (const auto& filter : filters) topics.push_back(const_cast<char*>(filter.c_str()));
+  std::vector<int> qoss(filters.size(), qos);
+  const std::string what = "subscribe to " + std::to_string(filters.size()) + " filters";
+  auto* request =
+      new Request{*this, Request::Kind::kSubscribe, 0, std::move(filters), std::move(completion)};
+  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
+  opts.context = request;
+  opts.onSuccess = &Impl::on_request_success;
+  opts.onFailure = &Impl::on_request_failure;
+  // Paho copies the topics before it returns (the request keeps its own).
+  int rc = MQTTAsync_subscribeMany(client, static_cast<int>(topics.size()), topics.data(),
+                                   qoss.data(), &opts);
+  if (rc == MQTTASYNC_SUCCESS) return {};
+  delete request;
+  return paho_error(what, rc);
+}
+
+// Waits for every packet's SUBACK, all within one connect_timeout.
+Status PahoTransport::Impl::wait_subscribed(const std::vector<std::shared_ptr<Completion>>& pending,
+                                            size_t filters) {
+  const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
+  for (const auto& completion : pending) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (!completion->wait_for(std::max(left, std::chrono::milliseconds(0)))) {
+      return make_error("timeout",
+                        "no SUBACK for some of " + std::to_string(filters) + " topic filters");
+    }
+    if (completion->rc() != MQTTASYNC_SUCCESS) {
+      return paho_error("subscribe to " + std::to_string(filters) + " filters", completion->rc(),
+                        completion->message());
+    }
+  }
+  return {};
+}
+
 // ---- PahoTransport ---------------------------------------------------------
 
 PahoTransport::PahoTransport(Options options, Logger& logger)
@@ -965,6 +1055,9 @@ bool PahoTransport::connected() const { return impl_->up; }
 Status PahoTransport::publish(const Message& message) { return impl_->publish(message); }
 Status PahoTransport::subscribe(const std::string& topic_filter, int qos) {
   return impl_->subscribe(topic_filter, qos);
+}
+Status PahoTransport::subscribe_many(const std::vector<std::string>& topic_filters, int qos) {
+  return impl_->subscribe_many(topic_filters, qos);
 }
 Status PahoTransport::unsubscribe(const std::string& topic_filter) {
   return impl_->unsubscribe(topic_filter);

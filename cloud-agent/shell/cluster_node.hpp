@@ -51,11 +51,11 @@
 #include <string>
 #include <thread>
 
-#include "shard_gate.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/lease_keeper.hpp"
-#include "vend/agent/lease_store.hpp"
-#include "vend/agent/repository.hpp"
+#include "shell/shard_gate.hpp"
+#include "core/agent_core.hpp"
+#include "cluster/lease_keeper.hpp"
+#include "cluster/lease_store.hpp"
+#include "repository/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"

@@ -11,7 +11,7 @@
 //   - a session holding row locks for ever (an agent paused mid-group)
 //     stalls a write no longer than lock_timeout; once it lets go, writes
 //     succeed again.
-#include "cluster_node.hpp"
+#include "shell/cluster_node.hpp"
 
 #include <doctest/doctest.h>
 #include <libpq-fe.h>
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/pg_lease_store.hpp"
-#include "vend/agent/postgres_repository.hpp"
+#include "core/agent_core.hpp"
+#include "cluster/pg_lease_store.hpp"
+#include "postgres/postgres_repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/log.hpp"

@@ -44,8 +44,15 @@ struct RepositoryOptions {
   // (0 = off). A writer paused between two round trips of a group (SIGSTOP)
   // keeps its transaction's row locks; past this the server ends its
   // session, and the writer, finding its connection lost, fails every later
-  // write (fail-stop). Cluster mode sets it below the lease.
+  // write until Repository::recover(). Cluster mode sets it below the lease.
   int64_t pg_idle_in_transaction_timeout_ms = 0;
+  // PostgreSQL: the write connection's lock_timeout and statement_timeout
+  // (0 = off). A write that waits longer for a row lock (another agent,
+  // paused, holds it) or runs longer fails (its changeset is rolled back to
+  // its savepoint, the rest of the group commits): the core answers it
+  // "unavailable" and, in cluster mode, is rebuilt from the database.
+  int64_t pg_lock_timeout_ms = 0;
+  int64_t pg_statement_timeout_ms = 0;
 };
 
 // Cluster mode (several agents on one PostgreSQL): the shards this instance

@@ -119,6 +119,12 @@ bool AgentCore::fenced() {
   return out;
 }
 
+std::optional<bool> AgentCore::storage_failed() {
+  std::optional<bool> out;
+  (void)step([&] { out = core_->writes.failed(); });
+  return out;
+}
+
 // ---- orders ----
 
 // A reservation is answered only once it is durable: a customer who got

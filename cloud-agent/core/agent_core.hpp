@@ -269,6 +269,11 @@ class AgentCore {
   // True once a write was refused by the fence (the lease of its shard
   // moved): the core changes nothing more until rebuild().
   bool fenced();
+  // True once a repository write failed (see health()): asking latches it,
+  // so that the core changes nothing more until rebuild() even after
+  // Repository::recover(). nullopt when the step was refused (a full
+  // queue): ask again later.
+  std::optional<bool> storage_failed();
 
   // ---- orders (HTTP) ----
   // Reserves one item: one token leaves the pool. Idempotency keys are

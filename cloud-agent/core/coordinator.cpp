@@ -115,7 +115,9 @@ void Coordinator::fire_timer(const FiredTimer& timer) {
 Status Coordinator::health() {
   if (!writes.started) return make_error("unavailable", "not started");
   if (writes.failed()) {
-    return make_error("unavailable", "a repository write failed; restart to recover");
+    return make_error("unavailable",
+                      "a repository write failed; the core is rebuilt from the log by a restart "
+                      "(several agents: once the database answers)");
   }
   return {};
 }

@@ -334,7 +334,7 @@ TEST_CASE_TEMPLATE("hostile text round-trips unchanged", B, OnSqlite, OnPostgres
 
 // ---- PostgreSQL only ----------------------------------------------------------
 
-TEST_CASE("postgresql: a lost connection fails the writes, and every later one (fail-stop)") {
+TEST_CASE("postgresql: a lost connection fails the writes, and every later one until recover()") {
   vend::test::PostgresServer own;  // this test stops it
   own.create_database("lost");
   MemoryLogger log;
@@ -357,6 +357,21 @@ TEST_CASE("postgresql: a lost connection fails the writes, and every later one (
   auto faults = (*repo)->faults("vm-1", 10);
   REQUIRE_FALSE(faults.ok());
   CHECK(faults.error().code == "unavailable");
+  // recover(): "unavailable" while the server is away; once it is back the
+  // writer connects again and writes commit (nothing failed is retried).
+  CHECK((*repo)->has_failed_writes());
+  Status away = (*repo)->recover();
+  REQUIRE_FALSE(away.ok());
+  CHECK(away.error().code == "unavailable");
+  own.start();
+  REQUIRE((*repo)->recover().ok());
+  CHECK_FALSE((*repo)->has_failed_writes());
+  Changeset back;
+  back.insert_fault(StoredFault{"vm-1", "back", "m", 0, 3});
+  CHECK((*repo)->wait((*repo)->submit(std::move(back)).value()).ok());
+  auto kept = (*repo)->faults("vm-1", 10);
+  REQUIRE(kept.ok());
+  CHECK(kept->size() == 2);  // "before" and "back"
 }
 
 TEST_CASE("postgresql: bad URLs fail at open with the cause, and never show the password") {

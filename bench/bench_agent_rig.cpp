@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "bench_util.hpp"
-#include "live_http.hpp"
-#include "live_machine.hpp"
+#include "live/live_http.hpp"
+#include "live/live_machine.hpp"
 #include "vend/crypto.hpp"
 #include "vend/webhook.hpp"
 

@@ -28,12 +28,12 @@
 #include <thread>
 
 #include "bench_util.hpp"
-#include "core_thread.hpp"
+#include "shell/core_thread.hpp"
 #include "null_transport.hpp"
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/postgres_repository.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "postgres/postgres_repository.hpp"
+#include "repository/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
 #include "vend/log.hpp"

@@ -30,8 +30,8 @@
 #include <thread>
 
 #include "bench_util.hpp"
-#include "http_server.hpp"
-#include "worker_pool.hpp"
+#include "http/http_server.hpp"
+#include "http/worker_pool.hpp"
 
 namespace vend::bench {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "vend/agent/timing_wheel.hpp"
+#include "deadlines/timing_wheel.hpp"
 
 namespace {
 

@@ -1,10 +1,10 @@
-#include "vend/agent/lease_keeper.hpp"
+#include "cluster/lease_keeper.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <set>
 
-#include "vend/agent/shard_map.hpp"
+#include "cluster/shard_map.hpp"
 
 namespace vend::agent {
 

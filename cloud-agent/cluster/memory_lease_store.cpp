@@ -1,6 +1,6 @@
 #include <algorithm>
 
-#include "vend/agent/lease_store.hpp"
+#include "cluster/lease_store.hpp"
 
 namespace vend::agent {
 

@@ -1,4 +1,4 @@
-#include "vend/agent/pg_lease_store.hpp"
+#include "cluster/pg_lease_store.hpp"
 
 #include <libpq-fe.h>
 

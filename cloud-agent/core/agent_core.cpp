@@ -3,12 +3,12 @@
 // step's effects);
 // the waits for a group commit (reservations, payments, provisioning, slot
 // changes, restock orders, reviews) happen here, between steps.
-#include "vend/agent/agent_core.hpp"
+#include "core/agent_core.hpp"
 
 #include <algorithm>
 #include <utility>
 
-#include "coordinator.hpp"
+#include "core/coordinator.hpp"
 
 namespace vend::agent {
 

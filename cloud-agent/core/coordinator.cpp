@@ -1,6 +1,6 @@
 // The coordinator (coordinator.hpp): start-up from the repository, the
 // tick, timers and metrics.
-#include "coordinator.hpp"
+#include "core/coordinator.hpp"
 
 #include <algorithm>
 #include <unordered_map>

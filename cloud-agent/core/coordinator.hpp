@@ -10,18 +10,18 @@
 
 #include <string>
 
-#include "core_env.hpp"
-#include "device_desk.hpp"
-#include "event_desk.hpp"
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "vend/agent/deadlines.hpp"
-#include "vend/agent/device_book.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/payments.hpp"
-#include "vend/agent/restocks.hpp"
-#include "vend/agent/stock.hpp"
-#include "writes.hpp"
+#include "core/core_env.hpp"
+#include "core/device_desk.hpp"
+#include "core/event_desk.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "deadlines/deadlines.hpp"
+#include "devices/device_book.hpp"
+#include "orders/order_book.hpp"
+#include "payments/payments.hpp"
+#include "stock/restocks.hpp"
+#include "stock/stock.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -1,5 +1,5 @@
 // The core's shared helpers (core_env.hpp).
-#include "core_env.hpp"
+#include "core/core_env.hpp"
 
 #include <future>
 #include <utility>

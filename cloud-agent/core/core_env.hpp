@@ -25,9 +25,9 @@
 #include <string_view>
 #include <vector>
 
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/order.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "contracts/order.hpp"
+#include "repository/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/protocol.hpp"

@@ -1,13 +1,13 @@
 // DeviceDesk: start-up of the devices, provisioning, slots and restock
 // orders (operator calls), the device views.
-#include "device_desk.hpp"
+#include "core/device_desk.hpp"
 
 #include <algorithm>
 #include <set>
 
-#include "output.hpp"
+#include "core/output.hpp"
 #include "vend/crypto.hpp"
-#include "writes.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "core_env.hpp"
-#include "vend/agent/deadlines.hpp"
-#include "vend/agent/device_book.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/restocks.hpp"
-#include "vend/agent/stock.hpp"
+#include "core/core_env.hpp"
+#include "deadlines/deadlines.hpp"
+#include "devices/device_book.hpp"
+#include "orders/order_book.hpp"
+#include "stock/restocks.hpp"
+#include "stock/stock.hpp"
 
 namespace vend::agent {
 

@@ -2,11 +2,11 @@
 // and accepted beside the old one until the device signs with it;
 // EventDesk::verify_signed) and decommissioning (out of sale for good, its
 // key refused, its id kept).
-#include "device_desk.hpp"
-#include "order_desk.hpp"
-#include "output.hpp"
+#include "core/device_desk.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
 #include "vend/crypto.hpp"
-#include "writes.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

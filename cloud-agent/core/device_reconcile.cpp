@@ -1,8 +1,8 @@
 // DeviceDesk: when reconciliation runs. Periodic snapshot requests staggered
 // across the fleet, on-demand requests and their reports. The comparison
 // itself is EventDesk's (event_snapshots.cpp).
-#include "device_desk.hpp"
-#include "output.hpp"
+#include "core/device_desk.hpp"
+#include "core/output.hpp"
 
 namespace vend::agent {
 

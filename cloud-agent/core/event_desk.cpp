@@ -1,15 +1,15 @@
 // EventDesk: messages from devices (events, presence), their
 // authentication and place in the device's stream, seq gaps and ledgers,
 // and the cumulative acks.
-#include "event_desk.hpp"
+#include "core/event_desk.hpp"
 
 #include <algorithm>
 
-#include "device_desk.hpp"
-#include "order_desk.hpp"
-#include "output.hpp"
+#include "core/device_desk.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
 #include "vend/topics.hpp"
-#include "writes.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -16,14 +16,14 @@
 #include <string_view>
 #include <vector>
 
-#include "core_env.hpp"
-#include "vend/agent/device_book.hpp"
-#include "vend/agent/device_rules.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/reconcile.hpp"
-#include "vend/agent/restocks.hpp"
-#include "vend/agent/snapshot_assembler.hpp"
-#include "vend/agent/stock.hpp"
+#include "core/core_env.hpp"
+#include "devices/device_book.hpp"
+#include "devices/device_rules.hpp"
+#include "orders/order_book.hpp"
+#include "reconcile/reconcile.hpp"
+#include "stock/restocks.hpp"
+#include "core/snapshot_assembler.hpp"
+#include "stock/stock.hpp"
 
 namespace vend::agent {
 

@@ -14,10 +14,10 @@
 // minted tokens) is already applied: the views are comparable exactly.
 #include <algorithm>
 
-#include "event_desk.hpp"
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/event_desk.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -1,8 +1,8 @@
 // EventDesk: minted tokens (a restock arriving in the pool) and faults.
 #include <set>
 
-#include "event_desk.hpp"
-#include "writes.hpp"
+#include "core/event_desk.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

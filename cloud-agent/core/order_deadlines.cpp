@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

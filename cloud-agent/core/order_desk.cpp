@@ -1,13 +1,13 @@
 // OrderDesk: start-up of the orders, reservations (create, cancel, expire,
 // review), order look-ups, and the token moves and transitions every
 // settlement makes.
-#include "order_desk.hpp"
+#include "core/order_desk.hpp"
 
 #include <algorithm>
 #include <cassert>
 
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -2,7 +2,7 @@
 // front token of its slot's pool (the one stock truth); a payment pays a
 // RESERVED order, which is then dispatched once durable, or is recorded and
 // refunded; what each later input does to an order is decided by the order
-// rules (vend/agent/order_rules.hpp) and applied here by settle(). Also the
+// rules (orders/order_rules.hpp) and applied here by settle(). Also the
 // refund outbox's writes and the orders' timers (reservation expiry,
 // dispatch deadline, resend) with the sweep that backs them up.
 #pragma once
@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "core_env.hpp"
-#include "vend/agent/deadlines.hpp"
-#include "vend/agent/device_book.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/order_rules.hpp"
-#include "vend/agent/payments.hpp"
-#include "vend/agent/stock.hpp"
+#include "core/core_env.hpp"
+#include "deadlines/deadlines.hpp"
+#include "devices/device_book.hpp"
+#include "orders/order_book.hpp"
+#include "orders/order_rules.hpp"
+#include "payments/payments.hpp"
+#include "stock/stock.hpp"
 
 namespace vend::agent {
 

@@ -1,9 +1,9 @@
 // OrderDesk: payment notifications. A payment either pays a RESERVED order
 // (which is then dispatched) or is refunded; it is recorded once per
 // payment id, and a repeat of the same id gets the same answer.
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -4,9 +4,9 @@
 // gateway confirms it or it is given up to an alert. The gateway
 // deduplicates by refund id, so a delivery repeated after a crash or a lost
 // answer refunds once.
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

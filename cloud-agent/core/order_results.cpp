@@ -1,8 +1,8 @@
 // OrderDesk: what a machine reports of an order — its dispense result —
 // applied with the event that carried it (rules::decide_result).
-#include "order_desk.hpp"
-#include "output.hpp"
-#include "writes.hpp"
+#include "core/order_desk.hpp"
+#include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

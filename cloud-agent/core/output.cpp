@@ -2,12 +2,12 @@
 // published at QoS 0 (order events) or 1 (the rest), a failed publish is
 // counted and forgotten — the retained views are re-published on the next
 // change, and nothing depends on them (vend/ops.hpp, docs/asyncapi.yaml).
-#include "output.hpp"
+#include "core/output.hpp"
 
-#include "vend/agent/ops_views.hpp"
+#include "ops/ops_views.hpp"
 #include "vend/crypto.hpp"
 #include "vend/topics.hpp"
-#include "writes.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <string_view>
 
-#include "core_env.hpp"
-#include "vend/agent/device_book.hpp"
-#include "vend/agent/ops_feed.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/stock.hpp"
+#include "core/core_env.hpp"
+#include "devices/device_book.hpp"
+#include "ops/ops_feed.hpp"
+#include "orders/order_book.hpp"
+#include "stock/stock.hpp"
 #include "vend/log_limiter.hpp"
 #include "vend/ops.hpp"
 

@@ -1,7 +1,7 @@
 // SnapshotAssembler. Parts are joined as they come (no list of parts is
 // kept), so a part costs its tokens once and the whole snapshot is ready the
 // moment the last part is joined.
-#include "vend/agent/snapshot_assembler.hpp"
+#include "core/snapshot_assembler.hpp"
 
 #include <algorithm>
 #include <iterator>

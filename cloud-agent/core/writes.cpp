@@ -1,6 +1,6 @@
 // The core's writes (writes.hpp): may a step write, its commit, fencing,
 // storage failure.
-#include "writes.hpp"
+#include "core/writes.hpp"
 
 #include <variant>
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core_env.hpp"
-#include "vend/agent/order_book.hpp"
-#include "vend/agent/payments.hpp"
+#include "core/core_env.hpp"
+#include "orders/order_book.hpp"
+#include "payments/payments.hpp"
 
 namespace vend::agent {
 

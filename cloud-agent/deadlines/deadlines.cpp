@@ -4,7 +4,7 @@
 // order they were scheduled (as the counter payloads before). It wraps past
 // 2^28 - 1, skipping 0: a stale timer in the same advance() would have to be
 // 2^28 schedules old to be mistaken for its slot's.
-#include "vend/agent/deadlines.hpp"
+#include "deadlines/deadlines.hpp"
 
 namespace vend::agent {
 

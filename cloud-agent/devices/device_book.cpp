@@ -1,4 +1,4 @@
-#include "vend/agent/device_book.hpp"
+#include "devices/device_book.hpp"
 
 namespace vend::agent {
 

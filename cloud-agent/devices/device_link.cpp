@@ -1,5 +1,5 @@
 // DeviceKeys, AckWindow and ClockSkew (device_link.hpp).
-#include "vend/agent/device_link.hpp"
+#include "devices/device_link.hpp"
 
 #include <algorithm>
 #include <cassert>

@@ -1,5 +1,5 @@
 // device_rules (device_rules.hpp): the event stream's and presence's decisions.
-#include "vend/agent/device_rules.hpp"
+#include "devices/device_rules.hpp"
 
 #include <variant>
 

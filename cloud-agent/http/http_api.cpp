@@ -1,10 +1,10 @@
-#include "http_api.hpp"
+#include "http/http_api.hpp"
 
 #include <exception>
 #include <vector>
 
-#include "http_json.hpp"
-#include "ops_stream.hpp"
+#include "http/http_json.hpp"
+#include "http/ops_stream.hpp"
 #include "vend/crypto.hpp"
 
 namespace vend::agent {

@@ -46,16 +46,16 @@
 #include <utility>
 #include <vector>
 
-#include "http_server.hpp"
-#include "metrics.hpp"
-#include "path_pattern.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/rate_limiter.hpp"
+#include "http/http_server.hpp"
+#include "http/metrics.hpp"
+#include "http/path_pattern.hpp"
+#include "core/agent_core.hpp"
+#include "limits/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
 #include "vend/webhook.hpp"
-#include "worker_pool.hpp"
+#include "http/worker_pool.hpp"
 
 namespace vend::agent {
 

@@ -1,8 +1,8 @@
 // The public catalog of HttpApi: what a customer's app shows of a machine.
 #include <string_view>
 
-#include "http_api.hpp"
-#include "http_json.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
 #include "vend/crypto.hpp"
 
 namespace vend::agent {

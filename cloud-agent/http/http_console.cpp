@@ -4,9 +4,9 @@
 #include <string>
 #include <string_view>
 
-#include "embedded_files.hpp"
-#include "http_api.hpp"
-#include "http_json.hpp"
+#include "http/embedded_files.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
 
 namespace vend::agent {
 

@@ -1,8 +1,8 @@
 // Operator endpoints of HttpApi: provisioning, devices, slots, restock orders.
 #include <set>
 
-#include "http_api.hpp"
-#include "http_json.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
 
 namespace vend::agent {
 

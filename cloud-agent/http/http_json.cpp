@@ -1,11 +1,11 @@
-#include "http_json.hpp"
+#include "http/http_json.hpp"
 
 #include <cstdlib>
 #include <limits>
 #include <set>
 #include <vector>
 
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 #include "vend/json_writer.hpp"
 
 namespace vend::agent::http {

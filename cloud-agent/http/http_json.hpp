@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "repository/repository.hpp"
 #include "vend/result.hpp"
 
 namespace vend::agent::http {

@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "http_api.hpp"
-#include "http_json.hpp"
-#include "ops_series.hpp"
-#include "ops_stream.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
+#include "http/ops_series.hpp"
+#include "http/ops_stream.hpp"
 
 namespace vend::agent {
 

@@ -1,9 +1,9 @@
 // Order endpoints of HttpApi: create, read, pay (gateway), cancel, list.
 #include <charconv>
 
-#include "http_api.hpp"
-#include "http_json.hpp"
-#include "vend/agent/repository.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::agent {
 

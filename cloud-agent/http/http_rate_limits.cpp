@@ -1,6 +1,6 @@
 // The order rate limits of HttpApi (docs/agent.md "Rate limits").
-#include "http_api.hpp"
-#include "http_json.hpp"
+#include "http/http_api.hpp"
+#include "http/http_json.hpp"
 
 namespace vend::agent {
 

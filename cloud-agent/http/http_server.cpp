@@ -1,7 +1,7 @@
 // HttpServer's life (bind, start, stop) and its libmicrohttpd callbacks: a
 // connection's start and end, a request's first line, its headers and body,
 // its hand-over to the handler and its completion.
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <exception>
 #include <thread>
 
-#include "http_server_state.hpp"
+#include "http/http_server_state.hpp"
 
 namespace vend::agent {
 

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "http_server.hpp"
-#include "http_server_state.hpp"
+#include "http/http_server.hpp"
+#include "http/http_server_state.hpp"
 #include "vend/json_writer.hpp"
 #include "vend/thread_name.hpp"
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 #include "vend/log_limiter.hpp"
 
 namespace vend::agent {

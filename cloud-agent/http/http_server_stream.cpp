@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "http_server.hpp"
-#include "http_server_state.hpp"
+#include "http/http_server.hpp"
+#include "http/http_server_state.hpp"
 
 namespace vend::agent {
 

@@ -1,4 +1,4 @@
-#include "metrics.hpp"
+#include "http/metrics.hpp"
 
 #include <charconv>
 #include <cmath>

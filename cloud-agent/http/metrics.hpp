@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/agent_core.hpp"
+#include "core/agent_core.hpp"
 
 namespace vend::agent {
 

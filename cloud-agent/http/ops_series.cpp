@@ -1,5 +1,5 @@
 // OpsSeries: per-minute buckets of the ops messages (ops_series.hpp).
-#include "ops_series.hpp"
+#include "http/ops_series.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
 // OpsHub: SSE frames of the ops messages, fanned out to bounded
 // per-subscriber queues (ops_stream.hpp).
-#include "ops_stream.hpp"
+#include "http/ops_stream.hpp"
 
 #include <algorithm>
 
-#include "metrics.hpp"
+#include "http/metrics.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::agent {

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 #include "vend/result.hpp"
 #include "vend/transport.hpp"
 

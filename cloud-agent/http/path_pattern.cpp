@@ -1,4 +1,4 @@
-#include "path_pattern.hpp"
+#include "http/path_pattern.hpp"
 
 #include <stdexcept>
 

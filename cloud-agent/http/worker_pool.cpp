@@ -1,4 +1,4 @@
-#include "worker_pool.hpp"
+#include "http/worker_pool.hpp"
 
 #include "vend/thread_name.hpp"
 

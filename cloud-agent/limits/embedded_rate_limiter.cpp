@@ -1,4 +1,4 @@
-#include "vend/agent/embedded_rate_limiter.hpp"
+#include "limits/embedded_rate_limiter.hpp"
 
 #include <algorithm>
 #include <cassert>

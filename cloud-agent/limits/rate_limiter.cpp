@@ -1,4 +1,4 @@
-#include "vend/agent/rate_limiter.hpp"
+#include "limits/rate_limiter.hpp"
 
 #include <algorithm>
 #include <cmath>

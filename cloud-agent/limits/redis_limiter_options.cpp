@@ -1,7 +1,7 @@
 // RedisLimiterOptions::parse_url: the --redis URL (redis://HOST:PORT).
 #include <charconv>
 
-#include "vend/agent/redis_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 
 namespace vend::agent {
 

@@ -1,4 +1,4 @@
-#include "redis_link.hpp"
+#include "limits/redis_link.hpp"
 
 #include <pthread.h>
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vend/agent/redis_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 
 namespace vend::agent {
 

@@ -1,8 +1,8 @@
-#include "vend/agent/redis_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 
 #include <cstdio>
 
-#include "redis_link.hpp"
+#include "limits/redis_link.hpp"
 
 namespace vend::agent {
 

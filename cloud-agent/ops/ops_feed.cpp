@@ -1,5 +1,5 @@
 // AlertBook, OrderEventBatch and ViewSchedule (ops_feed.hpp).
-#include "vend/agent/ops_feed.hpp"
+#include "ops/ops_feed.hpp"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // ops_views (ops_views.hpp).
-#include "vend/agent/ops_views.hpp"
+#include "ops/ops_views.hpp"
 
 namespace vend::agent::ops_views {
 

@@ -2,7 +2,7 @@
 // records; its generation is bumped when its order leaves, so entries of
 // the open list and the eviction queue that name a departed order are
 // recognised as dead (the place may hold another order by then).
-#include "vend/agent/order_book.hpp"
+#include "orders/order_book.hpp"
 
 #include <algorithm>
 #include <cassert>

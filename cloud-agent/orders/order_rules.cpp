@@ -1,4 +1,4 @@
-#include "vend/agent/order_rules.hpp"
+#include "orders/order_rules.hpp"
 
 #include <algorithm>
 

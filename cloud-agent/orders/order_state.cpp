@@ -1,7 +1,7 @@
 // Order states: names and the table of legal transitions.
 #include <array>
 
-#include "vend/agent/order.hpp"
+#include "contracts/order.hpp"
 
 namespace vend::agent {
 

@@ -1,5 +1,5 @@
 // Payments: the payment records and the refund outbox (payments.hpp).
-#include "vend/agent/payments.hpp"
+#include "payments/payments.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
 // libpq RAII and error mapping.
-#include "pg_connection.hpp"
+#include "postgres/pg_connection.hpp"
 
 #include <cstdlib>
 #include <utility>

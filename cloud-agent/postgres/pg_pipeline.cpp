@@ -1,5 +1,5 @@
 // One pipelined round trip: send everything, one Sync, read in order.
-#include "pg_pipeline.hpp"
+#include "postgres/pg_pipeline.hpp"
 
 #include <poll.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "pg_connection.hpp"
+#include "postgres/pg_connection.hpp"
 
 namespace vend::agent::pg {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "pg_connection.hpp"
-#include "vend/agent/repository.hpp"
+#include "postgres/pg_connection.hpp"
+#include "repository/repository.hpp"
 #include "vend/log.hpp"
 
 namespace vend::agent::pg {

@@ -1,7 +1,7 @@
 // PostgreSQL's commands for every change the agent core makes. The SQL is
 // in postgres_schema.cpp (prepared once per connection); here only which
 // statements a change runs, with which parameters.
-#include "postgres_changes.hpp"
+#include "postgres/postgres_changes.hpp"
 
 #include <string>
 #include <utility>

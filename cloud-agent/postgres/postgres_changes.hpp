@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "pg_connection.hpp"
-#include "vend/agent/repository.hpp"
+#include "postgres/pg_connection.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::agent::pg {
 

@@ -1,14 +1,14 @@
 // The write fence on PostgreSQL: the locking check that goes with the COMMIT,
 // and whether a database can fence at all (docs/design-decisions.md, "The
 // fence, built").
-#include "postgres_fence.hpp"
+#include "postgres/postgres_fence.hpp"
 
 #include <cstdlib>
 #include <memory>
 #include <utility>
 
-#include "postgres_backend.hpp"
-#include "postgres_changes.hpp"
+#include "postgres/postgres_backend.hpp"
+#include "postgres/postgres_changes.hpp"
 
 namespace vend::agent::pg {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::agent::pg {
 

@@ -25,10 +25,10 @@
 // rest is applied again (each round drops at least one changeset).
 #include <utility>
 
-#include "pg_pipeline.hpp"
-#include "postgres_backend.hpp"
-#include "postgres_changes.hpp"
-#include "postgres_fence.hpp"
+#include "postgres/pg_pipeline.hpp"
+#include "postgres/postgres_backend.hpp"
+#include "postgres/postgres_changes.hpp"
+#include "postgres/postgres_fence.hpp"
 
 namespace vend::agent::pg {
 

@@ -3,9 +3,9 @@
 #include <map>
 #include <utility>
 
-#include "postgres_backend.hpp"
-#include "postgres_changes.hpp"
-#include "postgres_schema.hpp"
+#include "postgres/postgres_backend.hpp"
+#include "postgres/postgres_changes.hpp"
+#include "postgres/postgres_schema.hpp"
 
 namespace vend::agent::pg {
 

@@ -1,10 +1,10 @@
 // Opening the PostgreSQL repository: connections, migration, statements.
-#include "vend/agent/postgres_repository.hpp"
+#include "postgres/postgres_repository.hpp"
 
 #include <utility>
 
-#include "postgres_backend.hpp"
-#include "postgres_schema.hpp"
+#include "postgres/postgres_backend.hpp"
+#include "postgres/postgres_schema.hpp"
 
 namespace vend::agent {
 

@@ -1,6 +1,6 @@
 // The PostgreSQL schema: the same tables and meaning as SQLite's
 // (cloud-agent/repository/repository_schema.cpp), in PostgreSQL's types.
-#include "postgres_schema.hpp"
+#include "postgres/postgres_schema.hpp"
 
 namespace vend::agent::pg {
 

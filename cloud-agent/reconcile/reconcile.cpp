@@ -1,6 +1,6 @@
 // The comparison of reconcile.hpp. Strings for the report and the alerts
 // are built here so the core only applies what comes back.
-#include "vend/agent/reconcile.hpp"
+#include "reconcile/reconcile.hpp"
 
 #include <algorithm>
 #include <bit>

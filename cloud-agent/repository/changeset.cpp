@@ -3,7 +3,7 @@
 #include <cassert>
 #include <utility>
 
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::agent {
 

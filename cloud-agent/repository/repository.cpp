@@ -1,11 +1,11 @@
 // Repository: the write queue, the writer thread and group commit (the
 // backend applies each group).
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 #include <algorithm>
 #include <utility>
 
-#include "vend/agent/shard_map.hpp"
+#include "cluster/shard_map.hpp"
 #include "vend/thread_name.hpp"
 
 namespace vend::agent {

@@ -1,8 +1,8 @@
 // Repository: SQLite's SQL for every change the agent core makes.
 #include <utility>
 
-#include "repository_schema.hpp"
-#include "repository_sqlite.hpp"
+#include "repository/repository_schema.hpp"
+#include "repository/repository_sqlite.hpp"
 
 namespace vend::agent::detail {
 

@@ -1,5 +1,5 @@
 // The SQLite backend's WAL checkpoints, off the writer thread.
-#include "repository_checkpointer.hpp"
+#include "repository/repository_checkpointer.hpp"
 
 #include <algorithm>
 #include <utility>

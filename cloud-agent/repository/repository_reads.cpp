@@ -2,8 +2,8 @@
 #include <map>
 #include <utility>
 
-#include "repository_schema.hpp"
-#include "repository_sqlite.hpp"
+#include "repository/repository_schema.hpp"
+#include "repository/repository_sqlite.hpp"
 
 namespace vend::agent {
 

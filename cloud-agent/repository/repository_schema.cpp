@@ -1,12 +1,12 @@
 // The agent database schema. Only the repository knows table and column names.
-#include "repository_schema.hpp"
+#include "repository/repository_schema.hpp"
 
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::agent {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/agent_core.hpp"
+#include "core/agent_core.hpp"
 #include "vend/sqlite.hpp"
 
 namespace vend::agent::detail {

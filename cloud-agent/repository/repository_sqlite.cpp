@@ -1,11 +1,11 @@
 // Repository: the SQLite backend's opening and group commit.
-#include "repository_sqlite.hpp"
+#include "repository/repository_sqlite.hpp"
 
 #include <optional>
 #include <utility>
 
-#include "repository_checkpointer.hpp"
-#include "repository_schema.hpp"
+#include "repository/repository_checkpointer.hpp"
+#include "repository/repository_schema.hpp"
 
 namespace vend::agent {
 

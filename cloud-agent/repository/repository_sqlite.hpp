@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "repository_checkpointer.hpp"
-#include "vend/agent/repository.hpp"
+#include "repository/repository_checkpointer.hpp"
+#include "repository/repository.hpp"
 #include "vend/log.hpp"
 #include "vend/sqlite.hpp"
 

@@ -1,10 +1,10 @@
-#include "cluster_node.hpp"
+#include "shell/cluster_node.hpp"
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "metrics.hpp"
-#include "vend/agent/shard_map.hpp"
+#include "http/metrics.hpp"
+#include "cluster/shard_map.hpp"
 #include "vend/thread_name.hpp"
 
 namespace vend::agent {

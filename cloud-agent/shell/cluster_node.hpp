@@ -34,10 +34,10 @@
 #include <string>
 #include <thread>
 
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/lease_keeper.hpp"
-#include "vend/agent/lease_store.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "cluster/lease_keeper.hpp"
+#include "cluster/lease_store.hpp"
+#include "repository/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"

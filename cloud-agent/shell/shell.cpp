@@ -1,4 +1,4 @@
-#include "shell.hpp"
+#include "shell/shell.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,20 +11,20 @@
 #include <memory>
 #include <thread>
 
-#include "cluster_node.hpp"
-#include "core_thread.hpp"
-#include "http_api.hpp"
-#include "http_server.hpp"
-#include "ops_series.hpp"
-#include "ops_stream.hpp"
-#include "refund_sender.hpp"
-#include "shell_options.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_rate_limiter.hpp"
-#include "vend/agent/pg_lease_store.hpp"
-#include "vend/agent/postgres_repository.hpp"
-#include "vend/agent/redis_rate_limiter.hpp"
-#include "vend/agent/repository.hpp"
+#include "shell/cluster_node.hpp"
+#include "shell/core_thread.hpp"
+#include "http/http_api.hpp"
+#include "http/http_server.hpp"
+#include "http/ops_series.hpp"
+#include "http/ops_stream.hpp"
+#include "shell/refund_sender.hpp"
+#include "shell/shell_options.hpp"
+#include "core/agent_core.hpp"
+#include "limits/embedded_rate_limiter.hpp"
+#include "cluster/pg_lease_store.hpp"
+#include "postgres/postgres_repository.hpp"
+#include "limits/redis_rate_limiter.hpp"
+#include "repository/repository.hpp"
 #include "vend/connect_retry.hpp"
 #include "vend/paho_transport.hpp"
 #include "vend/topics.hpp"

@@ -1,4 +1,4 @@
-#include "shell_config.hpp"
+#include "shell/shell_config.hpp"
 
 #include <cerrno>
 #include <cstring>

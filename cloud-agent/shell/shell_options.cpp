@@ -1,4 +1,4 @@
-#include "shell_options.hpp"
+#include "shell/shell_options.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <charconv>
 #include <map>
 
-#include "shell_config.hpp"
+#include "shell/shell_config.hpp"
 
 namespace vend::agent {
 

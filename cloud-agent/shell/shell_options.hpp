@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/redis_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "shell_options.hpp"
+#include "shell/shell_options.hpp"
 #include "vend/crypto.hpp"
 #include "vend/file_modes.hpp"
 

@@ -1,5 +1,5 @@
 // Restocks (restocks.hpp).
-#include "vend/agent/restocks.hpp"
+#include "stock/restocks.hpp"
 
 namespace vend::agent {
 

@@ -1,7 +1,7 @@
 // Stock: the slots' pools and counters (stock.hpp). Moves on a missing slot
 // are bugs of the caller (asserted); start-up loads tolerate them (the log
 // may name slots of a device no longer defined).
-#include "vend/agent/stock.hpp"
+#include "stock/stock.hpp"
 
 #include <cassert>
 

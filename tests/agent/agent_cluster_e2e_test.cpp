@@ -22,7 +22,7 @@
 
 #include "agent_on_postgres.hpp"
 #include "test_support.hpp"
-#include "vend/agent/shard_map.hpp"
+#include "cluster/shard_map.hpp"
 
 namespace vend::agent {
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "shell_config.hpp"
-#include "shell_options.hpp"
+#include "shell/shell_config.hpp"
+#include "shell/shell_options.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent {

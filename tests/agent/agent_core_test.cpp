@@ -1,7 +1,7 @@
 // The agent core against real firmware device cores on an in-memory bus:
 // orders end to end, the stock invariant, payments, deadlines, forged and
 // duplicated events, presence, and crash-restart from the repository.
-#include "vend/agent/agent_core.hpp"
+#include "core/agent_core.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 #include <future>
 
 #include "agent_rig.hpp"
-#include "metrics.hpp"
+#include "http/metrics.hpp"
 
 using namespace vend;
 using namespace vend::agent;

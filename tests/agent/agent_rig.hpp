@@ -15,13 +15,13 @@
 #include <vector>
 
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "repository/repository.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/fw/ledger.hpp"
-#include "vend/fw/sim_hal.hpp"
+#include "sim_hal/sim_hal.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/log.hpp"
 #include "vend/protocol.hpp"

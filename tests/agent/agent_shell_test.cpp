@@ -13,13 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "core_thread.hpp"
-#include "http_server.hpp"
-#include "metrics.hpp"
-#include "shell_options.hpp"
+#include "shell/core_thread.hpp"
+#include "http/http_server.hpp"
+#include "http/metrics.hpp"
+#include "shell/shell_options.hpp"
 #include "test_support.hpp"
 #include "vend/log.hpp"
-#include "worker_pool.hpp"
+#include "http/worker_pool.hpp"
 
 namespace vend::agent {
 namespace {

@@ -15,14 +15,14 @@
 #include <string>
 #include <thread>
 
-#include "core_thread.hpp"
-#include "http_api.hpp"
-#include "http_server.hpp"
-#include "ops_series.hpp"
-#include "ops_stream.hpp"
+#include "shell/core_thread.hpp"
+#include "http/http_api.hpp"
+#include "http/http_server.hpp"
+#include "http/ops_series.hpp"
+#include "http/ops_stream.hpp"
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "repository/repository.hpp"
 #include "vend/crypto.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/protocol.hpp"

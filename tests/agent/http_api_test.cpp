@@ -3,7 +3,7 @@
 // class of bad input gets its status and an error code and message naming
 // the problem; the happy path never shows the sale token; /metrics parses.
 // The simulated device is played by signed messages handed to the core.
-#include "http_api.hpp"
+#include "http/http_api.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>
@@ -28,14 +28,14 @@
 #include <thread>
 #include <vector>
 
-#include "core_thread.hpp"
+#include "shell/core_thread.hpp"
 #include "http_api_rig.hpp"
-#include "http_json.hpp"
-#include "http_server.hpp"
-#include "metrics.hpp"
+#include "http/http_json.hpp"
+#include "http/http_server.hpp"
+#include "http/metrics.hpp"
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "repository/repository.hpp"
 #include "vend/crypto.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/protocol.hpp"

@@ -12,15 +12,15 @@
 #include <string>
 #include <thread>
 
-#include "core_thread.hpp"
-#include "http_api.hpp"
-#include "http_server.hpp"
-#include "shell_options.hpp"
+#include "shell/core_thread.hpp"
+#include "http/http_api.hpp"
+#include "http/http_server.hpp"
+#include "shell/shell_options.hpp"
 #include "test_support.hpp"
-#include "vend/agent/agent_core.hpp"
-#include "vend/agent/embedded_rate_limiter.hpp"
-#include "vend/agent/redis_rate_limiter.hpp"
-#include "vend/agent/repository.hpp"
+#include "core/agent_core.hpp"
+#include "limits/embedded_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
+#include "repository/repository.hpp"
 #include "vend/in_memory_bus.hpp"
 
 namespace vend::agent {

@@ -1,7 +1,7 @@
 // HttpServer over real loopback sockets, with a trivial handler: idle and
 // slow connections hold no thread; each limit is answered with its status
 // and a JSON error naming it, counted, and logged once per source.
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 
 #include <arpa/inet.h>
 #include <doctest/doctest.h>

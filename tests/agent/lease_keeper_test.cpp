@@ -1,4 +1,4 @@
-#include "vend/agent/lease_keeper.hpp"
+#include "cluster/lease_keeper.hpp"
 
 #include <doctest/doctest.h>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "vend/agent/lease_store.hpp"
-#include "vend/agent/shard_map.hpp"
+#include "cluster/lease_store.hpp"
+#include "cluster/shard_map.hpp"
 #include "vend/clock.hpp"
 #include "vend/random.hpp"
 

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "test_support.hpp"
-#include "vend/agent/lease_keeper.hpp"
-#include "vend/agent/lease_store.hpp"
-#include "vend/agent/pg_lease_store.hpp"
-#include "vend/agent/shard_map.hpp"
+#include "cluster/lease_keeper.hpp"
+#include "cluster/lease_store.hpp"
+#include "cluster/pg_lease_store.hpp"
+#include "cluster/shard_map.hpp"
 #include "vend/clock.hpp"
 
 using namespace vend::agent;

@@ -1,7 +1,7 @@
 // OpsSeries on a ManualClock: per-minute counts, payment -> result latency
 // percentiles, availability over the window, the window's end, and its
 // bounds (pending messages, undecodable ones).
-#include "ops_series.hpp"
+#include "http/ops_series.hpp"
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 // subscriber cap; heartbeats; many open streams hold no thread; stop()
 // ends open streams; the agent's broker connection in the hello and as
 // `agent` events.
-#include "ops_stream.hpp"
+#include "http/ops_stream.hpp"
 
 #include <dirent.h>
 #include <doctest/doctest.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "http_server.hpp"
+#include "http/http_server.hpp"
 #include "sse_client.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"

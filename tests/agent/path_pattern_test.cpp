@@ -1,5 +1,5 @@
 // The HTTP API's route patterns (cloud-agent/http/path_pattern.hpp).
-#include "path_pattern.hpp"
+#include "http/path_pattern.hpp"
 
 #include <doctest/doctest.h>
 

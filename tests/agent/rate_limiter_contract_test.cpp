@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "test_support.hpp"
-#include "vend/agent/embedded_rate_limiter.hpp"
-#include "vend/agent/redis_rate_limiter.hpp"
+#include "limits/embedded_rate_limiter.hpp"
+#include "limits/redis_rate_limiter.hpp"
 
 using vend::agent::BucketRequest;
 using vend::agent::EmbeddedRateLimiter;

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "agent_rig.hpp"
-#include "refund_sender.hpp"
+#include "shell/refund_sender.hpp"
 #include "vend/webhook.hpp"
 
 using namespace vend;

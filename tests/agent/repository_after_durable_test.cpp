@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "test_support.hpp"
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 #include "vend/log.hpp"
 #include "write_gate.hpp"
 

@@ -15,10 +15,10 @@
 
 #include "boom_at_commit.hpp"
 #include "test_support.hpp"
-#include "vend/agent/pg_lease_store.hpp"
-#include "vend/agent/postgres_repository.hpp"
-#include "vend/agent/repository.hpp"
-#include "vend/agent/shard_map.hpp"
+#include "cluster/pg_lease_store.hpp"
+#include "postgres/postgres_repository.hpp"
+#include "repository/repository.hpp"
+#include "cluster/shard_map.hpp"
 #include "vend/log.hpp"
 #include "write_gate.hpp"
 

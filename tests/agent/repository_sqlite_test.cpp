@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "repository_checkpointer.hpp"
-#include "repository_schema.hpp"
+#include "repository/repository_checkpointer.hpp"
+#include "repository/repository_schema.hpp"
 #include "test_support.hpp"
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 #include "vend/log.hpp"
 
 using namespace vend;

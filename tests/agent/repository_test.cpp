@@ -4,7 +4,7 @@
 // group, back-pressure, draining on destruction, and the start-up load.
 // Then what only one backend has: SQLite's disk full mid-group; PostgreSQL's
 // lost connection, bad URLs and a schema from a newer agent.
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 #include <doctest/doctest.h>
 
@@ -16,7 +16,7 @@
 
 #include "boom_at_commit.hpp"
 #include "test_support.hpp"
-#include "vend/agent/postgres_repository.hpp"
+#include "postgres/postgres_repository.hpp"
 #include "vend/log.hpp"
 #include "write_gate.hpp"
 

@@ -1,4 +1,4 @@
-#include "vend/agent/shard_map.hpp"
+#include "cluster/shard_map.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // SnapshotAssembler on its own: parts in order, a missing part, a duplicate,
 // two snapshots interleaved, a newer snapshot superseding an unfinished one,
 // an agent restart (orphans), inconsistent parts, and the memory bounds.
-#include "vend/agent/snapshot_assembler.hpp"
+#include "core/snapshot_assembler.hpp"
 
 #include <doctest/doctest.h>
 

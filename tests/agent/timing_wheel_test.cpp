@@ -1,4 +1,4 @@
-#include "vend/agent/timing_wheel.hpp"
+#include "deadlines/timing_wheel.hpp"
 
 #include <doctest/doctest.h>
 

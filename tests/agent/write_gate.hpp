@@ -4,7 +4,7 @@
 
 #include <future>
 
-#include "vend/agent/repository.hpp"
+#include "repository/repository.hpp"
 
 namespace vend::test {
 

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "broker_rig.hpp"
-#include "shell_options.hpp"
+#include "shell/shell_options.hpp"
 
 namespace vend::agent {
 namespace {

@@ -13,7 +13,7 @@
 #include "vend/crypto.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/fw/ledger.hpp"
-#include "vend/fw/sim_hal.hpp"
+#include "sim_hal/sim_hal.hpp"
 #include "vend/log.hpp"
 #include "vend/protocol.hpp"
 #include "vend/random.hpp"

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <vector>
 
-#include "vend/fw/timed_motor.hpp"
+#include "gpio/timed_motor.hpp"
 
 namespace vend::fw::test {
 

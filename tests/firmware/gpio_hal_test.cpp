@@ -1,6 +1,6 @@
 // GPIO HAL: the errors of a chip that is not there (no GPIO hardware is
 // needed). The motor controller's timing is in timed_motor_test.cpp.
-#include "vend/fw/gpio_hal.hpp"
+#include "gpio/gpio_hal.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // SimulatedMachine: rotation timing on the injected clock, drops, empty
 // slots and jams decided by the seed.
-#include "vend/fw/sim_hal.hpp"
+#include "sim_hal/sim_hal.hpp"
 
 #include <doctest/doctest.h>
 

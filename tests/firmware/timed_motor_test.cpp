@@ -1,6 +1,6 @@
 // TimedMotor: the motor stops on its own timer and the drop is seen with its
 // kernel time, whatever the core's thread is doing. Real time, fake lines.
-#include "vend/fw/timed_motor.hpp"
+#include "gpio/timed_motor.hpp"
 
 #include <doctest/doctest.h>
 

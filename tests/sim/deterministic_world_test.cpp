@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "test_support.hpp"
-#include "vend/sim/invariant_checker.hpp"
-#include "vend/sim/world.hpp"
+#include "checker/invariant_checker.hpp"
+#include "world/world.hpp"
 #include "vend/sqlite.hpp"
 
 namespace vend::sim {

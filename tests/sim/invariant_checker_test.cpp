@@ -1,6 +1,6 @@
 // The invariant checker over real ledger files: a clean ledger passes, and
 // each planted violation is caught with its evidence.
-#include "vend/sim/invariant_checker.hpp"
+#include "checker/invariant_checker.hpp"
 
 #include <doctest/doctest.h>
 

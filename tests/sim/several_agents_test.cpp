@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "test_support.hpp"
-#include "vend/sim/world.hpp"
+#include "world/world.hpp"
 
 namespace vend::sim {
 namespace {

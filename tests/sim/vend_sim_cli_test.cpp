@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "test_support.hpp"
-#include "vend/sim/invariant_checker.hpp"
+#include "checker/invariant_checker.hpp"
 #include "vend/sqlite.hpp"
 
 namespace vend::sim {

@@ -8,13 +8,13 @@
 #include "vend/fw/config.hpp"
 #include "vend/fw/hal.hpp"
 #include "vend/fw/ledger.hpp"
-#include "vend/fw/sim_hal.hpp"
+#include "sim_hal/sim_hal.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"
 #include "vend/result.hpp"
 
 #ifdef VEND_HAVE_GPIOD
-#include "vend/fw/gpio_hal.hpp"
+#include "gpio/gpio_hal.hpp"
 #endif
 
 namespace vend::fw {

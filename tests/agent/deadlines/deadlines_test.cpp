@@ -1,7 +1,7 @@
 // Deadlines alone: timers fire in deadline order with their kind and
 // subject; one slot holds one timer (a new one replaces it); cancelled or
 // replaced timers never act, even when they fell due in the same advance().
-#include "vend/agent/deadlines.hpp"
+#include "deadlines/deadlines.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // DeviceBook alone: records by id, by hash and by number; a record never
 // moves, so what points at it stays valid as the book grows.
-#include "vend/agent/device_book.hpp"
+#include "devices/device_book.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // DeviceKeys, AckWindow and ClockSkew alone: which key signed, a rotation
 // promoted; acks never beyond what is committed; skew from the largest
 // recent sample, with hysteresis.
-#include "vend/agent/device_link.hpp"
+#include "devices/device_link.hpp"
 
 #include <doctest/doctest.h>
 

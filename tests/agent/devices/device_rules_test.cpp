@@ -1,6 +1,6 @@
 // device_rules alone: where an event falls in its device's stream (ledger,
 // seq, gaps and how one closes) and what a presence status says.
-#include "vend/agent/device_rules.hpp"
+#include "devices/device_rules.hpp"
 
 #include <doctest/doctest.h>
 

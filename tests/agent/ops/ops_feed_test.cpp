@@ -1,6 +1,6 @@
 // AlertBook, OrderEventBatch and ViewSchedule alone: said once, cleared
 // once, bounded batches, views at most once per interval.
-#include "vend/agent/ops_feed.hpp"
+#include "ops/ops_feed.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,6 +1,6 @@
 // The retained ops views alone, built from records made by hand: a device's
 // status with its slots, the fleet summary's counts.
-#include "vend/agent/ops_views.hpp"
+#include "ops/ops_views.hpp"
 
 #include <doctest/doctest.h>
 

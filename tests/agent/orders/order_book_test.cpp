@@ -1,7 +1,7 @@
 // The order book alone: look-ups by id and key, the open orders in id order
 // through states and reuse of places, the counts, the client cap, and
 // eviction (oldest finished first, never before its write is durable).
-#include "vend/agent/order_book.hpp"
+#include "orders/order_book.hpp"
 
 #include <doctest/doctest.h>
 

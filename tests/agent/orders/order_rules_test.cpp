@@ -1,7 +1,7 @@
 // The order lifecycle's decisions alone (rules::): every payment outcome,
 // every dispense result against every order state, the dispatch deadline
 // and the overdue check of a snapshot. No rig, no clock, no repository.
-#include "vend/agent/order_rules.hpp"
+#include "orders/order_rules.hpp"
 
 #include <doctest/doctest.h>
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "vend/agent/order.hpp"
+#include "contracts/order.hpp"
 
 using vend::agent::is_legal_transition;
 using vend::agent::OrderState;

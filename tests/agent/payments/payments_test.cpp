@@ -1,6 +1,6 @@
 // Payments alone: payment records, and the refund outbox from the commit
 // that records a refund to its confirmation or its give-up.
-#include "vend/agent/payments.hpp"
+#include "payments/payments.hpp"
 
 #include <doctest/doctest.h>
 

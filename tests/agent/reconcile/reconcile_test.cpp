@@ -2,7 +2,7 @@
 // missing, resurrected and fresh tokens, held tokens, count mismatches),
 // then what spans slots (unknown slots, a token offered to two slots, the
 // report's verdict and trigger). No rig, no repository, no clock.
-#include "vend/agent/reconcile.hpp"
+#include "reconcile/reconcile.hpp"
 
 #include <doctest/doctest.h>
 

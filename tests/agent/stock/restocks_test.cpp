@@ -1,5 +1,5 @@
 // Restocks alone: requested until minted, per device, in order.
-#include "vend/agent/restocks.hpp"
+#include "stock/restocks.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // Stock alone: take and put back, never beyond the pool, the counters in
 // step through every move, the tokens memory knows, start-up loads,
 // decommissioning.
-#include "vend/agent/stock.hpp"
+#include "stock/stock.hpp"
 
 #include <doctest/doctest.h>
 

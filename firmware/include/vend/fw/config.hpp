@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "vend/file_modes.hpp"
-#include "vend/fw/sim_hal.hpp"
+#include "sim_hal/sim_hal.hpp"
 #include "vend/result.hpp"
 
 namespace vend::fw {

@@ -1,0 +1,82 @@
+// The agents of the deterministic world, and the front the customers call:
+// one agent (the default), or several instances sharing one database with
+// leases (WorldOptions::agents > 1, docs/simulator.md "Several agents").
+//
+// A call goes to a serving instance (drawn by the seed); one answered
+// "not_owner" is sent to the owner the answering instance's latest
+// heartbeat names, as the HTTP front's 307 would; with no live owner, or an
+// owner that is paused or down, the answer is "unavailable" (the shard is
+// moving: callers retry). Not thread-safe. Non-copyable.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
+#include "core/agent_core.hpp"
+#include "vend/clock.hpp"
+#include "vend/in_memory_bus.hpp"
+#include "vend/random.hpp"
+#include "checker/invariant_checker.hpp"
+#include "world/world.hpp"
+#include "world/world_agent.hpp"
+#include "world/world_database.hpp"
+
+namespace vend::sim {
+
+template <typename T>
+Status status_of(const Result<T>& r) {
+  if (r.ok()) return {};
+  return r.error();
+}
+
+class WorldAgents {
+ public:
+  // One agent over db_path, or options.agents instances over it.
+  WorldAgents(const WorldOptions& options, std::string db_path, agent::AgentOptions agent_options,
+              InMemoryBus& bus, const Clock& clock, Random& random, Logger& log, Trace& trace);
+  WorldAgents(const WorldAgents&) = delete;
+  WorldAgents& operator=(const WorldAgents&) = delete;
+
+  Status start();
+  bool clustered() const { return db_ != nullptr; }
+  size_t size() const { return agents_.size(); }
+  WorldAgent& at(size_t i) { return *agents_[i]; }
+
+  // Some instance takes calls now.
+  bool up() const;
+  // `call` on the instance serving what it names (see above).
+  Status route(const std::function<Status(agent::AgentCore&)>& call);
+  // Every serving instance (its refund sender).
+  void each_core(const std::function<void(agent::AgentCore&)>& fn);
+
+  void tick();
+  void flush();
+  // Every instance serving and every shard believed owned: the cluster is
+  // whole again (settling).
+  bool whole() const;
+
+  // Cluster invariants (Violation names in docs/simulator.md):
+  // shard_owner_not_leased — an instance believes it owns a shard at an
+  // epoch that is not the shard's live lease in the store (two believers
+  // cannot both match it); write_bypassed_fence — a committed write of a
+  // machine's data without a fence claim of the instance applying it.
+  std::vector<Violation> check_leases();
+  int64_t fenced_writes() const { return db_ ? db_->fenced_writes : 0; }
+  SharedDatabase* database() { return db_.get(); }
+
+ private:
+  WorldAgent* serving(const std::string& instance);
+
+  int shard_count_ = 0;
+  Random& random_;
+  Trace& trace_;
+  std::unique_ptr<SharedDatabase> db_;  // cluster mode
+  std::vector<std::unique_ptr<SkewedClock>> clocks_;
+  std::vector<std::unique_ptr<WorldAgent>> agents_;
+};
+
+}  // namespace vend::sim

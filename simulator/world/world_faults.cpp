@@ -1,0 +1,266 @@
+#include "world/world_faults.hpp"
+
+#include "vend/topics.hpp"
+
+namespace vend::sim {
+
+namespace {
+constexpr int64_t kMinFaultSteps = 5;
+constexpr int64_t kMaxFaultSteps = 400;
+}  // namespace
+
+WorldFaults::WorldFaults(const FaultRates& rates, Random& random, InMemoryBus& bus,
+                         std::vector<std::unique_ptr<WorldMachine>>& machines, WorldAgents& agents,
+                         Trace& trace)
+    : rates_(rates),
+      random_(random),
+      bus_(bus),
+      machines_(machines),
+      agents_(agents),
+      trace_(trace) {
+  bus_.set_filter([this](const InMemoryBus::Envelope& e) { return filter(e); });
+}
+
+namespace {
+
+// Presence relies on MQTT's ordered delivery per topic (a will, then the next
+// session's online), so status messages are never delayed or reordered here;
+// the race of a late will is its own fault (presence_race).
+bool is_status(const Message& m) {
+  auto topic = topics::parse_device_topic(m.topic);
+  return topic.ok() && topic->kind == topics::DeviceTopic::Kind::kStatus;
+}
+
+bool any_status_pending(const InMemoryBus& bus) {
+  for (const auto& e : bus.pending_snapshot()) {
+    if (is_status(e.message)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+InMemoryBus::Fault WorldFaults::filter(const InMemoryBus::Envelope& e) {
+  if (!enabled_ || is_status(e.message)) return InMemoryBus::Fault::deliver();
+  std::string what = e.from + "->" + e.to;
+  if (random_.chance(rates_.drop)) {
+    trace_.add("bus drop " + what);
+    return InMemoryBus::Fault::drop();
+  }
+  if (random_.chance(rates_.duplicate)) {
+    trace_.add("bus duplicate " + what);
+    return InMemoryBus::Fault::duplicate();
+  }
+  if (random_.chance(rates_.delay)) {
+    auto steps = static_cast<uint64_t>(random_.range(1, rates_.max_delay_steps));
+    trace_.add("bus delay " + what + " " + std::to_string(steps));
+    return InMemoryBus::Fault::delay(steps);
+  }
+  return InMemoryBus::Fault::deliver();
+}
+
+Status WorldFaults::step(int64_t step) {
+  step_ = step;
+  while (!heals_.empty() && heals_.begin()->first <= step) {
+    Heal heal = std::move(heals_.begin()->second);
+    heals_.erase(heals_.begin());
+    if (Status s = heal(); !s.ok()) return s;
+  }
+  if (!enabled_) return {};
+  if (random_.chance(rates_.reorder) && !any_status_pending(bus_)) {
+    bus_.reorder(random_);
+    trace_.add("bus reorder");
+  }
+  if (random_.chance(rates_.partition)) {
+    if (WorldMachine* m = pick_healthy_machine()) partition(*m);
+  }
+  if (random_.chance(rates_.offline)) {
+    if (WorldMachine* m = pick_healthy_machine()) offline(*m);
+  }
+  if (random_.chance(rates_.machine_crash)) {
+    if (WorldMachine* m = pick_healthy_machine()) crash_machine(*m);
+  }
+  if (random_.chance(rates_.clock_skew)) {
+    skew_clock(*machines_[random_.range(0, machines_.size() - 1)]);
+  }
+  if (!agents_.clustered()) {
+    if (agents_.at(0).up() && random_.chance(rates_.agent_crash)) crash_agent(agents_.at(0));
+    return {};
+  }
+  instance_faults();
+  return {};
+}
+
+Status WorldFaults::heal_all() {
+  enabled_ = false;
+  while (!heals_.empty()) {
+    Heal heal = std::move(heals_.begin()->second);
+    heals_.erase(heals_.begin());
+    if (Status s = heal(); !s.ok()) return s;
+  }
+  for (auto& m : machines_) m->clock().set_skew(0);
+  if (agents_.clustered()) {
+    for (size_t i = 0; i < agents_.size(); ++i) agents_.at(i).own_clock().set_skew(0);
+  }
+  trace_.add("faults healed");
+  return {};
+}
+
+WorldMachine* WorldFaults::pick_healthy_machine() {
+  WorldMachine* m = machines_[random_.range(0, machines_.size() - 1)].get();
+  return m->up() && !faulted_.count(m->id()) ? m : nullptr;
+}
+
+void WorldFaults::partition(WorldMachine& m) {
+  std::string id = m.id();
+  faulted_.insert(id);
+  bus_.partition(id, true);
+  ++counters_.partitions;
+  trace_.add("fault partition " + id);
+  if (random_.chance(rates_.presence_race)) {
+    schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, &m] {
+      bus_.partition(m.id(), false);
+      bus_.disconnect(m.id(), false);      // the old connection: its will comes later
+      bool back = bus_.reconnect(m.id());  // a new connection takes the session over
+      faulted_.erase(m.id());
+      trace_.add("heal partition " + m.id() + " with a late will" +
+                 (back ? "" : " (not reconnected)"));
+      Message will = m.will();
+      schedule(step_ + random_.range(1, 10), [this, will] { return publish_late_will(will); });
+      return Status{};
+    });
+    return;
+  }
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, id] {
+    bus_.disconnect(id);  // the broker's keep-alive gives up
+    bus_.partition(id, false);
+    bool back = bus_.reconnect(id);
+    faulted_.erase(id);
+    trace_.add("heal partition " + id + (back ? "" : " (not reconnected)"));
+    return Status{};
+  });
+}
+
+void WorldFaults::offline(WorldMachine& m) {
+  std::string id = m.id();
+  faulted_.insert(id);
+  bus_.disconnect(id);
+  ++counters_.offline;
+  trace_.add("fault offline " + id);
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, id] {
+    bool back = bus_.reconnect(id);
+    faulted_.erase(id);
+    trace_.add("heal offline " + id + (back ? "" : " (not reconnected)"));
+    return Status{};
+  });
+}
+
+void WorldFaults::crash_machine(WorldMachine& m) {
+  faulted_.insert(m.id());
+  m.crash(random_.chance(0.5));
+  ++counters_.machine_crashes;
+  WorldMachine* machine = &m;
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, machine] {
+    faulted_.erase(machine->id());
+    return machine->boot();
+  });
+}
+
+void WorldFaults::maybe_crash_agent(double rate_factor) {
+  if (!enabled_) return;
+  if (!agents_.clustered()) {
+    WorldAgent& agent = agents_.at(0);
+    if (agent.up() && random_.chance(rates_.agent_crash * rate_factor)) crash_agent(agent);
+    return;
+  }
+  if (!random_.chance(rates_.agent_crash * rate_factor)) return;
+  if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
+}
+
+void WorldFaults::crash_agent(WorldAgent& agent) {
+  agent.crash();
+  ++counters_.agent_crashes;
+  faulted_agents_.insert(&agent);
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps / 2), [this, a] {
+    faulted_agents_.erase(a);
+    return a->start();
+  });
+}
+
+// ---- several agents ------------------------------------------------------------
+
+namespace {
+constexpr int64_t kMinInstanceFaultSteps = 50;
+constexpr int64_t kMaxInstanceFaultSteps = 600;
+}  // namespace
+
+WorldAgent* WorldFaults::pick_healthy_instance() {
+  WorldAgent* a = &agents_.at(static_cast<size_t>(random_.range(0, agents_.size() - 1)));
+  return a->started() && !faulted_agents_.count(a) ? a : nullptr;
+}
+
+void WorldFaults::instance_faults() {
+  if (random_.chance(rates_.agent_crash)) {
+    if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
+  }
+  if (random_.chance(rates_.agent_pause)) {
+    if (WorldAgent* a = pick_healthy_instance()) pause_instance(*a);
+  }
+  if (random_.chance(rates_.agent_db_partition)) {
+    if (WorldAgent* a = pick_healthy_instance()) partition_instance(*a);
+  }
+  if (random_.chance(rates_.agent_clock_skew)) {
+    WorldAgent& a = agents_.at(static_cast<size_t>(random_.range(0, agents_.size() - 1)));
+    int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
+    a.own_clock().set_skew(skew);
+    trace_.add("fault skew agent " + a.instance_id() + " " + std::to_string(skew) + " ms");
+  }
+}
+
+void WorldFaults::pause_instance(WorldAgent& agent) {
+  agent.pause();
+  ++counters_.agent_pauses;
+  faulted_agents_.insert(&agent);
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a] {
+    faulted_agents_.erase(a);
+    a->resume();
+    return Status{};
+  });
+}
+
+void WorldFaults::partition_instance(WorldAgent& agent) {
+  SharedDatabase& db = *agents_.database();
+  db.set_partitioned(agent.instance_id(), true);
+  ++counters_.agent_db_partitions;
+  faulted_agents_.insert(&agent);
+  trace_.add("fault db partition " + agent.instance_id());
+  WorldAgent* a = &agent;
+  schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a, &db] {
+    faulted_agents_.erase(a);
+    db.set_partitioned(a->instance_id(), false);
+    trace_.add("heal db partition " + a->instance_id());
+    return Status{};
+  });
+}
+
+Status WorldFaults::publish_late_will(const Message& will) {
+  if (!late_wills_) {
+    late_wills_ = bus_.make_client("sim-late-wills", std::nullopt, true);
+    if (Status s = late_wills_->connect(); !s.ok()) return s;
+  }
+  trace_.add("late will " + will.topic);
+  Message m = will;
+  m.retained = true;
+  return late_wills_->publish(m);
+}
+
+void WorldFaults::skew_clock(WorldMachine& m) {
+  int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
+  m.clock().set_skew(skew);
+  ++counters_.skews;
+  trace_.add("fault skew " + m.id() + " " + std::to_string(skew) + " ms");
+}
+
+}  // namespace vend::sim

@@ -1,0 +1,80 @@
+// Fault injection of the deterministic world, every decision drawn from the
+// world's one Random. Network faults (partition, offline) and crashes never
+// overlap on one machine; each fault schedules its own healing a random
+// number of steps later. Not thread-safe. Non-copyable.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "world/trace.hpp"
+#include "vend/in_memory_bus.hpp"
+#include "world/world.hpp"
+#include "world/world_agents.hpp"
+#include "world/world_machine.hpp"
+
+namespace vend::sim {
+
+struct FaultCounters {
+  int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, skews = 0;
+  int64_t agent_pauses = 0, agent_db_partitions = 0;
+};
+
+class WorldFaults {
+ public:
+  // References must outlive this object. Installs the bus filter.
+  WorldFaults(const FaultRates& rates, Random& random, InMemoryBus& bus,
+              std::vector<std::unique_ptr<WorldMachine>>& machines, WorldAgents& agents,
+              Trace& trace);
+  ~WorldFaults() { bus_.set_filter({}); }
+  WorldFaults(const WorldFaults&) = delete;
+  WorldFaults& operator=(const WorldFaults&) = delete;
+
+  // Heals what is due at `step`, then maybe injects new faults.
+  Status step(int64_t step);
+  // An agent crash at this point of the step, at the agent_crash rate:
+  // called between the parts of a step, before its writes are flushed, so
+  // the crash loses what was not committed yet. Several agents: one
+  // instance, drawn by the seed.
+  void maybe_crash_agent(double rate_factor = 1);
+  // Heals everything now and stops injecting (the settle phase).
+  Status heal_all();
+  const FaultCounters& counters() const { return counters_; }
+
+ private:
+  using Heal = std::function<Status()>;
+  InMemoryBus::Fault filter(const InMemoryBus::Envelope& envelope);
+  void schedule(int64_t at_step, Heal heal) { heals_.emplace(at_step, std::move(heal)); }
+  WorldMachine* pick_healthy_machine();
+  void partition(WorldMachine& m);
+  void offline(WorldMachine& m);
+  void crash_machine(WorldMachine& m);
+  void crash_agent(WorldAgent& agent);
+  // Several agents: the instance a new fault hits, if it has none yet.
+  WorldAgent* pick_healthy_instance();
+  void instance_faults();
+  void pause_instance(WorldAgent& agent);
+  void partition_instance(WorldAgent& agent);
+  void skew_clock(WorldMachine& m);
+  Status publish_late_will(const Message& will);
+
+  FaultRates rates_;
+  Random& random_;
+  InMemoryBus& bus_;
+  std::vector<std::unique_ptr<WorldMachine>>& machines_;
+  WorldAgents& agents_;
+  Trace& trace_;
+  bool enabled_ = true;
+  int64_t step_ = 0;
+  std::multimap<int64_t, Heal> heals_;          // step -> healing, FIFO per step
+  std::set<std::string> faulted_;               // machines under a fault
+  std::set<WorldAgent*> faulted_agents_;        // instances under a fault
+  std::unique_ptr<InMemoryClient> late_wills_;  // publishes wills the broker sent late
+  FaultCounters counters_;
+};
+
+}  // namespace vend::sim

@@ -29,11 +29,11 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "null_transport.hpp"
-#include "test_support.hpp"
 #include "core/agent_core.hpp"
+#include "null_transport.hpp"
 #include "postgres/postgres_repository.hpp"
 #include "repository/repository.hpp"
+#include "test_support.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/random.hpp"

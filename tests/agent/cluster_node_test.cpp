@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "test_support.hpp"
-#include "core/agent_core.hpp"
 #include "cluster/pg_lease_store.hpp"
+#include "core/agent_core.hpp"
 #include "postgres/postgres_repository.hpp"
+#include "test_support.hpp"
 #include "vend/clock.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/log.hpp"

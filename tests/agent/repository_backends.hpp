@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "test_support.hpp"
 #include "postgres/postgres_repository.hpp"
 #include "repository/repository.hpp"
+#include "test_support.hpp"
 #include "vend/log.hpp"
 
 namespace vend::test {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "repository_backends.hpp"
 #include "repository/repository.hpp"
+#include "repository_backends.hpp"
 
 using namespace vend;
 using namespace vend::agent;

@@ -203,7 +203,9 @@ PahoOptions options_for(const MosquittoServer& server, const std::string& client
   PahoOptions options;
   options.server_uri = server.url();
   options.client_id = client_id;
-  options.connect_timeout = 2s;
+  // Not tight: under qemu-user on a loaded 2-core box a connect to a broker
+  // just started took over 2 s (the ARM suites run there in CI).
+  options.connect_timeout = 5s;
   options.reconnect_min = 50ms;
   options.reconnect_max = 400ms;
   return options;

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "raw_socket.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent {
@@ -26,49 +27,7 @@ using namespace std::chrono_literals;
 using Json = nlohmann::json;
 using Steady = std::chrono::steady_clock;
 
-// One raw loopback connection: send bytes, optionally end our side, then
-// read everything the agent sends until it closes (or `wait` passes).
-class RawClient {
- public:
-  explicit RawClient(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    REQUIRE(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~RawClient() { ::close(fd_); }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
-
-  void send(const std::string& bytes) {
-    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(bytes.size()));
-  }
-  void end_our_side() { ::shutdown(fd_, SHUT_WR); }
-  // Everything received until the agent closes; `closed` says whether it did.
-  std::string read_until_close(std::chrono::milliseconds wait = 3000ms) {
-    auto deadline = Steady::now() + wait;
-    std::string out;
-    for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return out;
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        closed = true;
-        return out;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  bool closed = false;
-
- private:
-  int fd_;
-};
+using RawClient = test::RawSocket;
 
 size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
@@ -97,7 +56,7 @@ class Agent {
     c.send(raw);
     if (end_side) c.end_our_side();
     std::string out = c.read_until_close();
-    CHECK_MESSAGE(c.closed, "the connection stays open after: " << out);
+    CHECK_MESSAGE(c.closed(), "the connection stays open after: " << out);
     return out;
   }
   std::string metrics() {
@@ -283,7 +242,7 @@ TEST_CASE("well-framed requests still pass; refusals counted and logged once per
         "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
     std::string out = c.read_until_close(1500ms);
     INFO(out);
-    CHECK_FALSE(c.closed);
+    CHECK_FALSE(c.closed());
     CHECK(count_of(out, "HTTP/1.1 ") == 2);
     CHECK(out.find("Connection: close") == std::string::npos);
   }

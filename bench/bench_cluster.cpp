@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "bench_agent_rig.hpp"
+#include "bench_cluster_rig.hpp"
 #include "bench_util.hpp"
 #include "vend/crypto.hpp"
 
@@ -43,136 +44,8 @@ constexpr int kClosedLoopClients = 32;
 constexpr int kMachines = 10;
 constexpr int kSlots = 20;  // 200 slots a side
 
-// Several vend-agent processes on one database and broker, restartable on
-// the same port. Non-copyable; SIGTERM to each on destruction.
-class Agents {
- public:
-  Agents(const test::TempDir& dir, std::string db, std::string broker, std::string name, int n)
-      : dir_(dir), db_(std::move(db)), broker_(std::move(broker)), name_(std::move(name)) {
-    for (int i = 0; i < n; ++i) ports_.push_back(test::free_port());
-    children_.resize(static_cast<size_t>(n));
-  }
-  ~Agents() {
-    for (auto& c : children_) {
-      if (!c || !c->running()) continue;
-      c->signal(SIGTERM);
-      if (c->wait(20s) < 0) c->kill_now();
-    }
-  }
-  Agents(const Agents&) = delete;
-  Agents& operator=(const Agents&) = delete;
-
-  Status start(size_t i) {
-    std::string id = name_ + "-" + std::to_string(i);
-    std::vector<std::string> argv = {project_binary("cloud-agent/vend-agent"),
-                                     "--http",
-                                     "127.0.0.1:" + std::to_string(ports_[i]),
-                                     "--mqtt",
-                                     broker_,
-                                     "--db",
-                                     db_,
-                                     "--instance-id",
-                                     id,
-                                     "--operator-token-file",
-                                     dir_.file("operator.token"),
-                                     "--gateway-secret-file",
-                                     dir_.file("gateway.secret"),
-                                     "--log-level",
-                                     "warn"};
-    std::string log = dir_.file(id + ".log");
-    children_[i] = std::make_unique<test::Child>(argv, log);
-    auto deadline = SteadyClock::now() + 30s;
-    while (!healthy(i)) {
-      if (!children_[i]->running() || SteadyClock::now() > deadline) {
-        return make_error("bench_setup", id + " did not come up: " + test::read_file(log));
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return {};
-  }
-  void kill9(size_t i) { children_[i]->kill_now(); }
-  size_t size() const { return ports_.size(); }
-  int port(size_t i) const { return ports_[i]; }
-  pid_t pid(size_t i) const { return children_[i]->pid(); }
-  bool healthy(size_t i) const {
-    httplib::Client c("127.0.0.1", ports_[i]);
-    c.set_connection_timeout(0, 300'000);
-    auto r = c.Get("/healthz");
-    return r && r->status == 200;
-  }
-  // GET as the operator, not following redirects; {} when no answer.
-  httplib::Result get(size_t i, const std::string& path, const std::string& token) const {
-    httplib::Client c("127.0.0.1", ports_[i]);
-    c.set_connection_timeout(0, 500'000);
-    c.set_read_timeout(2, 0);
-    return c.Get(path, {{"Authorization", "Bearer " + token}});
-  }
-
- private:
-  const test::TempDir& dir_;
-  std::string db_, broker_, name_;
-  std::vector<int> ports_;
-  std::vector<std::unique_ptr<test::Child>> children_;
-};
-
-// Every shard owned by a live instance and each of `live` holding some.
-bool settled(const Agents& a, const std::vector<size_t>& live, const std::string& token) {
-  int total = 0, shards = -1;
-  for (size_t i : live) {
-    auto r = a.get(i, "/v1/cluster", token);
-    if (!r || r->status != 200) return false;
-    Json v = Json::parse(r->body, nullptr, false);
-    if (v.is_discarded() || v["members"].size() != live.size()) return false;
-    int held = v.value("shards_held", 0);
-    if (held == 0) return false;
-    total += held;
-    shards = v.value("shard_count", 0);
-  }
-  return total == shards;
-}
-
-// Which instance serves `device` now: the one that answers its slots with
-// 200 (the others redirect to it). -1 when none does.
-int owner_of(const Agents& a, const std::string& device, const std::string& token) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    auto r = a.get(i, "/v1/devices/" + device + "/slots", token);
-    if (r && r->status == 200) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-// One order on `device` through instance `i`, following its redirect; the
-// order id on a 201, "" otherwise. Short timeouts: the redirect may point at
-// the instance just killed until its lease expires.
-std::string order_via(const Agents& a, size_t i, const std::string& device) {
-  httplib::Client c("127.0.0.1", a.port(i));
-  c.set_follow_location(true);
-  c.set_connection_timeout(0, 500'000);
-  c.set_read_timeout(2, 0);
-  auto r = c.Post("/v1/orders", R"({"device":")" + device + R"(","slot":1})", "application/json");
-  if (!r || r->status != 201) return "";
-  Json j = Json::parse(r->body, nullptr, false);
-  return j.is_discarded() ? "" : j.value("id", "");
-}
-
-void cancel_via(const Agents& a, size_t i, const std::string& order) {
-  httplib::Client c("127.0.0.1", a.port(i));
-  c.set_follow_location(true);
-  c.set_read_timeout(2, 0);
-  (void)c.Post("/v1/orders/" + order + "/cancel");
-}
-
-bool wait_for(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() > deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
 // Each instance lists the machines it serves: together they see all online.
-void wait_fleet_online(const Agents& a, size_t machines, const std::string& token) {
+void wait_fleet_online(const AgentCluster& a, size_t machines, const std::string& token) {
   bool up = wait_for(
       [&] {
         size_t online = 0;
@@ -205,7 +78,7 @@ void fill_retrying(Fleet& fleet, int count) {
 
 // Every machine served (its slots answered 200 by one instance, not a 503
 // while its shard is rebuilt): then the fill's restocks are not refused.
-void wait_fleet_served(const Agents& a, const Fleet& fleet, const std::string& token) {
+void wait_fleet_served(const AgentCluster& a, const Fleet& fleet, const std::string& token) {
   for (const std::string& id : fleet.ids()) {
     if (!wait_for([&] { return owner_of(a, id, token) >= 0; }, 60s)) {
       throw std::runtime_error(id + ": no instance serves it");
@@ -217,7 +90,7 @@ void wait_fleet_served(const Agents& a, const Fleet& fleet, const std::string& t
 // each machine for the customers.
 struct Side {
   std::string name;
-  std::unique_ptr<Agents> agents;       // PostgreSQL sides
+  std::unique_ptr<AgentCluster> agents;       // PostgreSQL sides
   std::unique_ptr<AgentServer> sqlite;  // the SQLite side
   std::unique_ptr<Fleet> fleet;
   std::vector<int> owner_port;  // per machine of the fleet
@@ -237,7 +110,7 @@ struct Rig {
     test::write_private_file(dir.file("operator.token"), token + "\n");
     test::write_private_file(dir.file("gateway.secret"), secret + "\n");
   }
-  FleetTarget target(const Agents& a) const {
+  FleetTarget target(const AgentCluster& a) const {
     FleetTarget t{a.port(0), broker.url(), token, secret, dir.path(), false, {}};
     for (size_t i = 1; i < a.size(); ++i) t.more_ports.push_back(a.port(i));
     return t;
@@ -248,7 +121,7 @@ struct Rig {
 
 std::vector<double> measure_failover(Rig& rig, int kills, Logger& log) {
   rig.postgres.create_database("failover");
-  Agents agents(rig.dir, rig.postgres.url("failover"), rig.broker.url(), "fo", 3);
+  AgentCluster agents(rig.dir, rig.postgres.url("failover"), rig.broker.url(), "fo", 3);
   for (size_t i = 0; i < 3; ++i) {
     if (Status s = agents.start(i); !s.ok()) throw std::runtime_error(s.error().to_string());
   }
@@ -387,7 +260,7 @@ FleetSpec side_fleet(const std::string& prefix, int fill) {
 
 void start_pg_side(Rig& rig, Side& side, int instances, int fill, Logger& log) {
   rig.postgres.create_database(side.name);
-  side.agents = std::make_unique<Agents>(rig.dir, rig.postgres.url(side.name), rig.broker.url(),
+  side.agents = std::make_unique<AgentCluster>(rig.dir, rig.postgres.url(side.name), rig.broker.url(),
                                          side.name, instances);
   std::vector<size_t> live;
   for (size_t i = 0; i < static_cast<size_t>(instances); ++i) {

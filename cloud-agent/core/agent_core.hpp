@@ -138,6 +138,12 @@ struct AgentOptions {
   // Finished orders kept in memory (get_order/list_orders/idempotency
   // answers); older ones are read back from the repository on demand.
   size_t finished_orders_max = 100'000;
+  // Several agents (an Ownership): start() and every rebuild load at most
+  // this many of the owned machines' most recently finished orders instead.
+  // There memory is never complete (a miss is read from the repository), and
+  // a failover must cost in proportion to the moved machines, not to their
+  // history (bench_fleet_scale: 100,000 made each rebuild take seconds).
+  size_t cluster_finished_orders_max = 1'000;
   // Reconciliation: every device is asked for a (digest) snapshot this often,
   // staggered across the fleet by device id; 0 = only the snapshots the
   // devices send on their own and on-demand requests.

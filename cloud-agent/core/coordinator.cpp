@@ -2,6 +2,8 @@
 // tick, timers and metrics.
 #include "core/coordinator.hpp"
 
+#include <algorithm>
+
 #include <utility>
 #include <vector>
 
@@ -27,8 +29,12 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
 
 Status Coordinator::start() {
   if (writes.started) return make_error("invalid_state", "start() was already called");
-  // Cluster mode: the repository reads this instance's machines alone.
-  auto loaded = repo.load(options.finished_orders_max, owns);
+  // Cluster mode: the repository reads this instance's machines alone, and
+  // fewer finished orders (AgentOptions::cluster_finished_orders_max).
+  size_t finished = owns ? std::min(options.finished_orders_max,
+                                    options.cluster_finished_orders_max)
+                         : options.finished_orders_max;
+  auto loaded = repo.load(finished, owns);
   if (!loaded.ok()) return loaded.error();
   if (auto s = device_desk.load(*loaded); !s.ok()) return s;
   size_t republished = order_desk.load(*loaded);

@@ -375,7 +375,12 @@ void PahoTransport::Impl::create_client() {
   // No persistence: unacknowledged device events live in the firmware
   // outbox, not in Paho files in the working directory.
   Status created = guarded("create client for " + uri, [&] {
-    client = std::make_unique<mqtt::async_client>(uri, options.client_id, nullptr);
+    // Paho queues publishes its send thread has not written yet, and by
+    // default refuses the 101st (MQTT error -12) however much room the
+    // in-flight window has: a burst (an agent that gained thousands of
+    // machines) would lose commands. The window is the one bound.
+    mqtt::create_options create(MQTTVERSION_3_1_1, std::max(1, options.max_inflight));
+    client = std::make_unique<mqtt::async_client>(uri, options.client_id, create, nullptr);
     client->set_connection_lost_handler([this](const std::string& cause) {
       on_paho_thread(log, "connection-lost callback", [&] { handle_connection_lost(cause); });
     });

@@ -54,6 +54,7 @@ void LiveMachine::make_transport() {
   po.server_uri = setup_.broker_url;
   po.client_id = setup_.id;
   po.clean_session = false;
+  po.tcp_nodelay = setup_.tcp_nodelay;
   Message will = fw::DeviceCore::presence(ledger_->identity(), false, clock_.wall_ms());
   po.will = Will{will.topic, will.payload, 1, true};
   po.reconnect_min = std::chrono::milliseconds(200);
@@ -74,6 +75,14 @@ Status LiveMachine::boot() {
   core_ = std::make_unique<fw::DeviceCore>(*ledger_, mechanics_.hal(), *transport_, clock_, random_,
                                            log_, setup_.core);
   return core_->boot();
+}
+
+Status LiveMachine::load_restock(const std::string& restock_id, int slot, int count) {
+  if (!ledger_) return make_error("not_booted", setup_.id + ": load_restock before boot");
+  auto minted = ledger_->confirm_restock(restock_id, slot, count, clock_.wall_ms(), random_);
+  if (!minted.ok()) return minted.error();
+  if (fw::RestockLoader* loader = mechanics_.hal().loader) loader->load_items(slot, count);
+  return {};
 }
 
 Status LiveMachine::connect_blocking() { return paho_->connect(); }

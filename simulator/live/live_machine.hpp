@@ -37,6 +37,10 @@ struct LiveMachineSetup {
   fw::SimulatedMachineOptions mechanics;
   double duplicate = 0;  // per command received and per event sent
   uint64_t seed = 1;
+  // TCP_NODELAY on each (re)connect. The transport finds its socket by
+  // scanning the process's descriptors: a process hosting thousands of
+  // machines turns it off and calls enable_tcp_nodelay_to_peer() once.
+  bool tcp_nodelay = true;
 };
 
 class LiveMachine {
@@ -48,6 +52,11 @@ class LiveMachine {
 
   // Opens the ledger and starts the core (no network yet). Owner thread.
   Status boot();
+  // An operator at the machine loads `count` items into `slot` and confirms
+  // restock `restock_id` (as `vend-firmware restock` does): the ledger mints
+  // the tokens and the core sends the `tokens` event with its next outbox
+  // scan. Owner thread, after boot(); refused when the slot has no room.
+  Status load_restock(const std::string& restock_id, int slot, int count);
   // The first connection; blocks up to the Paho connect timeout.
   Status connect_blocking();
   // Owner thread: hands queued commands to the core, ticks it, finishes a

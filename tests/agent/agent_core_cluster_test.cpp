@@ -132,6 +132,41 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK_FALSE(rig.core->fenced());
 }
 
+// Issue 35: a rebuild loaded the 100,000 most recent finished orders, so a
+// failover took seconds per million history rows.
+TEST_CASE("cluster mode: start and rebuild load only the few most recent finished orders") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 3);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 3; }));
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto order = rig.core->create_order("vm-2", 1, "", "");
+    REQUIRE(order.ok());
+    REQUIRE(rig.core->cancel(order->id).ok());
+    ids.push_back(order->id);
+  }
+  auto finished_in_memory = [&rig] {
+    int64_t n = 0;
+    for (const auto& [state, count] : rig.core->take_metrics().orders_by_state) {
+      if (state == "CANCELLED") n += count;
+    }
+    return n;
+  };
+  CHECK(finished_in_memory() == 3);
+  AgentOptions options = vend::agent::test::test_agent_options();
+  options.cluster_finished_orders_max = 1;
+  restart_owning(rig, only({"vm-2"}), options);
+  CHECK(finished_in_memory() == 1);
+  REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
+  CHECK(finished_in_memory() == 1);
+  for (const auto& id : ids) {  // the others are read back from the log
+    auto read = rig.core->get_order(id);
+    REQUIRE(read.ok());
+    CHECK(read->state == OrderState::kCancelled);
+  }
+}
+
 TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays its machine's") {
   AgentRig rig;
   // A payment for a cancelled order: refunded.

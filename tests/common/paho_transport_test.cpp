@@ -506,6 +506,29 @@ double median_round_trip_ms(const MosquittoServer& server, bool tcp_nodelay, int
 
 // Pins down the Nagle + delayed-ACK stall (~80-90 ms per QoS 1 round trip on
 // loopback without TCP_NODELAY).
+// Issue 35: an agent that gained thousands of machines publishes a status
+// request and an ops view for each in one step. Paho's own queue of
+// publishes not yet written (maxBufferedMessages, 100 by default) refused
+// them with MQTT error -12 long before the in-flight window was full.
+TEST_CASE("a burst up to max_inflight is accepted: Paho's send queue is no smaller bound") {
+  SilentBroker broker;  // never acknowledges: every publish stays in flight
+  PahoOptions options;
+  options.server_uri = broker.url();
+  options.client_id = "burst";
+  options.max_inflight = 3000;
+  options.connect_timeout = 2s;
+  PahoTransport client(options, test_logger());
+  REQUIRE(client.connect());
+  int accepted = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Status s = client.publish(msg("b/" + std::to_string(i % 50) + "/cmd", std::string(200, 'x')));
+    if (s) ++accepted;
+  }
+  CHECK(accepted == 3000);
+  CHECK(client.publish(msg("b/t", "one too many")).error().code == "queue_full");
+  CHECK(eventually([&] { return broker.publishes() == 3000; }, 10s));
+}
+
 TEST_CASE("TCP_NODELAY: median QoS 1 round trip stays far below the Nagle stall") {
   MosquittoServer server;
   double median_ms = median_round_trip_ms(server, /*tcp_nodelay=*/true, 50);

@@ -72,7 +72,8 @@ struct PahoOptions {
   // messages stay in the window across a reconnect where the broker kept the
   // session (Paho resends them); when the broker lost the session Paho drops
   // them and the window empties. Size it for the burst the client must absorb
-  // (docs/mqtt.md); Paho C's own window is set to the same value.
+  // (docs/mqtt.md); Paho C's own window, and its queue of publishes not yet
+  // written, are set to the same value.
   int max_inflight = 1000;
   // Bound on one connect attempt and on waiting for a SUBACK / disconnect.
   std::chrono::milliseconds connect_timeout{5000};

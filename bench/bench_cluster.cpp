@@ -90,8 +90,8 @@ void wait_fleet_served(const AgentCluster& a, const Fleet& fleet, const std::str
 // each machine for the customers.
 struct Side {
   std::string name;
-  std::unique_ptr<AgentCluster> agents;       // PostgreSQL sides
-  std::unique_ptr<AgentServer> sqlite;  // the SQLite side
+  std::unique_ptr<AgentCluster> agents;  // PostgreSQL sides
+  std::unique_ptr<AgentServer> sqlite;   // the SQLite side
   std::unique_ptr<Fleet> fleet;
   std::vector<int> owner_port;  // per machine of the fleet
   std::vector<pid_t> pids;
@@ -260,8 +260,8 @@ FleetSpec side_fleet(const std::string& prefix, int fill) {
 
 void start_pg_side(Rig& rig, Side& side, int instances, int fill, Logger& log) {
   rig.postgres.create_database(side.name);
-  side.agents = std::make_unique<AgentCluster>(rig.dir, rig.postgres.url(side.name), rig.broker.url(),
-                                         side.name, instances);
+  side.agents = std::make_unique<AgentCluster>(rig.dir, rig.postgres.url(side.name),
+                                               rig.broker.url(), side.name, instances);
   std::vector<size_t> live;
   for (size_t i = 0; i < static_cast<size_t>(instances); ++i) {
     if (Status s = side.agents->start(i); !s.ok()) throw std::runtime_error(s.error().to_string());

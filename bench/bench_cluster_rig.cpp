@@ -126,9 +126,9 @@ std::string order_via(const AgentCluster& a, size_t i, const std::string& device
   c.set_follow_location(true);
   c.set_connection_timeout(0, 500'000);
   c.set_read_timeout(2, 0);
-  auto r = c.Post("/v1/orders",
-                  R"({"device":")" + device + R"(","slot":)" + std::to_string(slot) + "}",
-                  "application/json");
+  auto r =
+      c.Post("/v1/orders", R"({"device":")" + device + R"(","slot":)" + std::to_string(slot) + "}",
+             "application/json");
   if (!r || r->status != 201) return "";
   Json j = Json::parse(r->body, nullptr, false);
   return j.is_discarded() ? "" : j.value("id", "");

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -56,8 +56,8 @@ int run_fleet_host(int argc, char** argv) {
     return 1;
   }
   while (!g_stop) {
-    write_status(status, std::to_string(fleet.online()) + " " +
-                             std::to_string(fleet.unacked_events()));
+    write_status(status,
+                 std::to_string(fleet.online()) + " " + std::to_string(fleet.unacked_events()));
     std::this_thread::sleep_for(500ms);
   }
   // The machines vanish as in a power cut (the broker publishes their
@@ -72,9 +72,14 @@ Result<std::unique_ptr<FleetHosts>> FleetHosts::start(const ScaleFleetSpec& spec
     int count = std::min(per_host, spec.machines - first + 1);
     std::string n = std::to_string(h->hosts_.size());
     h->status_files_.push_back(h->dir_.file("host-" + n + ".status"));
-    std::vector<std::string> argv = {self_exe(),       "--fleet-host",      spec.prefix,
-                                     std::to_string(first), std::to_string(count),
-                                     spec.broker_url,  spec.ledger_dir,     h->status_files_.back()};
+    std::vector<std::string> argv = {self_exe(),
+                                     "--fleet-host",
+                                     spec.prefix,
+                                     std::to_string(first),
+                                     std::to_string(count),
+                                     spec.broker_url,
+                                     spec.ledger_dir,
+                                     h->status_files_.back()};
     h->hosts_.push_back(std::make_unique<test::Child>(argv, h->dir_.file("host-" + n + ".log")));
   }
   for (int i = 1; i <= spec.machines; ++i) h->ids_.push_back(scale_machine_id(spec.prefix, i));
@@ -107,8 +112,9 @@ Result<std::vector<std::pair<int, int64_t>>> FleetHosts::statuses() const {
     std::string text = test::read_file(status_files_[i]);
     if (text.rfind("error:", 0) == 0) return make_error("bench_setup", "machine host: " + text);
     if (!hosts_[i]->running()) {
-      return make_error("bench_setup", "machine host " + std::to_string(i) + " died: " +
-                                           test::read_file(dir_.file("host-" + std::to_string(i) + ".log")));
+      return make_error("bench_setup",
+                        "machine host " + std::to_string(i) + " died: " +
+                            test::read_file(dir_.file("host-" + std::to_string(i) + ".log")));
     }
     int online = 0;
     long long unacked = 0;

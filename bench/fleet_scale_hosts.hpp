@@ -1,16 +1,17 @@
 // The live fleet of bench_fleet_scale spread over child processes ("machine
 // hosts"): each runs a ScaleFleet of up to `per_host` machines. A process has
-// one thread and several memory maps per machine (its Paho reconnect
-// thread, its ledger's WAL index), and vm.max_map_count (65,530) caps a
-// process near 15,000 machines; several hosts also use both cores for the
-// machines' Paho traffic.
+// about four descriptors (its socket, its ledger's database, WAL and WAL
+// index), a thread (its Paho reconnect thread) and several memory maps per
+// machine: RLIMIT_NOFILE (a hard 20,000 where the bench cannot raise it)
+// and vm.max_map_count (65,530) cap what one process can host. Several
+// hosts also use both cores for the machines' Paho traffic.
 //
 // A host is this benchmark's own binary started as
 //   bench_fleet_scale --fleet-host PREFIX FIRST COUNT BROKER_URL LEDGER_DIR STATUS_FILE
 // (run_fleet_host); every 500 ms it replaces STATUS_FILE with
 // "<online> <unacked events>", or "error: <why>" when start-up failed; on
-// SIGTERM it exits at once, its machines gone as in a power cut. Non-copyable; SIGTERM to every host on
-// destruction.
+// SIGTERM it exits at once, its machines gone as in a power cut. Non-copyable; SIGTERM to every
+// host on destruction.
 #pragma once
 
 #include <memory>

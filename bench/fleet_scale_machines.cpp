@@ -83,11 +83,12 @@ Status ScaleFleet::start() {
   }
   if (Status s = for_each_machine([this](size_t i) { return boot_one(i); }); !s.ok()) return s;
   size_t colon = spec_.broker_url.rfind(':');
-  auto nodelay = enable_tcp_nodelay_to_peer("127.0.0.1", std::atoi(spec_.broker_url.c_str() + colon + 1));
+  auto nodelay =
+      enable_tcp_nodelay_to_peer("127.0.0.1", std::atoi(spec_.broker_url.c_str() + colon + 1));
   if (!nodelay.ok()) return nodelay.error();
   run_ = true;
-  size_t threads = std::min<size_t>(static_cast<size_t>(std::max(1, spec_.step_threads)),
-                                    machines_.size());
+  size_t threads =
+      std::min<size_t>(static_cast<size_t>(std::max(1, spec_.step_threads)), machines_.size());
   for (size_t t = 0; t < threads; ++t) {
     steppers_.emplace_back([this, t, threads] { step_loop(t, threads); });
   }

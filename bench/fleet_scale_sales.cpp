@@ -50,9 +50,9 @@ void Sales::sell_one(uint64_t n) {
   c.set_follow_location(true);
   c.set_connection_timeout(0, 500'000);
   c.set_read_timeout(5, 0);
-  auto r = c.Post("/v1/orders",
-                  R"({"device":")" + device + R"(","slot":)" + std::to_string(slot) + "}",
-                  "application/json");
+  auto r =
+      c.Post("/v1/orders", R"({"device":")" + device + R"(","slot":)" + std::to_string(slot) + "}",
+             "application/json");
   if (!r) {
     ++failed_;
     return;
@@ -63,8 +63,8 @@ void Sales::sell_one(uint64_t n) {
   }
   std::string order = json_string(r->body, "id");
   SignedPayment p = signed_payment(secret_, order, "pay-" + order, 100);
-  auto paid = c.Post("/v1/orders/" + order + "/payment", {{webhook::kHeader, p.signature}},
-                     p.body, "application/json");
+  auto paid = c.Post("/v1/orders/" + order + "/payment", {{webhook::kHeader, p.signature}}, p.body,
+                     "application/json");
   ++(paid && paid->status == 200 ? paid_ : failed_);
 }
 

@@ -16,9 +16,9 @@ namespace vend::bench {
 class Sales {
  public:
   struct Counts {
-    int64_t paid = 0;      // a 200 to the payment
-    int64_t refused = 0;   // an answer other than 201 to the order (503 while a shard moves, 409)
-    int64_t failed = 0;    // no answer, or the payment not accepted
+    int64_t paid = 0;     // a 200 to the payment
+    int64_t refused = 0;  // an answer other than 201 to the order (503 while a shard moves, 409)
+    int64_t failed = 0;   // no answer, or the payment not accepted
   };
 
   // Starts selling at once: `per_s` orders a second over `machines`

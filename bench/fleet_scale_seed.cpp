@@ -1,5 +1,6 @@
 #include "fleet_scale_seed.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "vend/crypto.hpp"
@@ -10,6 +11,7 @@ namespace {
 
 constexpr int kRowsPerFinishedOrder = 5;  // order, token, payment, 2 events
 constexpr const char* kKeySalt = "vend-bench-key:";
+constexpr int64_t kRowsPerChunk = 250'000;
 
 std::string machines_sql(const SeedSpec& s) {
   const std::string id = "'" + s.prefix + "-' || lpad(i::text, 6, '0')";
@@ -26,9 +28,11 @@ std::string machines_sql(const SeedSpec& s) {
 
 // Finished orders 1..per_machine of every machine; one in ten failed at the
 // machine with its token BURNED, the others COMPLETED with it SOLD.
-std::string history_sql(int64_t per_machine, int slots) {
-  const std::string from =
-      " FROM generate_series(1, " + std::to_string(per_machine) + ") i, devices d";
+std::string history_sql(int64_t per_machine, int slots, const std::string& first_id,
+                        const std::string& last_id) {
+  const std::string from = " FROM generate_series(1, " + std::to_string(per_machine) +
+                           ") i, devices d WHERE d.id BETWEEN '" + first_id + "' AND '" + last_id +
+                           "'";
   const std::string id = "d.id || '-' || i";
   const std::string slot = "1 + i % " + std::to_string(slots);
   return "INSERT INTO pool_tokens(token, device, slot, restock_id, state, order_id) SELECT "
@@ -71,9 +75,17 @@ std::string scale_machine_key_hex(const std::string& id) {
 
 int64_t seed_fleet(test::PostgresServer& pg, const std::string& db, const SeedSpec& spec) {
   int64_t per_machine = spec.history_rows / kRowsPerFinishedOrder / std::max(1, spec.machines);
-  std::string sql = "ALTER TABLE pool_tokens DISABLE TRIGGER USER;" + machines_sql(spec);
-  if (per_machine > 0) sql += history_sql(per_machine, spec.slots);
-  sql +=
+  pg.sql(db, "ALTER TABLE pool_tokens DISABLE TRIGGER USER;" + machines_sql(spec));
+  // The history in chunks of machines: one psql call may take 120 s at most
+  // (test::PostgresServer).
+  int chunk = static_cast<int>(std::max<int64_t>(
+      1, kRowsPerChunk / std::max<int64_t>(1, per_machine * kRowsPerFinishedOrder)));
+  for (int first = 1; per_machine > 0 && first <= spec.machines; first += chunk) {
+    int last = std::min(spec.machines, first + chunk - 1);
+    pg.sql(db, history_sql(per_machine, spec.slots, scale_machine_id(spec.prefix, first),
+                           scale_machine_id(spec.prefix, last)));
+  }
+  std::string sql =
       "ALTER TABLE pool_tokens ENABLE TRIGGER USER;"
       "UPDATE slots s SET sold = c.sold, burned = c.burned FROM (SELECT device, slot, "
       "count(*) FILTER (WHERE state = 'SOLD') AS sold, count(*) FILTER (WHERE state = "

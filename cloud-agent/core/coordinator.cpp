@@ -3,7 +3,6 @@
 #include "core/coordinator.hpp"
 
 #include <algorithm>
-
 #include <utility>
 #include <vector>
 
@@ -31,9 +30,9 @@ Status Coordinator::start() {
   if (writes.started) return make_error("invalid_state", "start() was already called");
   // Cluster mode: the repository reads this instance's machines alone, and
   // fewer finished orders (AgentOptions::cluster_finished_orders_max).
-  size_t finished = owns ? std::min(options.finished_orders_max,
-                                    options.cluster_finished_orders_max)
-                         : options.finished_orders_max;
+  size_t finished = owns
+                        ? std::min(options.finished_orders_max, options.cluster_finished_orders_max)
+                        : options.finished_orders_max;
   auto loaded = repo.load(finished, owns);
   if (!loaded.ok()) return loaded.error();
   if (auto s = device_desk.load(*loaded); !s.ok()) return s;

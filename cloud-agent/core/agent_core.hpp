@@ -38,6 +38,7 @@
 #include "contracts/order.hpp"
 #include "contracts/refund.hpp"
 #include "core/core_runner.hpp"
+#include "devices/known_devices.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/ops.hpp"
@@ -233,9 +234,15 @@ struct AgentMetrics {
 class AgentCore {
  public:
   // `runner`: where the steps run; nullptr = InlineRunner (one caller
-  // thread). It must outlive the core.
+  // thread). `reader`: where the log is read for clients' requests that
+  // memory cannot answer (an order id not in memory in cluster mode or
+  // after eviction), off the core's thread; `key_reader` the same for the
+  // idempotency keys of reservations (nullptr: `reader`). Their steps are
+  // bounded (a refused one is answered "unavailable"); nullptr = the
+  // caller's thread (InlineRunner). All must outlive the core.
   AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
-            AgentOptions options = {}, CoreRunner* runner = nullptr);
+            AgentOptions options = {}, CoreRunner* runner = nullptr, CoreRunner* reader = nullptr,
+            CoreRunner* key_reader = nullptr);
   ~AgentCore();
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
@@ -387,6 +394,11 @@ class AgentCore {
   // after an agent restart). Subscribing in the shell as well is harmless.
   void on_connection(bool connected);
 
+  // Whether this core holds the machine `device` in memory (every machine
+  // it serves), as of its last step. Any thread; never waits for the core:
+  // the HTTP edge answers requests about unknown ids without a step.
+  bool knows_device(const std::string& device) const { return known_devices_.contains(device); }
+
   // Fires due deadlines, runs the periodic sweep, flushes batched acks.
   void tick();
 
@@ -413,18 +425,42 @@ class AgentCore {
       carry_out_effects();
     });
   }
+  // Runs `read` (a read of the log) on `reader` and returns what it read;
+  // "unavailable" when the reader refused it.
+  Result<std::optional<Order>> read_log(
+      CoreRunner& reader, const std::function<Result<std::optional<Order>>()>& read);
+  // A request about an order: `body(read)` as a step, and when memory
+  // cannot answer it (kMustRead), the order is read off the core's thread
+  // and `body` runs again with what was read.
+  template <typename T, typename Body>
+  Result<T> with_order_read(const std::string& order_id, Body body);
+  // create_order_async's step: the reservation (with what was read of its
+  // key, once read), answered once durable; a key memory cannot answer is
+  // read on the reader, then this runs again.
+  void create_order_step(const std::string& device, int slot, const std::string& client,
+                         const std::string& key, const std::shared_ptr<OrderCallback>& reply,
+                         const Result<std::optional<Order>>* key_read);
   // create_order's checks of the key and the client: the scoped key.
   static Result<std::string> scoped_key(const std::string& client,
                                         const std::string& idempotency_key);
   void carry_out_effects();
+  // After a step: machines added to the core's book (or a rebuilt core)
+  // into known_devices_.
+  void sync_known_devices();
   // Waits for `ticket` (between steps); a failed commit fail-stops the core
   // and gives the "unavailable" error naming `what`.
   Status wait_durable(const std::shared_future<Status>& ticket, const std::string& what);
 
   std::unique_ptr<Coordinator> core_;  // the core's state and its parts (core/coordinator.hpp)
   InlineRunner inline_runner_;
+  InlineRunner inline_reader_;
   CoreRunner& runner_;
+  CoreRunner& reader_;
+  CoreRunner& key_reader_;
   Transport& transport_;
+  KnownDevices known_devices_;
+  const Coordinator* synced_core_ = nullptr;  // whose book known_devices_ holds
+  size_t synced_devices_ = 0;                 // how many of its records
 };
 
 }  // namespace vend::agent

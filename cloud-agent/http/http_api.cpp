@@ -47,6 +47,7 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       clock_(clock),
       log_(log),
       replays_(options_.payment_tolerance_s, kMaxRememberedSignatures),
+      peers_(options_.max_requests_per_peer),
       workers_(options_.worker_threads, options_.max_queued_requests) {
   add_routes();
 }
@@ -109,6 +110,16 @@ HttpServer::Handler HttpApi::handler() {
 }
 
 void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
+  // One peer holds at most max_requests_per_peer of the queues below.
+  if (!peers_.enter(req.remote_addr)) {
+    if (options_.on_rejected) options_.on_rejected("max_requests_per_peer", req.remote_addr);
+    HttpReply busy{503, limit_error_body("unavailable",
+                                         "too many requests in flight from this address (at most " +
+                                             std::to_string(options_.max_requests_per_peer) + ")",
+                                         "max_requests_per_peer")};
+    busy.headers.emplace_back("Retry-After", "1");
+    return responder.complete(std::move(busy));
+  }
   // Shared: std::function needs a copyable job, and the responder is
   // move-only. The request stays here until the reply; its matches point
   // into its own path.
@@ -119,6 +130,7 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
       log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
                            std::to_string(reply.status));
     }
+    peers_.leave(pending->req.remote_addr);
     pending->responder.complete(std::move(reply));
   };
   if (route != nullptr && route->on_event_thread) return run(route, pending->req, finish);
@@ -131,7 +143,7 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
                                            std::to_string(options_.max_queued_requests) + ")",
                                        "max_queued_requests")};
   busy.headers.emplace_back("Retry-After", "1");
-  pending->responder.complete(std::move(busy));
+  finish(std::move(busy));
 }
 
 const HttpApi::Route* HttpApi::find_route(const httplib::Request& req) const {
@@ -246,6 +258,8 @@ AgentHealth HttpApi::health() const {
     HttpApiOptions::InboundFill f = options_.inbound_fill();
     h.inbound_messages = f.messages;
     h.inbound_max_messages = f.max_messages;
+    h.inbound_dropped = f.dropped;
+    h.inbound_dropped_machine_share = f.dropped_machine_share;
     h.inbound_saturated = (f.max_messages > 0 && f.messages * 10 >= f.max_messages * 9) ||
                           (f.max_bytes > 0 && f.bytes * 10 >= f.max_bytes * 9);
   }

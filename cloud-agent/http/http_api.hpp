@@ -54,6 +54,7 @@
 #include "http/metrics.hpp"
 #include "http/path_pattern.hpp"
 #include "http/worker_pool.hpp"
+#include "limits/in_flight_gate.hpp"
 #include "limits/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
@@ -87,6 +88,7 @@ struct HttpApiOptions {
   // either bound /healthz answers 503.
   struct InboundFill {
     size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
+    uint64_t dropped = 0, dropped_machine_share = 0;  // since start
   };
   std::function<InboundFill()> inbound_fill;
   // Order rate limits: POST /v1/orders takes one token from the bucket
@@ -100,6 +102,10 @@ struct HttpApiOptions {
   // Handler threads and the requests that may wait for one (then 503).
   size_t worker_threads = 32;
   size_t max_queued_requests = 4096;
+  // Requests of one peer address in flight at once (from arrival to
+  // answer); one more is answered 503 with limit "max_requests_per_peer".
+  // 0: no limit.
+  size_t max_requests_per_peer = 1024;
   // The server's counters for /metrics, and where a refusal of the API's own
   // (max_queued_requests) is reported; either may be empty.
   std::function<HttpServerStats()> server_stats;
@@ -204,7 +210,11 @@ class HttpApi {
 
   // Rate limits (http_rate_limits.cpp): the 429 answer when an order of
   // `client` for `device` is over a limit; nullopt when it may go on.
-  std::optional<HttpReply> order_rate_limited(const std::string& device, const std::string& client);
+  // `known`: the machine is one the core holds (AgentCore::knows_device);
+  // every other id shares one bucket, "machine:?" (unknown machines are
+  // limited together, like one machine).
+  std::optional<HttpReply> order_rate_limited(const std::string& device, bool known,
+                                              const std::string& client);
   // The rate-limit counters in the Prometheus text format.
   std::string rate_limit_metrics() const;
 
@@ -242,6 +252,7 @@ class HttpApi {
   std::mutex replay_mu_;  // guards replays_
   webhook::ReplayWindow replays_;
   MetricsExporter metrics_;
+  InFlightGate peers_;  // options_.max_requests_per_peer
   std::atomic<uint64_t> rate_limited_machine_{0};
   std::atomic<uint64_t> rate_limited_client_{0};
   std::vector<Route> routes_;  // written by the constructor only

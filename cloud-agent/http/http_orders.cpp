@@ -128,12 +128,18 @@ void HttpApi::create_order(const httplib::Request& req, Done done) {
   auto client = client_of(req);
   if (!client.ok()) return done(client.error());
   // Another instance's machine: redirected before its rate limits count it
-  // (the owner counts it when the client follows).
+  // (the owner counts it when the client follows); nobody's (its shard is
+  // moving): 503.
   if (options_.owner_url) {
     auto owner = options_.owner_url(*device);
-    if (owner && *owner != options_.self_url) return done(redirect_to_owner(req, *device));
+    if (!owner || *owner != options_.self_url) return done(redirect_to_owner(req, *device));
   }
-  if (auto limited = order_rate_limited(*device, *client)) return done(*limited);
+  // A machine the core does not hold is unknown here (the core holds every
+  // machine it serves): answered without the core, under one rate limit
+  // shared by every such id.
+  bool known = core_.knows_device(*device);
+  if (auto limited = order_rate_limited(*device, known, *client)) return done(*limited);
+  if (!known) return done(make_error("not_found", "no device '" + *device + "'"));
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
                            [done](Result<Order> order) {

@@ -384,6 +384,7 @@ HttpServerStats HttpServer::stats() const {
   out.rejected_header_timeout = s.header_timeout.load();
   out.rejected_body_timeout = s.body_timeout.load();
   out.rejected_max_queued_requests = s.max_queued_requests.load();
+  out.rejected_max_requests_per_peer = s.max_requests_per_peer.load();
   out.idle_closed = s.idle_closed.load();
   for (size_t i = 0; i < kFramingProblemCount; ++i) out.framing_errors[i] = s.framing[i].load();
   {
@@ -395,8 +396,11 @@ HttpServerStats HttpServer::stats() const {
 
 void HttpServer::note_rejected(const std::string& limit, const std::string& source) {
   if (limit == "max_queued_requests") ++state_->max_queued_requests;
+  if (limit == "max_requests_per_peer") ++state_->max_requests_per_peer;
   std::lock_guard lock(state_->mu);
-  state_->log_refusal(source, limit, "no handler free");
+  state_->log_refusal(source, limit,
+                      limit == "max_requests_per_peer" ? "too many requests in flight from it"
+                                                       : "no handler free");
 }
 
 }  // namespace vend::agent

@@ -112,6 +112,7 @@ struct HttpServer::State {
   std::atomic<uint64_t> open{0}, accepted{0}, requests{0}, idle_closed{0};
   std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
   std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
+  std::atomic<uint64_t> max_requests_per_peer{0};
   std::array<std::atomic<uint64_t>, kFramingProblemCount> framing{};  // by FramingProblem
 
   // Streaming replies being sent (for their ticks and stop()).

@@ -163,6 +163,13 @@ void render_health(const AgentHealth& h, std::string& out) {
   prometheus_scalar(out, "vend_inbound_saturated", "gauge",
                     "1 when the inbound queue is at 90% of its bound or more.",
                     h.inbound_saturated ? 1 : 0);
+  out +=
+      "# HELP vend_inbound_dropped_total MQTT messages dropped before the core: the queue was full, "
+      "or their machine had its share waiting.\n# TYPE vend_inbound_dropped_total counter\n";
+  out += "vend_inbound_dropped_total{reason=\"queue_full\"} " +
+         std::to_string(h.inbound_dropped - h.inbound_dropped_machine_share) + "\n";
+  out += "vend_inbound_dropped_total{reason=\"machine_share\"} " +
+         std::to_string(h.inbound_dropped_machine_share) + "\n";
 }
 }  // namespace
 

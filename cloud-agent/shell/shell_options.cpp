@@ -146,6 +146,8 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::http_max_connections, "--http-max-connections", 1, 1'000'000)},
       {"--http-max-queued",
        set_int(&ShellOptions::http_max_queued, "--http-max-queued", 1, 1 << 20)},
+      {"--http-max-per-peer",
+       set_int(&ShellOptions::http_max_per_peer, "--http-max-per-peer", 0, 1 << 20)},
       {"--http-max-header-bytes",
        set_int(&ShellOptions::http_max_header_bytes, "--http-max-header-bytes", 1024, 1 << 20)},
       {"--http-max-body-bytes",
@@ -480,6 +482,7 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --http-event-threads N        HTTP event (epoll) threads (2; 1..64)
   --http-max-connections N      open connections at once; more get 503 (20000)
   --http-max-queued N           requests waiting for a handler thread; more get 503 (4096)
+  --http-max-per-peer N         requests in flight per peer address; more get 503 (1024; 0 off)
   --http-max-header-bytes N     request line and headers; more get 431 (8192)
   --http-max-body-bytes N       request body; more gets 413 (16384)
   --http-header-timeout-ms N    headers not complete in N ms after the request line: 408

@@ -52,6 +52,7 @@ struct ShellOptions {
   int64_t http_event_threads = 2;
   int64_t http_max_connections = 20'000;
   int64_t http_max_queued = 4096;
+  int64_t http_max_per_peer = 1024;  // requests in flight per peer address; 0: no limit
   int64_t http_max_header_bytes = 8192;
   int64_t http_max_body_bytes = 16'384;
   int64_t http_header_timeout_ms = 10'000;

@@ -11,6 +11,8 @@
 
 #include "agent_rig.hpp"
 #include "test_support.hpp"
+#include "orders/order_ids.hpp"
+#include "vend/random.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::agent {
@@ -25,22 +27,40 @@ AgentCore::Ownership only(std::set<std::string> devices) {
   return [devices](const std::string& key) { return devices.count(key) != 0; };
 }
 
-// The rig's agent restarted as one of several instances, owning `owns`.
+// The rig's agent restarted as one of several instances, owning `owns`;
+// `reader`: where it reads the log for clients' requests (null: inline).
 void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
-                    AgentOptions options = vend::agent::test::test_agent_options()) {
+                    AgentOptions options = vend::agent::test::test_agent_options(),
+                    CoreRunner* reader = nullptr) {
   rig.crash_agent();
   auto r = Repository::open(rig.dir.file("agent.db"), rig.repo_options, rig.log);
   REQUIRE(r.ok());
   rig.repo = std::move(r).value();
   rig.client = rig.bus.make_client("vend-agent-a", std::nullopt, true);
-  rig.core =
-      std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log, options);
+  rig.core = std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log,
+                                         options, nullptr, reader);
   rig.client->on_message([&rig](const Message& m) { rig.core->on_message(m); });
   rig.client->on_connection([&rig](bool up) { rig.core->on_connection(up); });
   REQUIRE(rig.core->start(std::move(owns)).ok());
   REQUIRE(rig.client->connect().ok());
   rig.bus.deliver_all();
 }
+
+// The reader of a core: runs each read inline and counts it; refuses every
+// one while `refuse`.
+struct CountingReader final : CoreRunner {
+  InlineRunner inner;
+  int reads = 0;
+  bool refuse = false;
+  bool run(const std::function<void()>& step) override {
+    ++reads;
+    return !refuse && inner.run(step);
+  }
+  bool post(std::function<void()> step) override {
+    ++reads;
+    return !refuse && inner.post(std::move(step));
+  }
+};
 
 // A cancelled (finished) order of vm-2, a machine stocked with one token.
 Order cancelled_order(AgentRig& rig) {
@@ -130,6 +150,74 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
   CHECK(listed(rig) == std::set<std::string>{"vm-2"});
   CHECK_FALSE(rig.core->fenced());
+}
+
+TEST_CASE("cluster mode: a client's request reads the log only on the reader, and only when the "
+          "order could exist") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 5);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 5; }));
+  auto keyed = rig.core->create_order("vm-2", 1, "id:c", "k-1");
+  REQUIRE(keyed.ok());
+  REQUIRE(rig.core->cancel(keyed->id).ok());
+
+  // Memory holds no finished order and never all of the log (cluster mode).
+  CountingReader reader;
+  restart_owning(rig, only({"vm-2", "vm-9"}), no_recent_orders(), &reader);
+  REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));
+
+  // Ids no order can have, and a machine this core would serve but does
+  // not know (before its key is looked up): not_found, nothing read.
+  CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
+  CHECK(rig.core->cancel("ord-" + std::string(44, 'f')).error().code == "not_found");
+  CHECK(rig.core->create_order("vm-9", 1, "id:c", "k-1").error().code == "not_found");
+  CHECK(reader.reads == 0);
+
+  // An id that could exist: read on the reader (none: not_found).
+  SeededRandom ids(3);
+  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "not_found");
+  CHECK(reader.reads == 1);
+  // A finished order evicted from memory: read once, then in memory.
+  auto read = rig.core->get_order(keyed->id);
+  REQUIRE(read.ok());
+  CHECK(read->state == OrderState::kCancelled);
+  CHECK(reader.reads == 2);
+  CHECK(rig.core->get_order(keyed->id).ok());
+  CHECK(reader.reads == 2);
+  // A key memory does not hold: read on the reader; the same order again.
+  auto again = rig.core->create_order("vm-2", 1, "id:c", "k-1");
+  REQUIRE(again.ok());
+  CHECK(again->id == keyed->id);
+  CHECK(reader.reads == 2);  // its order was in memory already (read above)
+  std::optional<Result<Order>> answered;
+  rig.core->create_order_async("vm-2", 1, "id:c", "k-2",
+                               [&](Result<Order> o) { answered.emplace(std::move(o)); });
+  // Answered from the commit callback: once two flushes returned, it ran.
+  rig.repo->flush();
+  rig.repo->flush();
+  REQUIRE(answered.has_value());
+  REQUIRE(answered->ok());
+  CHECK((*answered)->state == OrderState::kReserved);
+  const std::string reserved = (*answered)->id;
+  CHECK(reader.reads == 3);
+  CHECK(rig.pool("vm-2", 1) == 4);
+
+  // The reader refuses (saturated): unavailable, nothing reserved; what
+  // memory answers is answered as before.
+  reader.refuse = true;
+  CHECK(rig.core->create_order("vm-2", 1, "id:c", "k-3").error().code == "unavailable");
+  answered.reset();
+  rig.core->create_order_async("vm-2", 1, "id:c", "k-4",
+                               [&](Result<Order> o) { answered.emplace(std::move(o)); });
+  REQUIRE(answered.has_value());
+  CHECK(answered->error().code == "unavailable");
+  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code ==
+        "unavailable");
+  CHECK(rig.pool("vm-2", 1) == 4);
+  CHECK(rig.core->get_order(reserved).ok());  // open, in memory: nothing to read
+  CHECK(rig.core->create_order("vm-2", 1, "", "").ok());  // no key: nothing to read
+  CHECK(rig.pool("vm-2", 1) == 3);
 }
 
 TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays its machine's") {

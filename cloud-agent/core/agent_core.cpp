@@ -299,9 +299,8 @@ Result<Order> AgentCore::pay(const std::string& order_id, const std::string& pay
 }
 
 Result<Order> AgentCore::cancel(const std::string& order_id) {
-  return with_order_read<Order>(order_id, [&](const LogRead* read) {
-    return core_->order_desk.cancel(order_id, read);
-  });
+  return with_order_read<Order>(
+      order_id, [&](const LogRead* read) { return core_->order_desk.cancel(order_id, read); });
 }
 
 Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispensed,

@@ -427,8 +427,8 @@ class AgentCore {
   }
   // Runs `read` (a read of the log) on `reader` and returns what it read;
   // "unavailable" when the reader refused it.
-  Result<std::optional<Order>> read_log(
-      CoreRunner& reader, const std::function<Result<std::optional<Order>>()>& read);
+  Result<std::optional<Order>> read_log(CoreRunner& reader,
+                                        const std::function<Result<std::optional<Order>>()>& read);
   // A request about an order: `body(read)` as a step, and when memory
   // cannot answer it (kMustRead), the order is read off the core's thread
   // and `body` runs again with what was read.

@@ -93,7 +93,8 @@ Result<Order> OrderDesk::create_order(const std::string& device, int slot,
   if (!writes_.started) return make_error("unavailable", "the agent core is not started");
   // Every machine this core serves is in memory: an unknown one costs no
   // read of the log, whatever the key.
-  if (devices_.find(device) == nullptr) return make_error("not_found", "no device '" + device + "'");
+  if (devices_.find(device) == nullptr)
+    return make_error("not_found", "no device '" + device + "'");
   if (!key.empty()) {
     auto existing = find_by_idempotency_key(key, key_read);
     if (!existing.ok()) return existing.error();

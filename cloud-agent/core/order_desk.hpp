@@ -140,8 +140,7 @@ class OrderDesk : public CoreEnv {
   void restore_order(const Order& order);
   // The order of a scoped key: in memory, else from `read` (kMustRead
   // while it is null and memory may be incomplete).
-  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key,
-                                                       const LogRead* read);
+  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key, const LogRead* read);
   // A finished order read from the log, into the book (null: none); not
   // served here (not_owner) or open yet not in memory (inconsistent): errors.
   Result<OrderRec*> adopt_stored(const std::string& order_id, const std::optional<Order>& stored);

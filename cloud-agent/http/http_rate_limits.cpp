@@ -31,7 +31,7 @@ std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device, 
       .fetch_add(1, std::memory_order_relaxed);
   const RateLimit& l = limit == "machine" ? options_.machine_limit : options_.client_limit;
   int64_t retry_s = (d.retry_after_ms + 999) / 1000;
-  std::string what = limit == "client"  ? "this client"
+  std::string what = limit == "client" ? "this client"
                      : known           ? "machine '" + device + "'"
                                        : "machines this agent does not know";
   HttpReply reply{

@@ -398,9 +398,9 @@ void HttpServer::note_rejected(const std::string& limit, const std::string& sour
   if (limit == "max_queued_requests") ++state_->max_queued_requests;
   if (limit == "max_requests_per_peer") ++state_->max_requests_per_peer;
   std::lock_guard lock(state_->mu);
-  state_->log_refusal(source, limit,
-                      limit == "max_requests_per_peer" ? "too many requests in flight from it"
-                                                       : "no handler free");
+  state_->log_refusal(
+      source, limit,
+      limit == "max_requests_per_peer" ? "too many requests in flight from it" : "no handler free");
 }
 
 }  // namespace vend::agent

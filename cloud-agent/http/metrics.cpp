@@ -164,7 +164,8 @@ void render_health(const AgentHealth& h, std::string& out) {
                     "1 when the inbound queue is at 90% of its bound or more.",
                     h.inbound_saturated ? 1 : 0);
   out +=
-      "# HELP vend_inbound_dropped_total MQTT messages dropped before the core: the queue was full, "
+      "# HELP vend_inbound_dropped_total MQTT messages dropped before the core: the queue was "
+      "full, "
       "or their machine had its share waiting.\n# TYPE vend_inbound_dropped_total counter\n";
   out += "vend_inbound_dropped_total{reason=\"queue_full\"} " +
          std::to_string(h.inbound_dropped - h.inbound_dropped_machine_share) + "\n";

@@ -12,8 +12,8 @@
 // here, so what is dropped is not redelivered by the broker: a device's
 // events are re-sent by its outbox until the core acks them (after their
 // commit); a dropped status stays retained at the broker, sent again on
-// the core's next subscribe and asked for by its status probes; a step that does not fit is refused (run() returns
-// false and the caller answers 503). Connection changes are never dropped.
+// the core's next subscribe and asked for by its status probes; a step that does not fit is refused
+// (run() returns false and the caller answers 503). Connection changes are never dropped.
 //
 // Lifecycle: construct, attach the handlers, start(); before start() (and on
 // the core thread itself) run() runs the step at once on the caller's thread,

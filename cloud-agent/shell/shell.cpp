@@ -289,12 +289,9 @@ Result<int> AgentProcess::bind_http() {
   ho.broker_down_grace_ms = options_.broker_down_grace_s * 1000;
   ho.inbound_fill = [this] {
     Inbox<Message>::Fill f = core_thread_->fill();  // set before HTTP starts
-    return HttpApiOptions::InboundFill{f.messages,
-                                       f.max_messages,
-                                       f.bytes,
-                                       f.max_bytes,
-                                       core_thread_->dropped(),
-                                       core_thread_->dropped_over_share()};
+    return HttpApiOptions::InboundFill{
+        f.messages,  f.max_messages,          f.bytes,
+        f.max_bytes, core_thread_->dropped(), core_thread_->dropped_over_share()};
   };
   ho.payment_tolerance_s = options_.payment_tolerance_s;
   ho.worker_threads = static_cast<size_t>(options_.http_threads);

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "agent_rig.hpp"
-#include "test_support.hpp"
 #include "orders/order_ids.hpp"
+#include "test_support.hpp"
 #include "vend/random.hpp"
 #include "vend/topics.hpp"
 
@@ -152,8 +152,9 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK_FALSE(rig.core->fenced());
 }
 
-TEST_CASE("cluster mode: a client's request reads the log only on the reader, and only when the "
-          "order could exist") {
+TEST_CASE(
+    "cluster mode: a client's request reads the log only on the reader, and only when the "
+    "order could exist") {
   AgentRig rig;
   DeviceSim& two = rig.add_device("vm-2", kSlots);
   two.restock(1, 5);
@@ -212,10 +213,9 @@ TEST_CASE("cluster mode: a client's request reads the log only on the reader, an
                                [&](Result<Order> o) { answered.emplace(std::move(o)); });
   REQUIRE(answered.has_value());
   CHECK(answered->error().code == "unavailable");
-  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code ==
-        "unavailable");
+  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "unavailable");
   CHECK(rig.pool("vm-2", 1) == 4);
-  CHECK(rig.core->get_order(reserved).ok());  // open, in memory: nothing to read
+  CHECK(rig.core->get_order(reserved).ok());              // open, in memory: nothing to read
   CHECK(rig.core->create_order("vm-2", 1, "", "").ok());  // no key: nothing to read
   CHECK(rig.pool("vm-2", 1) == 3);
 }

@@ -72,23 +72,25 @@ void flood(int port, int seed, std::atomic<bool>& stop, Tally& tally) {
   c.set_keep_alive(true);
   c.set_read_timeout(10, 0);
   for (int i = 0; !stop; ++i) {
-    httplib::Result r;
-    if (i % 3 == 0) {
-      httplib::Headers h = {{"Idempotency-Key", "k-" + hex(rng, 16)},
-                            {"X-Client-Id", "c-" + hex(rng, 12)}};
-      std::string body = R"({"device":"vm-)" + hex(rng, 10) + R"(","slot":1})";
-      r = c.Post("/v1/orders", h, body, "application/json");
-    } else if (i % 3 == 1) {
-      // Well-formed: made now, with a random tail.
-      auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count();
-      char time_hex[16];
-      std::snprintf(time_hex, sizeof time_hex, "%012llx", static_cast<unsigned long long>(now_ms));
-      r = c.Get(("/v1/orders/ord-" + std::string(time_hex) + hex(rng, 32)).c_str());
-    } else {
-      r = c.Get(("/v1/orders/ord-" + hex(rng, 7)).c_str());  // no order has this shape
-    }
+    auto send = [&]() -> httplib::Result {
+      if (i % 3 == 0) {
+        httplib::Headers h = {{"Idempotency-Key", "k-" + hex(rng, 16)},
+                              {"X-Client-Id", "c-" + hex(rng, 12)}};
+        std::string body = R"({"device":"vm-)" + hex(rng, 10) + R"(","slot":1})";
+        return c.Post("/v1/orders", h, body, "application/json");
+      } else if (i % 3 == 1) {
+        // Well-formed: made now, with a random tail.
+        auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+        char time_hex[16];
+        std::snprintf(time_hex, sizeof time_hex, "%012llx",
+                      static_cast<unsigned long long>(now_ms));
+        return c.Get(("/v1/orders/ord-" + std::string(time_hex) + hex(rng, 32)).c_str());
+      }
+      return c.Get(("/v1/orders/ord-" + hex(rng, 7)).c_str());  // no order has this shape
+    };
+    auto r = send();
     tally.add(r ? r->status : 0);
   }
 }
@@ -213,8 +215,9 @@ TEST_CASE("flood on one agent (SQLite): up, the customer served, floods answered
   flood_while_buying(agent, dir, broker, 5);
 }
 
-TEST_CASE("flood on one instance of a cluster (PostgreSQL): up, its shards kept, the customer "
-          "served") {
+TEST_CASE(
+    "flood on one instance of a cluster (PostgreSQL): up, its shards kept, the customer "
+    "served") {
   test::TempDir dir;
   test::PostgresServer postgres;
   postgres.create_database("vend");

@@ -129,7 +129,8 @@ TEST_CASE("one source cannot fill the queue: past its share its messages are dro
   StringInbox::Limits limits{100, 1 << 20, 8};
   limits.max_messages_per_source = 3;
   StringInbox q(limits);
-  for (int i = 0; i < 50; ++i) CHECK(q.push_message("flood-" + std::to_string(i), 8, "vm-bad") == (i < 3));
+  for (int i = 0; i < 50; ++i)
+    CHECK(q.push_message("flood-" + std::to_string(i), 8, "vm-bad") == (i < 3));
   // The others still get in, each up to its own share; no source: no share.
   CHECK(q.push_message("a-1", 3, "vm-a"));
   CHECK(q.push_message("b-1", 3, "vm-b"));

@@ -13,10 +13,13 @@
 //
 // Thread-safety: with a threaded runner (the vend-agent core thread) every
 // public method may be called from any thread; with InlineRunner (the
-// default) from one thread only. Methods that promise durability
-// (create_order, pay, resolve_review, provision_device, set_slot,
-// request_restock) wait for their group commit on the caller's thread,
-// between two steps, never inside one.
+// default) from one thread only. Reservations and payments are answered
+// through a callback once durable (create_order_async, pay_async: nobody
+// waits; core/order_calls.hpp drives them to their answer for tests, the
+// benchmarks and the simulation); the other methods that promise durability
+// (resolve_review, provision_device, set_slot, request_restock) wait for
+// their group commit on the caller's thread, between two steps, never
+// inside one.
 //
 // Promise kept here: a reservation takes one token from the slot's pool (the
 // one stock truth: a check-and-take on the in-memory pool, made durable by
@@ -261,33 +264,32 @@ class AgentCore {
   bool fenced();
 
   // ---- orders (HTTP) ----
+  Result<Order> get_order(const std::string& order_id);
+
+  // Reservations and payments are answered later: `done` is called exactly
+  // once, once the answer is durable — from the core thread or the
+  // repository's writer thread, so it must be quick (complete an HTTP
+  // reply). No thread waits for the commit meanwhile. With InlineRunner
+  // `done` may run before the call returns, and a payment's second step
+  // runs on the thread that commits (the writer, unless manual_commit):
+  // tests and the simulation use CallerRunner (core/order_calls.hpp).
+  using OrderCallback = std::function<void(Result<Order>)>;
   // Reserves one item: one token leaves the pool. Idempotency keys are
   // scoped per `client` (1..128 printable ASCII, required with a key): the
   // same non-empty key from the same client returns the same order, from
   // another client it is another order. Stored as "<client>\n<key>" (no
   // printable byte is '\n', so two scopes never meet); keys stored before
   // scoping match no client.
-  Result<Order> create_order(const std::string& device, int slot, const std::string& client,
-                             const std::string& idempotency_key);
-  Result<Order> get_order(const std::string& order_id);
-
-  // create_order and pay, answered later: `done` is called exactly once,
-  // with what the blocking call would return, once the answer is durable —
-  // from the core thread or the repository's writer thread, so it must be
-  // quick (complete an HTTP reply). No thread waits for the commit
-  // meanwhile. With InlineRunner `done` may run before the call returns.
-  using OrderCallback = std::function<void(Result<Order>)>;
   void create_order_async(const std::string& device, int slot, const std::string& client,
                           const std::string& idempotency_key, OrderCallback done);
-  void pay_async(const std::string& order_id, const std::string& payment_id, int64_t amount_cents,
-                 OrderCallback done);
   // A verified payment notification. Idempotent per payment_id. RESERVED ->
   // PAID -> DISPATCHED (durable, then the command is published); EXPIRED ->
   // REFUNDED. Every notification is recorded, for an unknown order too, and
   // one that cannot be honoured gets a refund (payment_outcome says which).
-  // Returns after the group commit.
-  Result<Order> pay(const std::string& order_id, const std::string& payment_id,
-                    int64_t amount_cents);
+  // Two steps: the first commits, the second (posted after that commit)
+  // publishes the dispense and answers.
+  void pay_async(const std::string& order_id, const std::string& payment_id, int64_t amount_cents,
+                 OrderCallback done);
   Result<Order> cancel(const std::string& order_id);
   // An operator's decision on a NEEDS_REVIEW order: `dispensed` -> COMPLETED
   // (the token counts as sold), otherwise -> REFUNDED (a refund of the
@@ -398,7 +400,7 @@ class AgentCore {
       carry_out_effects();
     });
   }
-  // create_order's checks of the key and the client: the scoped key.
+  // create_order_async's checks of the key and the client: the scoped key.
   static Result<std::string> scoped_key(const std::string& client,
                                         const std::string& idempotency_key);
   void carry_out_effects();

@@ -50,6 +50,8 @@ class WorldAgents {
   bool up() const;
   // `call` on the instance serving what it names (see above).
   Status route(const std::function<Status(agent::AgentCore&)>& call);
+  // The same, given the instance (a customer's call, which may crash it).
+  Status route_agent(const std::function<Status(WorldAgent&)>& call);
   // Every serving instance (its refund sender).
   void each_core(const std::function<void(agent::AgentCore&)>& fn);
 

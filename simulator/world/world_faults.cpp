@@ -177,6 +177,17 @@ void WorldFaults::maybe_crash_agent(double rate_factor) {
   if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
 }
 
+bool WorldFaults::maybe_crash_in_call(WorldAgent& agent, agent::CallPoint point,
+                                      const std::string& call, double rate_factor) {
+  if (!enabled_ || faulted_agents_.count(&agent)) return false;
+  if (!random_.chance(rates_.agent_crash * rate_factor)) return false;
+  trace_.add("fault agent crash in " + call +
+             (point == agent::CallPoint::kCommitted ? ": committed, its next step not run"
+                                                    : ": answered, the answer not received"));
+  crash_agent(agent);
+  return true;
+}
+
 void WorldFaults::crash_agent(WorldAgent& agent) {
   agent.crash();
   ++counters_.agent_crashes;

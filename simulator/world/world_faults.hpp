@@ -41,6 +41,14 @@ class WorldFaults {
   // the crash loses what was not committed yet. Several agents: one
   // instance, drawn by the seed.
   void maybe_crash_agent(double rate_factor = 1);
+  // An agent crash inside a customer's call served by `agent`, at the
+  // agent_crash rate times `rate_factor`: at kCommitted (the reservation or
+  // the payment's first step committed, its answer or the payment's second
+  // step — publishing the dispense — not run yet) or at kAnswered (the
+  // answer given, not received). True when `agent` crashed; never while
+  // it is under another fault. `call` names the call in the trace.
+  bool maybe_crash_in_call(WorldAgent& agent, agent::CallPoint point, const std::string& call,
+                           double rate_factor);
   // Heals everything now and stops injecting (the settle phase).
   Status heal_all();
   const FaultCounters& counters() const { return counters_; }

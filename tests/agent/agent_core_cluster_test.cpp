@@ -32,9 +32,10 @@ void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
   auto r = Repository::open(rig.dir.file("agent.db"), rig.repo_options, rig.log);
   REQUIRE(r.ok());
   rig.repo = std::move(r).value();
+  rig.runner = std::make_unique<CallerRunner>();
   rig.client = rig.bus.make_client("vend-agent-a", std::nullopt, true);
-  rig.core =
-      std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log, options);
+  rig.core = std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log,
+                                         options, rig.runner.get());
   rig.client->on_message([&rig](const Message& m) { rig.core->on_message(m); });
   rig.client->on_connection([&rig](bool up) { rig.core->on_connection(up); });
   REQUIRE(rig.core->start(std::move(owns)).ok());
@@ -47,7 +48,7 @@ Order cancelled_order(AgentRig& rig) {
   DeviceSim& two = rig.add_device("vm-2", kSlots);
   two.restock(1, 1);
   REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 1; }));
-  auto order = rig.core->create_order("vm-2", 1, "", "");
+  auto order = rig.create_order("vm-2", 1, "", "");
   REQUIRE(order.ok());
   REQUIRE(rig.core->cancel(order->id).ok());
   return *order;
@@ -73,7 +74,7 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   one.restock(1, 3);
   two.restock(1, 3);
   REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
-  auto open_two = rig.core->create_order("vm-2", 1, "", "");  // stays RESERVED
+  auto open_two = rig.create_order("vm-2", 1, "", "");  // stays RESERVED
   REQUIRE(open_two.ok());
 
   restart_owning(rig, only({"vm-1"}));
@@ -81,7 +82,7 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
 
   // Requests about vm-2 name it, for the HTTP front's redirect.
-  auto order = rig.core->create_order("vm-2", 1, "", "");
+  auto order = rig.create_order("vm-2", 1, "", "");
   REQUIRE_FALSE(order.ok());
   CHECK(order.error().code == "not_owner");
   CHECK(order.error().message == "vm-2");
@@ -94,9 +95,9 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK(rig.core->request_restock("vm-2", 1, 1).error().code == "not_owner");
 
   // Its machine sells as before.
-  auto sold = rig.core->create_order("vm-1", 1, "", "");
+  auto sold = rig.create_order("vm-1", 1, "", "");
   REQUIRE(sold.ok());
-  REQUIRE(rig.core->pay(sold->id, "pay-1", sold->price_cents).ok());
+  REQUIRE(rig.pay(sold->id, "pay-1", sold->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(sold->id) == OrderState::kCompleted; }));
 
   // vm-2's events reach no instance here: not subscribed (its status is
@@ -119,13 +120,13 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
   CHECK(rig.pool("vm-2", 1) == 2);
   CHECK(rig.pool("vm-1", 1) == 2);
-  REQUIRE(rig.core->pay(open_two->id, "pay-2", open_two->price_cents).ok());
+  REQUIRE(rig.pay(open_two->id, "pay-2", open_two->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(open_two->id) == OrderState::kCompleted; }));
 
   // restrict(): vm-1 stops being served at once (before its lease goes).
   rig.core->restrict(only({"vm-2"}));
-  CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "not_owner");
-  CHECK(rig.core->create_order("vm-2", 1, "", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "", "").error().code == "not_owner");
+  CHECK(rig.create_order("vm-2", 1, "", "").ok());
   // A rebuild without it forgets it.
   REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
   CHECK(listed(rig) == std::set<std::string>{"vm-2"});
@@ -136,7 +137,7 @@ TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays
   AgentRig rig;
   // A payment for a cancelled order: refunded.
   const Order order = cancelled_order(rig);
-  auto paid = rig.core->pay(order.id, "pay-late", order.price_cents);
+  auto paid = rig.pay(order.id, "pay-late", order.price_cents);
   REQUIRE(paid.ok());
   REQUIRE(rig.core->take_metrics().refunds_pending == 1);
 
@@ -151,13 +152,13 @@ TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays
   // A payment for an order id no instance has: only the owner of that id
   // records and refunds it, so two instances never write the same payment.
   restart_owning(rig, only({"vm-2"}));
-  auto elsewhere = rig.core->pay("ord-nobody", "pay-u", 150);
+  auto elsewhere = rig.pay("ord-nobody", "pay-u", 150);
   REQUIRE_FALSE(elsewhere.ok());
   CHECK(elsewhere.error().code == "not_owner");
   CHECK(elsewhere.error().message == "ord-nobody");
   CHECK(rig.core->take_metrics().refunds_pending == 1);  // vm-2's, nothing new
   restart_owning(rig, only({"vm-2", "ord-nobody"}));
-  auto here = rig.core->pay("ord-nobody", "pay-u", 150);
+  auto here = rig.pay("ord-nobody", "pay-u", 150);
   REQUIRE(here.ok());
   CHECK_FALSE(here->known);
   CHECK(here->payment_outcome == "unknown_order_refunded");

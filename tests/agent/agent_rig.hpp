@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/agent_core.hpp"
+#include "core/order_calls.hpp"
 #include "repository/repository.hpp"
 #include "sim_hal/sim_hal.hpp"
 #include "test_support.hpp"
@@ -163,14 +164,16 @@ class AgentRig {
     core.reset();
     client.reset();
     repo.reset();
+    runner.reset();
   }
 
   void start_agent() {
     auto r = Repository::open(dir.file("agent.db"), repo_options, log);
     REQUIRE(r.ok());
     repo = std::move(r).value();
+    runner = std::make_unique<CallerRunner>();
     client = bus.make_client(kAgentClient, std::nullopt, false);
-    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_);
+    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_, runner.get());
     client->on_message([this](const Message& m) { core->on_message(m); });
     client->on_connection([this](bool up) { core->on_connection(up); });
     // No subscribe here: the core subscribes on every connect.
@@ -186,6 +189,22 @@ class AgentRig {
     core.reset();
     client.reset();
     repo.reset();
+    runner.reset();
+  }
+
+  // The customer's calls, through the asynchronous path the HTTP API takes,
+  // answered once durable (core/order_calls.hpp).
+  Result<Order> create_order(const std::string& device, int slot, const std::string& client_id,
+                             const std::string& idempotency_key) {
+    return call_order(*runner, *repo, [&](AgentCore::OrderCallback done) {
+      core->create_order_async(device, slot, client_id, idempotency_key, std::move(done));
+    });
+  }
+  Result<Order> pay(const std::string& order_id, const std::string& payment_id,
+                    int64_t amount_cents) {
+    return call_order(*runner, *repo, [&](AgentCore::OrderCallback done) {
+      core->pay_async(order_id, payment_id, amount_cents, std::move(done));
+    });
   }
 
   // Provisions a device with the agent and boots its firmware.
@@ -291,6 +310,7 @@ class AgentRig {
   SeededRandom random{42};
   MemoryLogger log;
   RepositoryOptions repo_options;
+  std::unique_ptr<CallerRunner> runner;  // the core's: its steps run on the test's thread
   std::unique_ptr<Repository> repo;
   std::unique_ptr<InMemoryClient> client;
   std::unique_ptr<AgentCore> core;

@@ -134,7 +134,7 @@ StoredRefund refund_of(AgentRig& rig, const std::string& payment_id) {
 
 // A verified payment for an order the agent never had: refunded.
 void refundable_payment(AgentRig& rig, const std::string& payment_id) {
-  auto paid = rig.core->pay("ord-unknown-" + payment_id, payment_id, 150);
+  auto paid = rig.pay("ord-unknown-" + payment_id, payment_id, 150);
   REQUIRE(paid.ok());
   REQUIRE(paid->payment_outcome == "unknown_order_refunded");
 }

@@ -227,7 +227,13 @@ class AgentRig {
   void step(int64_t ms = 10) {
     clock.advance(ms);
     for (auto& d : devices) d->tick();
-    if (core) core->tick();
+    if (core) {
+      core->tick();
+      // The writer's commits of this step, and what they post back to the
+      // core (acks, answers), land before virtual time moves on.
+      repo->flush();
+      runner->pump();
+    }
     bus.deliver_all();
   }
 

@@ -10,6 +10,11 @@
 //   command -> DISPENSED    the machine's part: command seen -> result seen
 // Baseline in the same run, on the same broker: the raw Paho QoS 1 round
 // trip (two PahoTransport clients ping-ponging, as paho_transport_test).
+// Also the CPU per MQTT message (cmd + evt, as the observer counts them) of
+// the vend-agent process and of the machines' side of this process (the
+// fleet's cores and Paho threads, the observer; not the customers' threads).
+#include <time.h>
+
 #include <atomic>
 #include <barrier>
 #include <condition_variable>
@@ -53,6 +58,8 @@ class Observer {
     auto d = done_.find(order_id);
     return {c == command_.end() ? 0 : c->second, d == done_.end() ? 0 : d->second};
   }
+  // Messages seen so far (commands and events).
+  int64_t count() const { return count_.load(); }
 
  private:
   static PahoOptions options(const std::string& broker) {
@@ -64,6 +71,7 @@ class Observer {
   }
   void seen(const Message& m) {
     int64_t now = now_ns();
+    count_.fetch_add(1);
     if (m.topic.size() > 4 && m.topic.compare(m.topic.size() - 4, 4, "/cmd") == 0) {
       auto c = proto::decode_command(m.payload);
       if (!c.ok()) return;
@@ -86,6 +94,7 @@ class Observer {
     }
   }
   PahoTransport paho_;
+  std::atomic<int64_t> count_{0};
   std::mutex mu_;
   std::map<std::string, int64_t> command_, done_;
 };
@@ -100,7 +109,16 @@ struct E2eRun {
   int64_t ordered = 0, dispensed = 0, failed_http = 0;
   int64_t no_command = 0, no_result = 0;  // paid, not dispensed in time: where it stopped
   std::vector<int64_t> order_us, device_us;
+  int64_t messages = 0;       // cmd + evt seen by the observer
+  double agent_cpu_s = 0;     // the vend-agent process
+  double machines_cpu_s = 0;  // this process minus the customers' threads
 };
+
+double cpu_clock_s(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 // Customers order + pay at `rate` orders/s for `seconds`; then waits for the
 // results and joins them with the observer's stamps.
@@ -112,8 +130,11 @@ E2eRun load(AgentServer& server, const Fleet& fleet, Observer& observer, double 
   std::barrier start(kCustomers + 1);
   std::atomic<int64_t> end_ns{0};
   std::vector<std::thread> threads;
+  std::mutex customers_mu;
+  double customers_cpu_s = 0;
   for (int i = 0; i < kCustomers; ++i) {
     threads.emplace_back([&, i] {
+      double cpu_start = cpu_clock_s(CLOCK_THREAD_CPUTIME_ID);
       HttpCustomer c(server.http_port(), server.gateway_secret());
       c.get("/healthz");
       std::mt19937_64 rng(static_cast<uint64_t>(i) + 17);
@@ -135,8 +156,13 @@ E2eRun load(AgentServer& server, const Fleet& fleet, Observer& observer, double 
         }
         next += period;
       }
+      std::lock_guard lock(customers_mu);
+      customers_cpu_s += cpu_clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
     });
   }
+  int64_t messages_before = observer.count();
+  double agent_before = cpu_seconds(server.agent_pid());
+  double process_before = cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID);
   start.arrive_and_wait();
   end_ns = now_ns() + static_cast<int64_t>(seconds * 1e9);
   for (auto& t : threads) t.join();
@@ -161,6 +187,9 @@ E2eRun load(AgentServer& server, const Fleet& fleet, Observer& observer, double 
     run.order_us.push_back((done - s.scheduled_ns) / 1000);
     if (cmd != 0) run.device_us.push_back((done - cmd) / 1000);
   }
+  run.messages = observer.count() - messages_before;
+  run.agent_cpu_s = cpu_seconds(server.agent_pid()) - agent_before;
+  run.machines_cpu_s = cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID) - process_before - customers_cpu_s;
   return run;
 }
 
@@ -234,6 +263,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<double> p50, p99, dev50, dev99, rtt50, rtt99, achieved, low_p99;
+  std::vector<double> agent_us_per_msg, machines_us_per_msg;
   double low_rate = 0;
   for (int run = 0; run < opt.runs; ++run) {
     auto rtt = raw_round_trips((*server)->broker_url(), 200, log);
@@ -248,7 +278,13 @@ int main(int argc, char** argv) {
                          std::to_string(r.no_result) + "), HTTP failures " +
                          std::to_string(r.failed_http) + ", P99 " +
                          std::to_string(percentile_ms(r.order_us, 99)) + " ms; raw RTT P50 " +
-                         std::to_string(percentile_ms(*rtt, 50)) + " ms");
+                         std::to_string(percentile_ms(*rtt, 50)) + " ms; " +
+                         std::to_string(r.messages) + " messages");
+    if (r.messages > 0) {
+      auto per_msg = [&](double s) { return s * 1e6 / static_cast<double>(r.messages); };
+      agent_us_per_msg.push_back(per_msg(r.agent_cpu_s));
+      machines_us_per_msg.push_back(per_msg(r.machines_cpu_s));
+    }
     p50.push_back(percentile_ms(r.order_us, 50));
     p99.push_back(percentile_ms(r.order_us, 99));
     dev50.push_back(percentile_ms(r.device_us, 50));
@@ -272,6 +308,8 @@ int main(int argc, char** argv) {
   report.add("baseline_raw_qos1_round_trip_p50_ms", "ms", rtt50, Better::kLower);
   report.add("baseline_raw_qos1_round_trip_p99_ms", "ms", rtt99, Better::kLower);
   report.add("dispensed_per_s", "orders/s", achieved);
+  report.add("agent_cpu_us_per_message", "us", agent_us_per_msg, Better::kLower);
+  report.add("machines_cpu_us_per_message", "us", machines_us_per_msg, Better::kLower);
   report.compare("order_to_dispensed_p50_ms_at_500_per_s", "baseline_raw_qos1_round_trip_p50_ms",
                  RatioKind::kPlain);
   report.compare("command_to_dispensed_p50_ms", "baseline_raw_qos1_round_trip_p50_ms",
@@ -302,5 +340,9 @@ int main(int argc, char** argv) {
   report.note(
       "baseline: 200 QoS 1 ping-pongs between two PahoTransport clients on the same "
       "broker, measured before each load run");
+  report.note(
+      "cpu per message: CPU time over the 500/s phase (until the last result) / the "
+      "commands and events the observer saw; agent = the vend-agent process, machines = "
+      "this process minus the customers' threads (fleet cores, Paho threads, observer)");
   return report.finish();
 }

@@ -103,6 +103,12 @@ std::optional<uint64_t> LeaseKeeper::epoch_of(int shard, int64_t now_mono_ms) co
   return it->second.epoch;
 }
 
+std::optional<int64_t> LeaseKeeper::valid_until(int shard) const {
+  auto it = held_.find(shard);
+  if (it == held_.end()) return std::nullopt;
+  return it->second.valid_until_mono_ms;
+}
+
 RoundResult run_lease_round(LeaseKeeper& keeper, LeaseStore& store, const std::string& session,
                             int64_t round_start_mono_ms,
                             const std::function<void(const std::vector<int>&)>& stop) {

@@ -84,6 +84,9 @@ class LeaseKeeper {
 
   // The epoch of `shard` when this instance owns it at now_mono_ms.
   std::optional<uint64_t> epoch_of(int shard, int64_t now_mono_ms) const;
+  // The end of the local validity of the lease held on `shard` (monotonic
+  // ms); nullopt when none is held.
+  std::optional<int64_t> valid_until(int shard) const;
   size_t owned_count() const { return held_.size(); }
   const LeaseOptions& options() const { return options_; }
 
@@ -100,7 +103,9 @@ class LeaseKeeper {
 // One round, as the shell (or the simulation) runs it, started at
 // round_start_mono_ms: heartbeat, plan, `stop` called with every shard
 // leaving this instance (lapsed or dropping; it must stop the core using
-// them and flush their writes before returning), releases, acquire and
+// them before returning: the agent closes its gate without waiting, and a
+// write of theirs still queued commits only while the lease holds, by the
+// store's fence), releases, acquire and
 // renew, settle. A failed heartbeat expires what lapsed and returns its
 // error ("conflict": this process was replaced and must stop); failed
 // acquire/renew calls count as nothing won and nothing renewed. Returns the

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -59,12 +60,47 @@ std::string int_array(const std::vector<int>& values) {
 }  // namespace
 
 struct PgLeaseStore::Conn {
+  std::string url;
+  PgLeaseStoreOptions options;
   PGconn* pg = nullptr;
   ~Conn() { PQfinish(pg); }
 
+  // Connects (again): a bounded connect, keepalives and a TCP user timeout
+  // (a silent server fails the connection instead of freezing the lease
+  // thread), and every statement bounded by statement_timeout and
+  // lock_timeout. The URL comes last: its own settings win.
+  Status connect() {
+    PQfinish(pg);
+    std::string timeout = std::to_string(options.timeout_ms);
+    std::string session = "-c statement_timeout=" + timeout + " -c lock_timeout=" + timeout;
+    std::string connect_s = std::to_string(std::max<int64_t>(2, (options.timeout_ms + 999) / 1000));
+    const char* keys[] = {"connect_timeout",  "application_name",
+                          "keepalives_idle",  "keepalives_interval",
+                          "keepalives_count", "tcp_user_timeout",
+                          "options",          "gssencmode",
+                          "dbname",           nullptr};
+    const char* values[] = {
+        connect_s.c_str(), "vend-agent leases", "1",       "1",         "2",
+        timeout.c_str(),   session.c_str(),     "disable", url.c_str(), nullptr};
+    pg = PQconnectdbParams(keys, values, 1);
+    if (PQstatus(pg) != CONNECTION_OK) {
+      std::string message = PQerrorMessage(pg);
+      while (!message.empty() && message.back() == '\n') message.pop_back();
+      return make_error("unavailable", "lease store: cannot connect: " + message);
+    }
+    PQsetNoticeProcessor(
+        pg, [](void*, const char*) {}, nullptr);  // "already exists"
+    return {};
+  }
+
   // Runs `sql` with text parameters; an error names the statement's purpose.
+  // A lost connection is connected again first (each call is one statement
+  // or one transaction: nothing is left half done on the old one).
   Result<std::unique_ptr<PgResult>> run(const char* what, const std::string& sql,
                                         const std::vector<std::string>& params = {}) {
+    if (PQstatus(pg) != CONNECTION_OK) {
+      if (Status s = connect(); !s.ok()) return s.error();
+    }
     std::vector<const char*> values;
     for (const auto& p : params) values.push_back(p.c_str());
     auto result =
@@ -73,6 +109,7 @@ struct PgLeaseStore::Conn {
     ExecStatusType status = PQresultStatus(result->get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
       std::string message = PQresultErrorMessage(result->get());
+      if (message.empty()) message = PQerrorMessage(pg);
       while (!message.empty() && message.back() == '\n') message.pop_back();
       return make_error(PQstatus(pg) == CONNECTION_OK ? "storage" : "unavailable",
                         std::string("lease store, ") + what + ": " + message);
@@ -84,16 +121,12 @@ struct PgLeaseStore::Conn {
 PgLeaseStore::PgLeaseStore(std::unique_ptr<Conn> conn) : conn_(std::move(conn)) {}
 PgLeaseStore::~PgLeaseStore() = default;
 
-Result<std::unique_ptr<PgLeaseStore>> PgLeaseStore::open(const std::string& url) {
+Result<std::unique_ptr<PgLeaseStore>> PgLeaseStore::open(const std::string& url,
+                                                         PgLeaseStoreOptions options) {
   auto conn = std::make_unique<Conn>();
-  conn->pg = PQconnectdb(url.c_str());
-  if (PQstatus(conn->pg) != CONNECTION_OK) {
-    std::string message = PQerrorMessage(conn->pg);
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    return make_error("unavailable", "lease store: cannot connect: " + message);
-  }
-  PQsetNoticeProcessor(
-      conn->pg, [](void*, const char*) {}, nullptr);  // "already exists"
+  conn->url = url;
+  conn->options = options;
+  if (Status s = conn->connect(); !s.ok()) return s.error();
   // PQexec (not PQexecParams): several statements in one string.
   PgResult created(PQexec(conn->pg, kSchema));
   if (PQresultStatus(created.get()) != PGRES_COMMAND_OK) {

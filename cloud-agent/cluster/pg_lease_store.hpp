@@ -10,10 +10,18 @@
 // transactions check the fence against vend_shard_leases (FOR SHARE, so a
 // takeover waits for a group already under way and then sees its writes).
 //
+// The connection is bounded (PgLeaseStoreOptions): a connect, a statement
+// or a lock wait that takes longer than timeout_ms fails, and so does a
+// connection whose server stops answering (TCP keepalives every second, TCP
+// user timeout of timeout_ms), so a lease round never hangs past its
+// leases. A lost connection is connected again at the next call (a
+// PostgreSQL restart costs the rounds that fall in it, not the store).
+//
 // Not thread-safe: one connection, used by the thread running the lease
 // rounds. Non-copyable.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,11 +29,19 @@
 
 namespace vend::agent {
 
+struct PgLeaseStoreOptions {
+  // Bound of every statement and lock wait (statement_timeout,
+  // lock_timeout), of the TCP user timeout, and (rounded up to seconds, at
+  // least 2) of a connect. The agent passes half its lease.
+  int64_t timeout_ms = 1500;
+};
+
 class PgLeaseStore final : public LeaseStore {
  public:
   // Connects to `url` (postgresql://…) and creates the tables. Fails
   // "unavailable" naming the server's message when it cannot connect.
-  static Result<std::unique_ptr<PgLeaseStore>> open(const std::string& url);
+  static Result<std::unique_ptr<PgLeaseStore>> open(const std::string& url,
+                                                    PgLeaseStoreOptions options = {});
   ~PgLeaseStore() override;
   PgLeaseStore(const PgLeaseStore&) = delete;
   PgLeaseStore& operator=(const PgLeaseStore&) = delete;

@@ -44,8 +44,15 @@ struct RepositoryOptions {
   // (0 = off). A writer paused between two round trips of a group (SIGSTOP)
   // keeps its transaction's row locks; past this the server ends its
   // session, and the writer, finding its connection lost, fails every later
-  // write (fail-stop). Cluster mode sets it below the lease.
+  // write until Repository::recover(). Cluster mode sets it below the lease.
   int64_t pg_idle_in_transaction_timeout_ms = 0;
+  // PostgreSQL: the write connection's lock_timeout and statement_timeout
+  // (0 = off). A write that waits longer for a row lock (another agent,
+  // paused, holds it) or runs longer fails (its changeset is rolled back to
+  // its savepoint, the rest of the group commits): the core answers it
+  // "unavailable" and, in cluster mode, is rebuilt from the database.
+  int64_t pg_lock_timeout_ms = 0;
+  int64_t pg_statement_timeout_ms = 0;
 };
 
 // Cluster mode (several agents on one PostgreSQL): the shards this instance
@@ -213,6 +220,19 @@ struct LoadedState {
   std::vector<StoredRefund> pending_refunds;  // PENDING, oldest first
   std::map<OrderState, int64_t> order_counts;
 };
+
+// Which part of the log a load reads (several agents: the machines of the
+// shards this instance holds). Asked about machine ids, and about order ids
+// for what names no machine (a payment for an order the agent never had, a
+// refund written before schema v8 whose order is not loaded): owner keys,
+// as AgentCore::Ownership. Null: everything (one agent).
+using LoadFilter = std::function<bool(const std::string& key)>;
+
+// For backends, after a filtered load read the rows of the accepted
+// machines: keeps the payments of unknown orders and the pending refunds
+// whose owner key `only` accepts (a refund without a machine first gets
+// its loaded order's), and makes order_counts count the loaded orders.
+void keep_accepted(LoadedState& loaded, const LoadFilter& only);
 
 struct WriterStats {
   uint64_t writes = 0;         // writes finished (ok or not)

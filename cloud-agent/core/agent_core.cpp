@@ -46,9 +46,12 @@ void AgentCore::carry_out_effects() {
       core_->log.warn(detail::kLog, "unsubscribe " + filter + ": " + s.error().to_string());
     }
   }
-  for (const auto& filter : fx.subscribes) {
-    if (auto s = transport_.subscribe(filter, 1); !s.ok()) {
-      core_->log.error(detail::kLog, "subscribe " + filter + ": " + s.error().to_string());
+  // All at once, one round trip: a rebuild that gains a thousand machines
+  // does not wait for two thousand SUBACKs in turn.
+  if (!fx.subscribes.empty()) {
+    if (auto s = transport_.subscribe_many(fx.subscribes, 1); !s.ok()) {
+      core_->log.error(detail::kLog, "subscribe to " + std::to_string(fx.subscribes.size()) +
+                                         " topic filters: " + s.error().to_string());
     }
   }
   for (const auto& p : fx.publishes) {
@@ -113,6 +116,12 @@ Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) 
 bool AgentCore::fenced() {
   bool out = false;
   (void)step([&] { out = core_->writes.fenced; });
+  return out;
+}
+
+std::optional<bool> AgentCore::storage_failed() {
+  std::optional<bool> out;
+  (void)step([&] { out = core_->writes.failed(); });
   return out;
 }
 

@@ -122,7 +122,15 @@ struct AgentOptions {
   int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
   int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines
   int64_t busy_retry_ms = 2000;           // re-send a command a busy device refused
-  int64_t ack_interval_ms = 50;           // cumulative acks are batched this long
+  // A published dispense command without a result is sent again
+  // command_resend_ms after its first send, then after twice that, and so
+  // on up to command_resend_max_ms, until a result arrives or the command
+  // expires (the device deduplicates by order id). It is also sent again at
+  // once on every connect of the agent to the broker and when its machine
+  // comes online: a command the broker accepted may still be lost.
+  int64_t command_resend_ms = 5000;
+  int64_t command_resend_max_ms = 20 * 1000;
+  int64_t ack_interval_ms = 50;  // cumulative acks are batched this long
   // A DISPATCHED order past expires_at + expiry_skew with no result: a full
   // snapshot is requested, and asked again this often while it stays so.
   int64_t dispatch_recheck_ms = 30 * 1000;
@@ -164,7 +172,9 @@ struct AgentOptions {
   // status that failed verification (junk or a forgery over the retained
   // one), an `offline` of its current session (a replayed will is answered
   // at once by the live device), and, status_probe_delay_ms after each
-  // connect, every device still not online (no retained status at all).
+  // connect, every device still not online (no retained status at all), in
+  // up to three rounds status_request_interval_ms apart. Only a request
+  // that goes out counts against the interval (none while disconnected).
   int64_t status_request_interval_ms = 5000;
   int64_t status_probe_delay_ms = 3000;
   // Device clock skew: every verified event and live status gives a sample
@@ -262,6 +272,11 @@ class AgentCore {
   // True once a write was refused by the fence (the lease of its shard
   // moved): the core changes nothing more until rebuild().
   bool fenced();
+  // True once a repository write failed (see health()): asking latches it,
+  // so that the core changes nothing more until rebuild() even after
+  // Repository::recover(). nullopt when the step was refused (a full
+  // queue): ask again later.
+  std::optional<bool> storage_failed();
 
   // ---- orders (HTTP) ----
   Result<Order> get_order(const std::string& order_id);

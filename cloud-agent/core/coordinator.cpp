@@ -2,8 +2,6 @@
 // tick, timers and metrics.
 #include "core/coordinator.hpp"
 
-#include <algorithm>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,7 +16,7 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
       options(std::move(options_)),
       payments(RefundRetryPolicy{options.refund_retry_base_ms, options.refund_retry_max_ms,
                                  options.refund_max_attempts}),
-      deadlines(clock_.wall_ms(), 10),
+      deadlines(clock_.monotonic_ms(), 10),
       writes(env(), orders, payments),
       out(env(), devices, stock, orders, writes),
       order_desk(env(), devices, orders, payments, stock, deadlines, writes, out),
@@ -29,9 +27,9 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
 
 Status Coordinator::start() {
   if (writes.started) return make_error("invalid_state", "start() was already called");
-  auto loaded = repo.load(options.finished_orders_max);
+  // Cluster mode: the repository reads this instance's machines alone.
+  auto loaded = repo.load(options.finished_orders_max, owns);
   if (!loaded.ok()) return loaded.error();
-  if (owns) keep_owned(*loaded);
   if (auto s = device_desk.load(*loaded); !s.ok()) return s;
   size_t republished = order_desk.load(*loaded);
   payments.load_refunds(loaded->pending_refunds, clock.wall_ms());
@@ -45,40 +43,6 @@ Status Coordinator::start() {
   return {};
 }
 
-void Coordinator::keep_owned(LoadedState& loaded) const {
-  auto keep = [this](auto& rows, auto key_of) {
-    std::erase_if(rows, [&](const auto& row) { return !owns(key_of(row)); });
-  };
-  // A payment's order may be evicted from the load (finished long ago) or
-  // unknown: then its order id decides. A refund names its machine (schema
-  // v8; one written before is given its order's, if loaded): it is held,
-  // and its writes fenced, by owner_key().
-  std::unordered_map<std::string, std::string> device_of;
-  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
-    for (const Order& o : *orders_of) device_of[o.id] = o.device;
-  }
-  keep(loaded.devices, [](const LoadedState::Device& d) { return d.id; });
-  keep(loaded.slots, [](const LoadedState::Slot& s) { return s.device; });
-  keep(loaded.pool, [](const LoadedState::PoolToken& t) { return t.device; });
-  keep(loaded.requested, [](const StoredRestock& r) { return r.device; });
-  keep(loaded.open_orders, [](const Order& o) { return o.device; });
-  keep(loaded.recent_orders, [](const Order& o) { return o.device; });
-  keep(loaded.payments, [&](const StoredPayment& p) {
-    auto it = device_of.find(p.order_id);
-    return it == device_of.end() ? p.order_id : it->second;
-  });
-  for (StoredRefund& r : loaded.pending_refunds) {
-    if (!r.device.empty()) continue;
-    if (auto it = device_of.find(r.order_id); it != device_of.end()) r.device = it->second;
-  }
-  keep(loaded.pending_refunds, [](const StoredRefund& r) { return owner_key(r); });
-  // The log's counts are the fleet's; this instance counts what it holds.
-  loaded.order_counts.clear();
-  for (const auto* orders_of : {&loaded.open_orders, &loaded.recent_orders}) {
-    for (const Order& o : *orders_of) ++loaded.order_counts[o.state];
-  }
-}
-
 void Coordinator::on_connection(bool connected) {
   log.info(detail::kLog, connected ? "broker connection up" : "broker connection lost");
   out.connected = connected;
@@ -87,10 +51,17 @@ void Coordinator::on_connection(bool connected) {
   // A SUBSCRIBE makes the broker send the retained presence statuses
   // again; a persistent session that still holds the subscription would
   // not, and every device would look offline after an agent restart.
-  // Commands that failed to publish meanwhile have resend timers.
-  if (!owns) return out.subscribe_all();
-  out.subscribed_devices.clear();  // cluster mode: this instance's machines only
-  for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  if (!owns) {
+    out.subscribe_all();
+  } else {
+    out.subscribed_devices.clear();  // cluster mode: this instance's machines only
+    for (const auto& [id, dev] : devices) out.subscribe_device(id);
+  }
+  // A command the broker accepted may be lost with a clean session or a
+  // broker that lost its store: every live one goes out again.
+  if (size_t sent = order_desk.republish_dispatched(""); sent > 0) {
+    log.info(detail::kLog, std::to_string(sent) + " dispense commands re-sent on connect");
+  }
 }
 
 void Coordinator::take_over_from(Coordinator& old) {
@@ -122,7 +93,7 @@ void Coordinator::keep_presence_of(const Coordinator& old) {
 
 void Coordinator::tick() {
   if (!writes.started) return;
-  for (const FiredTimer& timer : deadlines.advance(clock.wall_ms())) fire_timer(timer);
+  for (const FiredTimer& timer : deadlines.advance(clock.monotonic_ms())) fire_timer(timer);
   int64_t now = clock.monotonic_ms();
   if (now - last_sweep_mono_ms_ >= options.sweep_interval_ms) {
     last_sweep_mono_ms_ = now;
@@ -144,7 +115,9 @@ void Coordinator::fire_timer(const FiredTimer& timer) {
 Status Coordinator::health() {
   if (!writes.started) return make_error("unavailable", "not started");
   if (writes.failed()) {
-    return make_error("unavailable", "a repository write failed; restart to recover");
+    return make_error("unavailable",
+                      "a repository write failed; the core is rebuilt from the log by a restart "
+                      "(several agents: once the database answers)");
   }
   return {};
 }

@@ -76,8 +76,6 @@ class Coordinator {
 
  private:
   CoreEnv env() { return CoreEnv{repo, clock, random, log, options, counters, owns}; }
-  // Cluster mode: drops from `loaded` what `owns` does not accept.
-  void keep_owned(LoadedState& loaded) const;
   void fire_timer(const FiredTimer& timer);
 
   int64_t last_sweep_mono_ms_ = 0;

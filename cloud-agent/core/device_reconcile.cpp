@@ -10,7 +10,7 @@ int64_t DeviceDesk::first_reconcile_at(const std::string& device_id) const {
   if (options.reconcile_interval_ms <= 0) return 0;
   uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and builds
   for (unsigned char c : device_id) h = (h ^ c) * 1099511628211ull;
-  return clock.wall_ms() + 1 +
+  return clock.monotonic_ms() + 1 +
          static_cast<int64_t>(h % static_cast<uint64_t>(options.reconcile_interval_ms));
 }
 
@@ -32,7 +32,7 @@ void DeviceDesk::on_reconcile_timer(DeviceRecord& dev) {
     (void)out_.publish_command(dev, request);
     resend_restocks(dev.id);
   }
-  schedule_reconcile(dev, clock.wall_ms() + options.reconcile_interval_ms);
+  schedule_reconcile(dev, clock.monotonic_ms() + options.reconcile_interval_ms);
 }
 
 Result<std::string> DeviceDesk::request_reconcile(const std::string& device_id) {

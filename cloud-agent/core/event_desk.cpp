@@ -13,6 +13,13 @@
 
 namespace vend::agent {
 
+namespace {
+// Presence probes after a connect, status_request_interval_ms apart: a
+// device still offline after them is really away (it publishes `online`
+// itself when it returns).
+constexpr int kPresenceProbeRounds = 3;
+}  // namespace
+
 void EventDesk::on_message(const Message& message) {
   auto topic = topics::parse_device_topic(message.topic);
   if (!topic.ok()) {
@@ -170,6 +177,8 @@ void EventDesk::on_status(const std::string& topic_device, const std::string& pa
       }
       dev.online = true;
       dev.boot_id = status.boot_id;
+      // Back, or restarted: commands sent meanwhile may be lost with its inbox.
+      if (presence.changed) order_desk_.republish_dispatched(dev.id);
       return;
     case device_rules::Presence::Kind::kStaleWill:
       log.info(detail::kLog, dev.id + ": stale offline will of boot " + status.boot_id +
@@ -202,16 +211,23 @@ void EventDesk::reject_status(const std::string& device, std::string_view reason
 
 void EventDesk::probe_presence_after(int64_t delay_ms) {
   presence_probe_due_mono_ms_ = clock.monotonic_ms() + std::max<int64_t>(1, delay_ms);
+  presence_probe_round_ = 0;
 }
 
 void EventDesk::probe_presence() {
   if (presence_probe_due_mono_ms_ == 0 || clock.monotonic_ms() < presence_probe_due_mono_ms_)
     return;
   presence_probe_due_mono_ms_ = 0;
+  bool all_online = true;
   for (auto& [id, dev] : devices_) {
-    if (!dev.online) out_.request_status(dev);
+    if (dev.online) continue;
+    all_online = false;
+    out_.request_status(dev);
   }
-  device_desk_.resend_restocks("");
+  if (presence_probe_round_++ == 0) device_desk_.resend_restocks("");
+  if (all_online || presence_probe_round_ >= kPresenceProbeRounds) return;
+  presence_probe_due_mono_ms_ =
+      clock.monotonic_ms() + std::max<int64_t>(1, options.status_request_interval_ms);
 }
 
 bool EventDesk::verify_signed(DeviceRecord& dev, const std::string& canonical,

@@ -52,8 +52,11 @@ class EventDesk : public CoreEnv {
   // ---- event_desk.cpp ----
   // A message on a device's event or status topic.
   void on_message(const Message& message);
-  // After a connect: every device not online is asked for its status once,
-  // `delay_ms` from now, and the unminted restocks are sent again.
+  // After a connect: every device not online is asked for its status
+  // `delay_ms` from now, and the unminted restocks are sent again; while
+  // some device is still not online, it is asked again every
+  // status_request_interval_ms, kPresenceProbeRounds rounds in all (a
+  // request refused by its interval, or whose answer was lost).
   void probe_presence_after(int64_t delay_ms);
   // tick(): the probe above, when due.
   void probe_presence();
@@ -131,6 +134,7 @@ class EventDesk : public CoreEnv {
   DeviceDesk& device_desk_;
   std::set<std::string> acks_due_;          // devices with an ack scheduled (DeviceRecord::acks)
   int64_t presence_probe_due_mono_ms_ = 0;  // 0 = none pending (set on connect)
+  int presence_probe_round_ = 0;            // rounds done since the connect
   // Snapshots in parts, joined per device (bounded; lost on a restart).
   SnapshotAssembler snapshot_parts_;
 };

@@ -1,6 +1,9 @@
 // OrderDesk: time. The timing wheel fires reservation and dispatch deadlines
-// (wall-clock ms, as stored with the orders) and resends; a periodic sweep
-// over the open orders is the backstop for any deadline the wheel missed.
+// and resends on the monotonic clock: a deadline is stored in wall-clock ms
+// (and sent to the device), but measured from the order's anchor
+// (order_now), so stepping the wall clock expires, reviews or delays
+// nothing. A periodic sweep over the open orders is the backstop for any
+// deadline the wheel missed.
 #include <utility>
 #include <vector>
 
@@ -10,13 +13,22 @@
 
 namespace vend::agent {
 
-void OrderDesk::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
-  deadlines_.schedule(rec.deadline_timer, kind, rec.ref, at_ms);
+int64_t OrderDesk::order_now(const OrderRec& rec) const {
+  return saturating_add(clock.monotonic_ms(), rec.wall_offset_ms);
 }
 
-void OrderDesk::schedule_resend(OrderRec& rec, int64_t at_ms) {
-  if (rec.resend_timer.pending()) return;
-  deadlines_.schedule(rec.resend_timer, TimerKind::kResend, rec.ref, at_ms);
+void OrderDesk::anchor_time(OrderRec& rec) const {
+  rec.wall_offset_ms = clock.wall_ms() - clock.monotonic_ms();
+}
+
+void OrderDesk::schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms) {
+  deadlines_.schedule(rec.deadline_timer, kind, rec.ref,
+                      saturating_add(at_ms, -rec.wall_offset_ms));
+}
+
+void OrderDesk::schedule_resend(OrderRec& rec, int64_t delay_ms) {
+  deadlines_.schedule(rec.resend_timer, TimerKind::kResend, rec.ref,
+                      clock.monotonic_ms() + delay_ms);
 }
 
 void OrderDesk::cancel_timers(OrderRec& rec) {
@@ -32,7 +44,13 @@ void OrderDesk::fire_timer(const FiredTimer& timer) {
   TimerSlot& slot = timer.kind == TimerKind::kResend ? rec->resend_timer : rec->deadline_timer;
   if (!Deadlines::take(slot, timer)) return;
   switch (timer.kind) {
-    case TimerKind::kReservation: expire_reservation(*rec, "reservation expired"); break;
+    case TimerKind::kReservation:
+      // Re-checked: a timer never decides before its deadline.
+      if (order_now(*rec) < rec->order.reserve_deadline_ms) {
+        return schedule_deadline(*rec, timer.kind, rec->order.reserve_deadline_ms);
+      }
+      expire_reservation(*rec, "reservation expired");
+      break;
     case TimerKind::kReconcile: break;  // a device's (DeviceDesk::fire_timer)
     case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
     case TimerKind::kResend: on_resend(*rec); break;
@@ -46,7 +64,7 @@ void OrderDesk::on_dispatch_deadline(OrderRec& rec) {
   auto* dev = devices_.find(rec.order.device);
   if (dev == nullptr) return;
   auto decision = rules::decide_dispatch_deadline(
-      rec.order, clock.wall_ms(), options.dispatch_ttl_ms, options.dispatch_review_ms);
+      rec.order, order_now(rec), options.dispatch_ttl_ms, options.dispatch_review_ms);
   switch (decision.kind) {
     case rules::DeadlineDecision::Kind::kNone: return;
     case rules::DeadlineDecision::Kind::kReview: return send_to_review(rec, decision.settlement);
@@ -56,7 +74,7 @@ void OrderDesk::on_dispatch_deadline(OrderRec& rec) {
                              rec.order.device);
   out_.request_check_snapshot(*dev);
   schedule_deadline(rec, TimerKind::kDispatchDeadline,
-                    clock.wall_ms() + options.dispatch_recheck_ms);
+                    order_now(rec) + options.dispatch_recheck_ms);
 }
 
 void OrderDesk::send_to_review(OrderRec& rec, const rules::Settlement& settlement) {
@@ -69,13 +87,12 @@ void OrderDesk::send_to_review(OrderRec& rec, const rules::Settlement& settlemen
 // is settled or its result asked for again (rules::decide_overdue).
 void OrderDesk::resolve_overdue(const std::string& device, int64_t device_ts_ms,
                                 const proto::Snapshot& snapshot, Changeset& changes) {
-  int64_t now = clock.wall_ms();
   std::vector<std::pair<OrderRec*, rules::OverdueDecision>> overdue;
   for (OrderRef ref : orders_.open_orders()) {
     OrderRec& rec = *orders_.at(ref);
     if (rec.order.device != device) continue;
-    auto decision =
-        rules::decide_overdue(rec.order, snapshot, device_ts_ms, now, options.expiry_skew_ms);
+    auto decision = rules::decide_overdue(rec.order, snapshot, device_ts_ms, order_now(rec),
+                                          options.expiry_skew_ms);
     if (decision.kind != rules::OverdueDecision::Kind::kNone) {
       overdue.emplace_back(&rec, std::move(decision));
     }
@@ -96,16 +113,30 @@ void OrderDesk::resolve_overdue(const std::string& device, int64_t device_ts_ms,
 
 void OrderDesk::on_resend(OrderRec& rec) {
   if (rec.order.state != OrderState::kDispatched) return;
-  if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) return;  // the deadline check takes over
+  if (order_now(rec) >= rec.order.dispatch_expires_at_ms) return;  // the deadline check takes over
   publish_dispense(rec);
 }
 
+size_t OrderDesk::republish_dispatched(const std::string& device) {
+  if (orders_.state_counts()[static_cast<size_t>(OrderState::kDispatched)] == 0) return 0;
+  size_t sent = 0;
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec& rec = *orders_.at(ref);
+    if (rec.order.state != OrderState::kDispatched) continue;
+    if (!device.empty() && rec.order.device != device) continue;
+    if (order_now(rec) >= rec.order.dispatch_expires_at_ms) continue;
+    publish_dispense(rec);
+    ++sent;
+  }
+  return sent;
+}
+
 void OrderDesk::sweep() {
-  int64_t now = clock.wall_ms();
   for (OrderRef ref : orders_.open_orders()) {
     OrderRec* rec = orders_.at(ref);
     if (rec == nullptr) continue;
     const Order& o = rec->order;
+    int64_t now = order_now(*rec);
     if (o.state == OrderState::kReserved && now >= o.reserve_deadline_ms) {
       expire_reservation(*rec, "reservation expired");
     } else if (o.state == OrderState::kDispatched && !rec->deadline_timer.pending() &&

@@ -64,20 +64,13 @@ size_t OrderDesk::load(const LoadedState& loaded) {
                                                                    loaded.recent_orders.size()));
   // A crash between the DISPATCHED commit and the publish loses the
   // command: publish every live one again (the device dedups by order id).
-  size_t republished = 0;
-  for (OrderRef ref : orders_.open_orders()) {
-    OrderRec& rec = *orders_.at(ref);
-    if (rec.order.state != OrderState::kDispatched) continue;
-    if (clock.wall_ms() >= rec.order.dispatch_expires_at_ms) continue;
-    publish_dispense(rec);
-    ++republished;
-  }
-  return republished;
+  return republish_dispatched("");
 }
 
 void OrderDesk::restore_order(const Order& order) {
   OrderRec& rec = orders_.add_open(order, false);
   rec.last_write = rec.durable = detail::ready_ticket();
+  anchor_time(rec);  // the wall clock at start is the only reference
   stock_.restore_held(order.device, order.slot, order.token,
                       order.state == OrderState::kDispatched);
   if (order.state == OrderState::kDispatched) {
@@ -200,6 +193,7 @@ OrderRec& OrderDesk::open_reservation(const std::string& device, int slot, Stock
   o.client = client;
 
   OrderRec& rec = orders_.add_open(std::move(o), true);
+  anchor_time(rec);
   Changeset changes;
   changes.reserve(2);
   changes.insert_order(rec.order);

@@ -94,6 +94,11 @@ class OrderDesk : public CoreEnv {
   void fire_timer(const FiredTimer& timer);
   // The backstop scan of the open orders' deadlines.
   void sweep();
+  // Publishes again the command of every DISPATCHED order of `device` ("":
+  // of every device) that has not expired (the device deduplicates by order
+  // id): on a connect to the broker, when the device comes online. Returns
+  // how many.
+  size_t republish_dispatched(const std::string& device);
   // The book's eviction; an evicted order's payments and token are forgotten.
   void evict_finished();
   // A full snapshot of `device` arrived: each of its overdue DISPATCHED
@@ -102,8 +107,11 @@ class OrderDesk : public CoreEnv {
                        const proto::Snapshot& snapshot, Changeset& changes);
 
  private:
-  // Sends the order's dispense command, or schedules its resend.
+  // Sends the order's dispense command and schedules its resend: after
+  // resend_delay() when it went out, after busy_retry_ms when it did not.
   void publish_dispense(OrderRec& rec);
+  // command_resend_ms doubled `sends` times, at most command_resend_max_ms.
+  int64_t resend_delay(uint32_t sends) const;
   // An open order of the log: in the book, its token held, its deadline set.
   void restore_order(const Order& order);
   Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
@@ -136,10 +144,17 @@ class OrderDesk : public CoreEnv {
   // Records a refund in `changes`; it enters the outbox at the next commit.
   void add_refund(Changeset& changes, StoredRefund refund);
 
-  // One deadline timer per order (a new one replaces it), one resend timer
-  // (kept if already pending); subjects are the orders' places in the book.
+  // The order's wall-clock time now, on the monotonic clock: the wall clock
+  // read at its anchor plus the monotonic time since (OrderRec::wall_offset_ms).
+  // What its deadlines are compared with; a wall-clock step does not move it.
+  int64_t order_now(const OrderRec& rec) const;
+  // Anchors the order's time to the clocks now (its deadlines are being set).
+  void anchor_time(OrderRec& rec) const;
+  // One deadline timer per order (at the order's wall time at_ms), one
+  // resend timer (delay_ms from now); a new one replaces each. Timers run
+  // on the monotonic clock; subjects are the orders' places in the book.
   void schedule_deadline(OrderRec& rec, TimerKind kind, int64_t at_ms);
-  void schedule_resend(OrderRec& rec, int64_t at_ms);
+  void schedule_resend(OrderRec& rec, int64_t delay_ms);
   void cancel_timers(OrderRec& rec);
   void on_dispatch_deadline(OrderRec& rec);
   void send_to_review(OrderRec& rec, const rules::Settlement& settlement);

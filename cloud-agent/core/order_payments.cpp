@@ -1,6 +1,8 @@
 // OrderDesk: payment notifications. A payment either pays a RESERVED order
 // (which is then dispatched) or is refunded; it is recorded once per
 // payment id, and a repeat of the same id gets the same answer.
+#include <algorithm>
+
 #include "core/order_desk.hpp"
 #include "core/output.hpp"
 #include "core/writes.hpp"
@@ -53,7 +55,7 @@ Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& p
   if (auto s = writes_.writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
-  rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, clock.wall_ms());
+  rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, order_now(rec));
   // Past the deadline but the timer has not fired yet: it is expired.
   if (decision.expire_first) expire_reservation(rec, "reservation expired");
   if (decision.kind == rules::PaymentDecision::Kind::kDispatch) {
@@ -99,6 +101,7 @@ PayStep OrderDesk::dispatch_paid(OrderRec& rec, const std::string& payment_id,
   rec.order.payment_id = payment_id;
   set_state(rec, OrderState::kPaid, changes, "payment " + payment_id);
   rec.order.dispatch_expires_at_ms = now + options.dispatch_ttl_ms;
+  anchor_time(rec);
   set_state(rec, OrderState::kDispatched, changes,
             "dispense command, expires at " + std::to_string(rec.order.dispatch_expires_at_ms));
   move_token(rec, TokenState::kReserved, TokenState::kDispatched, changes);
@@ -167,11 +170,19 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   if (dev == nullptr) return;
   const Order& o = rec.order;
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
-  if (out_.publish_command(*dev, command, o.id).ok()) {
-    rec.command_published = true;
-  } else {
-    schedule_resend(rec, clock.wall_ms() + options.busy_retry_ms);
+  if (!out_.publish_command(*dev, command, o.id).ok()) {
+    return schedule_resend(rec, options.busy_retry_ms);
   }
+  rec.command_published = true;
+  // A PUBACK is no delivery (a lost session, a broker without its store, a
+  // full or restarted firmware): sent again until a result or the expiry.
+  schedule_resend(rec, resend_delay(rec.command_sends++));
+}
+
+int64_t OrderDesk::resend_delay(uint32_t sends) const {
+  int64_t delay = std::max<int64_t>(1, options.command_resend_ms);
+  for (uint32_t i = 0; i < sends && delay < options.command_resend_max_ms; ++i) delay *= 2;
+  return std::min(delay, std::max<int64_t>(1, options.command_resend_max_ms));
 }
 
 void OrderDesk::refund_order(OrderRec& rec, const std::string& reason, Changeset& changes) {
@@ -184,7 +195,7 @@ void OrderDesk::publish_failed(const std::string& order_id) {
   OrderRec* rec = orders_.find(order_id);
   if (rec == nullptr || rec->order.state != OrderState::kDispatched) return;
   rec->command_published = false;
-  schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
+  schedule_resend(*rec, options.busy_retry_ms);
 }
 
 }  // namespace vend::agent

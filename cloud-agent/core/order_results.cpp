@@ -13,14 +13,14 @@ Status OrderDesk::on_result(const DeviceRecord& device, const proto::DispenseRes
   OrderRec* rec = *found;
   std::string what = std::string(proto::to_string(r.status)) +
                      (r.reason.empty() ? "" : " (" + r.reason + ")") + " for order " + r.order_id;
-  auto decision =
-      rules::decide_result(rec == nullptr ? nullptr : &rec->order, device.id, r, clock.wall_ms());
+  auto decision = rules::decide_result(rec == nullptr ? nullptr : &rec->order, device.id, r,
+                                       rec == nullptr ? clock.wall_ms() : order_now(*rec));
   using Kind = rules::ResultDecision::Kind;
   switch (decision.kind) {
     case Kind::kIgnore: ignore_result(device, rec, what, decision.ignored); break;
     case Kind::kContradiction: report_contradiction(device, *rec, what, changes); break;
     case Kind::kRetry:
-      schedule_resend(*rec, clock.wall_ms() + options.busy_retry_ms);
+      schedule_resend(*rec, options.busy_retry_ms);
       log.info(detail::kLog, device.id + " busy; order " + rec->order.id + " re-sent soon");
       break;
     case Kind::kAwaitDeadline: break;  // past expiry: the dispatch deadline settles it

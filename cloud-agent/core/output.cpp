@@ -48,6 +48,9 @@ Status Output::publish_command(const DeviceRecord& device, const proto::Command&
 }
 
 void Output::request_status(DeviceRecord& device) {
+  // Only a request that can go out spends the interval: one dropped while
+  // the broker connection is down would hold back the probe after connect.
+  if (!connected) return;
   if (!detail::take_turn(device.status_requested_mono_ms, clock.monotonic_ms(),
                          options.status_request_interval_ms)) {
     return;
@@ -59,8 +62,10 @@ void Output::request_status(DeviceRecord& device) {
 void Output::request_check_snapshot(DeviceRecord& device, const char* prefix) {
   // Offline, a request would only queue up; the recheck asks again later.
   if (!device.online) return;
-  int64_t now = clock.wall_ms();
-  if (!detail::take_turn(device.check_requested_ms, now, kMinCheckIntervalMs)) return;
+  if (!detail::take_turn(device.check_requested_mono_ms, clock.monotonic_ms(),
+                         kMinCheckIntervalMs)) {
+    return;
+  }
   proto::SnapshotRequest request{device.id, prefix + random.id128().substr(0, 16), true};
   (void)publish_command(device, request);
 }

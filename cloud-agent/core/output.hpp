@@ -38,7 +38,8 @@ class Output : public CoreEnv {
   // down (the caller keeps what it needs to re-send).
   Status publish_command(const DeviceRecord& device, const proto::Command& command,
                          const std::string& order_id = "");
-  // A status_request, at most once per status_request_interval_ms.
+  // A status_request, at most once per status_request_interval_ms; none
+  // while the broker connection is down (the interval is not spent).
   void request_status(DeviceRecord& device);
   // A full snapshot request (at most one per device per second, only while
   // it is online); `prefix` names the reason in its request id ("chk-",

@@ -9,7 +9,7 @@ namespace vend::agent {
 Status Writes::writable() {
   if (!started) return make_error("unavailable", "the agent core is not started");
   if (failed()) {
-    return make_error("unavailable", "storage failed; restart the agent to recover");
+    return make_error("unavailable", "storage failed; retry later");
   }
   if (draining || fenced) {
     return make_error("unavailable",
@@ -70,7 +70,9 @@ void Writes::write_failed(const Error& e, const std::string& what) {
 void Writes::fail_storage(const std::string& why) {
   if (!storage_failed) {
     log.error(detail::kLog,
-              "storage failed, the core stops changing state until a restart: " + why);
+              "storage failed, the core stops changing state until it is rebuilt from the log "
+              "(a restart; several agents: once the database answers): " +
+                  why);
   }
   storage_failed = true;
 }

@@ -48,7 +48,8 @@ struct FiredTimer {
 
 class Deadlines {
  public:
-  // Wall-clock ms; tick_ms as TimingWheel's (REQUIRES: >= 1).
+  // Monotonic ms (never the wall clock: a step of it would fire or hold
+  // back every timer); tick_ms as TimingWheel's (REQUIRES: >= 1).
   explicit Deadlines(int64_t start_ms, int64_t tick_ms = 10);
   Deadlines(const Deadlines&) = delete;
   Deadlines& operator=(const Deadlines&) = delete;

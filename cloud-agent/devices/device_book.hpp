@@ -31,7 +31,7 @@ struct DeviceRecord {
   std::string ledger_id;                  // the device ledger the seqs below count
   std::set<std::string> retired_ledgers;  // replaced ledgers: their events are refused
   AckWindow acks;                         // the current ledger's seqs and batched acks
-  int64_t check_requested_ms = 0;         // wall time of the last full snapshot request
+  int64_t check_requested_mono_ms = 0;    // the last full snapshot request
   int64_t resend_requested_mono_ms = 0;   // the last resend request; 0 = none pending
   int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
   ClockSkew clock_skew;                   // from its stamped messages

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <thread>
 
 #include "http/http_server_state.hpp"
@@ -88,24 +89,46 @@ MHD_Result accept_policy(void* cls, const sockaddr* /*addr*/, socklen_t /*addrle
 
 // A request line arrived: the header deadline starts. Its return value is
 // the request's context for the access handler.
-void* on_request_line(void* cls, const char* /*uri*/, MHD_Connection* connection) {
+void* on_request_line(void* cls, const char* uri, MHD_Connection* connection) {
   HttpServer::State& s = state_of(cls);
   ConnState* cs = conn_of(connection);
   if (cs == nullptr) return nullptr;
+  cs->raw_target = uri == nullptr ? "" : uri;  // the only place MHD shows it undecoded
   std::lock_guard lock(s.mu);
   s.enter(*cs, Stage::kHeaders);
   return cs;
 }
 
+// A request that ended before it was complete: the client ended its side
+// (MHD closes without a word; we answer 400 on the still open socket), or
+// MHD refused it itself (its own answer is sent; we only count it). Under mu.
+void note_unfinished(HttpServer::State& s, ConnState& cs, MHD_RequestTerminationCode toe) {
+  bool reading = cs.stage == Stage::kHeaders || cs.stage == Stage::kBody;
+  if (!reading || cs.reaped || cs.replied || cs.fd < 0) return;
+  if (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT) {
+    std::string raw = raw_incomplete_response();
+    (void)::send(cs.fd, raw.data(), raw.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    note_framing(s, cs.peer, FramingProblem::kIncompleteRequest,
+                 "the client closed its side before the request was complete");
+  } else if (toe == MHD_REQUEST_TERMINATED_WITH_ERROR) {
+    note_framing(s, cs.peer, FramingProblem::kRefusedByParser,
+                 cs.started ? "malformed body (libmicrohttpd answered)"
+                            : "malformed head (libmicrohttpd answered)");
+  }
+}
+
 void on_completed(void* cls, MHD_Connection* /*connection*/, void** con_cls,
-                  MHD_RequestTerminationCode /*toe*/) {
+                  MHD_RequestTerminationCode toe) {
   auto* cs = static_cast<ConnState*>(*con_cls);
   if (cs == nullptr) return;
   HttpServer::State& s = state_of(cls);
   {
     std::lock_guard lock(s.mu);
+    note_unfinished(s, *cs, toe);
     s.enter(*cs, Stage::kIdle);
+    cs->replied = false;
   }
+  cs->raw_target.clear();
   cs->started = false;
   cs->body_too_large = false;
   cs->request = httplib::Request();
@@ -140,6 +163,15 @@ void read_request(MHD_Connection* connection, ConnState& cs, const char* url, co
   }
 }
 
+// The request's framing as check_request_head() reads it.
+std::optional<FramingError> check_framing(const HttpServerLimits& l, const ConnState& cs) {
+  RequestHead head;
+  head.version = cs.request.version;
+  head.target = cs.raw_target;
+  for (const auto& [name, value] : cs.request.headers) head.fields.push_back({name, value});
+  return check_request_head(head, l.max_target_bytes);
+}
+
 // The first call of a request: its headers are complete.
 MHD_Result on_headers(HttpServer::State& s, MHD_Connection* connection, ConnState& cs,
                       const char* url, const char* method, const char* version) {
@@ -156,6 +188,7 @@ MHD_Result on_headers(HttpServer::State& s, MHD_Connection* connection, ConnStat
                   "too many open connections (at most " + std::to_string(l.max_connections) + ")",
                   "max_connections");
   }
+  if (std::optional<FramingError> bad = check_framing(l, cs)) return refuse_framing(s, cs, *bad);
   if (header_bytes(cs.request) > l.max_header_bytes) {
     return refuse(
         s, cs, 431, "header_too_large",
@@ -352,6 +385,7 @@ HttpServerStats HttpServer::stats() const {
   out.rejected_body_timeout = s.body_timeout.load();
   out.rejected_max_queued_requests = s.max_queued_requests.load();
   out.idle_closed = s.idle_closed.load();
+  for (size_t i = 0; i < kFramingProblemCount; ++i) out.framing_errors[i] = s.framing[i].load();
   {
     std::lock_guard lock(state_->streams_mu);
     out.open_streams = state_->streams.size();

@@ -20,6 +20,19 @@
 // A request without Content-Length and not chunked has an empty body (RFC
 // 9112 6.3): bodiless POSTs are answered at once.
 //
+// Framing (request_framing.hpp), checked once the headers are in, before the
+// handler: a request framed two ways or with a target or field a route could
+// read differently from a proxy (two Content-Lengths, Content-Length with
+// Transfer-Encoding, a coding but chunked, %00 or a control byte in the path,
+// a target over max_target_bytes) is answered 400, 414 or 501 with
+// {"error":{"code":<problem>,"message"}}, then close; counted by problem
+// (stats().framing_errors) and logged once per source and problem per
+// interval. A client that ends its side mid-request (a body shorter than its
+// Content-Length or chunk size) gets 400 incomplete_request before the close.
+// What libmicrohttpd refuses itself (a Content-Length that is no number, a
+// chunk size past 64 bits, a head past its buffer) keeps its own 400/413/414
+// answer and is counted as refused_by_parser.
+//
 // A reply may be a stream (HttpReply::stream, text/event-stream): its body
 // is read from an HttpStreamSource as the client takes it. While the source
 // has nothing, the connection is suspended (no thread, no busy loop) until
@@ -36,6 +49,7 @@
 
 #include <httplib.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +60,7 @@
 #include <utility>
 #include <vector>
 
+#include "http/request_framing.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
@@ -118,6 +133,7 @@ struct HttpServerLimits {
   size_t max_connections = 20'000;  // open at once; the next ones get 503
   size_t max_header_bytes = 8'192;  // request line and header fields
   size_t max_body_bytes = 16'384;   // request body
+  size_t max_target_bytes = 4'096;  // request target (path and query); 414 past it
   int64_t header_timeout_ms = 10'000;
   int64_t body_timeout_ms = 10'000;
   int64_t idle_timeout_ms = 60'000;         // keep-alive connection without a request
@@ -138,11 +154,14 @@ struct HttpServerStats {
   uint64_t rejected_max_queued_requests = 0;  // reported by the handler (note_rejected)
   uint64_t idle_closed = 0;
   uint64_t open_streams = 0;  // streaming replies being sent now
+  // Requests refused for their framing, by FramingProblem.
+  std::array<uint64_t, kFramingProblemCount> framing_errors{};
 };
 
 // Prometheus text of `stats`: vend_http_open_connections,
 // vend_http_connections_total, vend_http_requests_total,
-// vend_http_rejected_total{limit=...}, vend_http_idle_closed_total.
+// vend_http_rejected_total{limit=...}, vend_http_idle_closed_total,
+// vend_http_framing_errors_total{problem=...}.
 std::string render_http_metrics(const HttpServerStats& stats);
 
 // The JSON error body of a refused request: {"error":{"code","message","limit"}}.

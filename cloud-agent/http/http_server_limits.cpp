@@ -81,10 +81,44 @@ void HttpServer::State::reap_loop() {
   }
 }
 
+namespace {
+
+// True once the client ended its side and every byte it sent was read: a
+// request still being read then can never complete. MHD notices this itself
+// only sometimes (it may wait for more body until body_timeout_ms).
+bool client_side_ended(int fd) {
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+}  // namespace
+
+// A request being read whose client ended its side on two passes in a row
+// (the event thread has had a pass to handle bytes it read just before):
+// answered 400 incomplete_request. Under mu.
+bool HttpServer::State::reap_incomplete(ConnState& cs) {
+  bool reading = cs.stage == Stage::kHeaders || cs.stage == Stage::kBody;
+  if (!reading || cs.replied || !client_side_ended(cs.fd)) return false;
+  if (cs.ended_seen_since_ms != cs.since_ms) {
+    cs.ended_seen_since_ms = cs.since_ms;  // first sight: next pass decides
+    return false;
+  }
+  std::string raw = raw_incomplete_response();
+  (void)::send(cs.fd, raw.data(), raw.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  note_framing(*this, cs.peer, FramingProblem::kIncompleteRequest,
+               "the client closed its side before the request was complete");
+  return true;
+}
+
 void HttpServer::State::reap_once(int64_t now_ms) {
   std::lock_guard lock(mu);
   for (ConnState* cs : conns) {
     if (cs->reaped || cs->fd < 0) continue;
+    if (reap_incomplete(*cs)) {
+      ::shutdown(cs->fd, SHUT_RDWR);
+      cs->reaped = true;
+      continue;
+    }
     int64_t age = now_ms - cs->since_ms;
     std::string limit;
     int64_t bound = 0;
@@ -154,6 +188,34 @@ MHD_Result queue_reply(HttpServer::State& state, MHD_Connection* connection,
   return r;
 }
 
+void note_framing(HttpServer::State& s, const std::string& peer, FramingProblem problem,
+                  const std::string& message) {
+  ++s.framing[static_cast<size_t>(problem)];
+  s.log_refusal(peer, framing_problem_name(problem), message);
+}
+
+std::string raw_incomplete_response() {
+  std::string body =
+      limit_error_body(framing_problem_name(FramingProblem::kIncompleteRequest),
+                       "the connection was closed before the request was complete", "");
+  return "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+}
+
+MHD_Result refuse_framing(HttpServer::State& s, ConnState& cs, const FramingError& error) {
+  {
+    std::lock_guard lock(s.mu);
+    note_framing(s, cs.peer, error.problem, error.message);
+    cs.replied = true;
+  }
+  HttpReply reply{
+      error.status,
+      limit_error_body(framing_problem_name(error.problem), error.message,
+                       error.problem == FramingProblem::kTargetTooLong ? "max_target_bytes" : "")};
+  reply.close_connection = true;
+  return queue_reply(s, cs.connection, reply);
+}
+
 MHD_Result refuse(HttpServer::State& s, ConnState& cs, int status, const std::string& code,
                   const std::string& message, const std::string& limit) {
   if (limit == "max_connections") ++s.max_connections;
@@ -162,6 +224,7 @@ MHD_Result refuse(HttpServer::State& s, ConnState& cs, int status, const std::st
   {
     std::lock_guard lock(s.mu);
     s.log_refusal(cs.peer, limit, message);
+    cs.replied = true;
   }
   HttpReply reply{status, limit_error_body(code, message, limit)};
   reply.close_connection = true;
@@ -239,6 +302,13 @@ std::string render_http_metrics(const HttpServerStats& s) {
       std::to_string(s.open_streams) + "\n";
   counter(out, "vend_http_idle_closed_total", "keep-alive connections closed after idle_timeout_ms",
           s.idle_closed);
+  out +=
+      "# HELP vend_http_framing_errors_total HTTP requests refused for their framing (RFC 9112)\n"
+      "# TYPE vend_http_framing_errors_total counter\n";
+  for (FramingProblem p : all_framing_problems()) {
+    out += std::string("vend_http_framing_errors_total{problem=\"") + framing_problem_name(p) +
+           "\"} " + std::to_string(s.framing_errors[static_cast<size_t>(p)]) + "\n";
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <microhttpd.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <unordered_set>
 
 #include "http/http_server.hpp"
+#include "http/request_framing.hpp"
 #include "vend/log_limiter.hpp"
 
 namespace vend::agent {
@@ -80,8 +82,13 @@ struct ConnState {
   Stage stage = Stage::kIdle;
   int64_t since_ms = 0;  // when `stage` began
   bool reaped = false;   // the reaper shut the socket down
+  // The reaper found the client's side ended at this stage start (since_ms):
+  // a second pass that still finds it answers incomplete_request.
+  int64_t ended_seen_since_ms = -1;
   // The current request.
-  bool started = false;  // the access handler has seen its headers
+  std::string raw_target;  // as received: not percent-decoded, not cut at %00
+  bool started = false;    // the access handler has seen its headers
+  bool replied = false;    // a refusal is queued: nothing else may be written (under mu)
   bool body_too_large = false;
   httplib::Request request;
   std::shared_ptr<detail::Exchange> exchange;
@@ -105,6 +112,7 @@ struct HttpServer::State {
   std::atomic<uint64_t> open{0}, accepted{0}, requests{0}, idle_closed{0};
   std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
   std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
+  std::array<std::atomic<uint64_t>, kFramingProblemCount> framing{};  // by FramingProblem
 
   // Streaming replies being sent (for their ticks and stop()).
   std::mutex streams_mu;
@@ -122,6 +130,8 @@ struct HttpServer::State {
   // The reaper's loop, and one pass of it.
   void reap_loop();
   void reap_once(int64_t now_ms);
+  // Answers a request whose client ended its side mid-request (reap_once).
+  bool reap_incomplete(ConnState& cs);
   // Connections whose request is handed over and not yet fully answered.
   size_t answering();
   // Resumes every suspended exchange with 503 (stop() after its wait).
@@ -143,5 +153,15 @@ MHD_Response* stream_response(HttpServer::State& state, MHD_Connection* connecti
 // JSON error with Connection: close.
 MHD_Result refuse(HttpServer::State& state, ConnState& cs, int status, const std::string& code,
                   const std::string& message, const std::string& limit);
+// Refuses the current request of `cs` for its framing: counts the problem,
+// logs it once per source and interval, queues the JSON error
+// ({"error":{"code":<problem>,"message"}}) with Connection: close.
+MHD_Result refuse_framing(HttpServer::State& state, ConnState& cs, const FramingError& error);
+// Counts and logs a framing problem libmicrohttpd met itself (no reply of ours).
+void note_framing(HttpServer::State& state, const std::string& peer, FramingProblem problem,
+                  const std::string& message);
+// The raw 400 incomplete_request written on a connection whose client ended
+// its side mid-request (MHD writes nothing then).
+std::string raw_incomplete_response();
 
 }  // namespace vend::agent

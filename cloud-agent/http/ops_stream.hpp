@@ -112,6 +112,9 @@ class OpsTee final : public Transport {
   Status subscribe(const std::string& topic_filter, int qos) override {
     return inner_.subscribe(topic_filter, qos);
   }
+  Status subscribe_many(const std::vector<std::string>& topic_filters, int qos) override {
+    return inner_.subscribe_many(topic_filters, qos);
+  }
   Status unsubscribe(const std::string& topic_filter) override {
     return inner_.unsubscribe(topic_filter);
   }

@@ -47,11 +47,16 @@ struct OrderRec {
   Ticket last_write;  // the latest write touching the order (eviction waits for it)
   Ticket durable;     // what a pay() answer about this order waits for
   bool command_published = false;
+  uint32_t command_sends = 0;  // dispense commands published (the re-send backoff)
   // The order still holds its token (taken or restored, not put back): the
   // stock forgets the token when the order leaves memory. False for orders
   // read back finished from the log.
   bool holds_token = false;
   int64_t paid_mono_ms = 0;
+  // Wall minus monotonic clock when its deadlines were set (reservation,
+  // dispatch, load): its stored wall-clock deadlines are measured from there
+  // on the monotonic clock, so a step of the wall clock moves none.
+  int64_t wall_offset_ms = 0;
   TimerSlot deadline_timer;  // reservation expiry or dispatch deadline
   TimerSlot resend_timer;
   std::vector<std::string> payment_ids;  // every payment id seen for the order

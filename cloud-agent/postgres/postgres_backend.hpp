@@ -13,10 +13,17 @@
 
 namespace vend::agent::pg {
 
+// The writer's connection to `url`: connected, its session configured
+// (synchronous_commit, the RepositoryOptions' pg_* timeouts) and the write
+// statements prepared; the schema migrated first when `migrate_schema`.
+Result<PgConnection> open_writer(const std::string& url, const RepositoryOptions& options,
+                                 Logger& log, bool migrate_schema);
+
 class PostgresBackend final : public RepositoryBackend {
  public:
-  PostgresBackend(PgConnection write, PgConnection read, const RepositoryOptions& options,
-                  Logger& log);
+  // `url`: where reconnect() connects the writer again.
+  PostgresBackend(std::string url, PgConnection write, PgConnection read,
+                  const RepositoryOptions& options, Logger& log);
 
   // One transaction per group, its writes pipelined (pg_pipeline.hpp), a
   // SAVEPOINT per changeset; see postgres_group.cpp.
@@ -25,8 +32,11 @@ class PostgresBackend final : public RepositoryBackend {
   // the COMMIT (postgres_fence.cpp).
   bool supports_fence() const override { return true; }
   Status check_fence(const WriteFence& fence) override;
+  // A new write connection (configured, statements prepared) once the old
+  // one was lost; ok at once when it was not.
+  Status reconnect() override;
 
-  Result<LoadedState> load(size_t recent_orders_max) override;
+  Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only) override;
   Result<std::optional<Order>> find_order(const std::string& order_id) override;
   Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) override;
   Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) override;
@@ -65,10 +75,11 @@ class PostgresBackend final : public RepositoryBackend {
   Status lost_status() const;
   Result<PgResult> read(const std::string& sql, const Params& params);
 
+  const std::string url_;
   RepositoryOptions options_;
   Logger& log_;
-  PgConnection write_;       // writer thread only
-  bool write_lost_ = false;  // fail-stop: never reconnected (outcomes were unknown)
+  PgConnection write_;       // writer thread only (or reconnect(), between groups)
+  bool write_lost_ = false;  // every write fails until reconnect() (outcomes were unknown)
   WriteContext raw_ctx_{nullptr};
 
   std::mutex read_mu_;  // guards read_

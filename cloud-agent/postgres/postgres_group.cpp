@@ -8,9 +8,10 @@
 // k+1.. and the COMMIT again. A failing BEGIN or COMMIT retries each
 // changeset in a transaction of its own, as the SQLite backend does. A lost
 // connection fails every undecided ticket "unavailable" and every later
-// write too: the outcome of an unanswered COMMIT is unknown, so the writer
-// never reconnects and retries (the core fail-stops; a restart reads what
-// committed).
+// write too, until Repository::recover() reconnects: the outcome of an
+// unanswered COMMIT is unknown, so nothing is retried here (the core stops
+// changing state; it is rebuilt from what committed, in process in cluster
+// mode, by a restart otherwise).
 //
 // Fenced changesets (cluster mode) start with a check of their claim
 // (vend_fence without lock) inside their savepoint, so a stale one fails
@@ -74,8 +75,7 @@ void queue_sql(Pipeline& p, std::vector<int>& owner, const char* sql, int who) {
 }  // namespace
 
 Status PostgresBackend::lost_status() const {
-  return make_error("unavailable",
-                    "the connection to PostgreSQL was lost; restart the agent to recover");
+  return make_error("unavailable", "the connection to PostgreSQL was lost (not reconnected yet)");
 }
 
 std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changeset*>& group) {

@@ -6,11 +6,12 @@
 // SAVEPOINT per changeset. synchronous_commit is set on for the writer's
 // session, so a ticket resolves ok only once its COMMIT is durable.
 //
-// A lost connection is fail-stop: the group's undecided tickets and every
-// later write fail "unavailable" (the writer never reconnects: an
-// unanswered COMMIT may or may not have committed), and the core stops
-// changing state until a restart rebuilds it from what committed. Reads
-// reconnect once.
+// A lost connection stops the writes: the group's undecided tickets and
+// every later write fail "unavailable" (nothing is retried: an unanswered
+// COMMIT may or may not have committed), and the core stops changing state
+// until it is rebuilt from what committed: Repository::recover() connects
+// the writer again (cluster mode does so in process, then rebuilds the
+// core; a single agent is restarted). Reads reconnect once.
 #pragma once
 
 #include <memory>

@@ -174,12 +174,55 @@ constexpr const char* kSchemaV4 = R"sql(
 ALTER TABLE refunds ADD COLUMN device TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v5: what a load reads, bounded by the live rows of the machines it loads
+// (SQLite's v9; docs/agent.md, "Loading a shard"): each slot's SOLD and
+// BURNED counts, kept by a trigger in the transaction that moves a token
+// (existing slots counted once here), and partial indexes for the POOL
+// tokens (in mint order per machine), the requested restocks and the
+// payments for unknown orders.
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE slots ADD COLUMN sold BIGINT NOT NULL DEFAULT 0,
+                  ADD COLUMN burned BIGINT NOT NULL DEFAULT 0;
+UPDATE slots s SET sold = c.sold, burned = c.burned
+FROM (SELECT device, slot, count(*) FILTER (WHERE state = 'SOLD') AS sold,
+             count(*) FILTER (WHERE state = 'BURNED') AS burned
+      FROM pool_tokens GROUP BY device, slot) c
+WHERE c.device = s.device AND c.slot = s.slot;
+CREATE FUNCTION vend_count_tokens() RETURNS TRIGGER LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP <> 'INSERT' AND OLD.state IN ('SOLD', 'BURNED') THEN
+    UPDATE slots SET sold = sold - (OLD.state = 'SOLD')::int,
+                     burned = burned - (OLD.state = 'BURNED')::int
+    WHERE device = OLD.device AND slot = OLD.slot;
+  END IF;
+  IF TG_OP <> 'DELETE' AND NEW.state IN ('SOLD', 'BURNED') THEN
+    UPDATE slots SET sold = sold + (NEW.state = 'SOLD')::int,
+                     burned = burned + (NEW.state = 'BURNED')::int
+    WHERE device = NEW.device AND slot = NEW.slot;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER pool_tokens_counted_insert AFTER INSERT ON pool_tokens FOR EACH ROW
+  WHEN (NEW.state IN ('SOLD', 'BURNED')) EXECUTE FUNCTION vend_count_tokens();
+CREATE TRIGGER pool_tokens_counted_update AFTER UPDATE OF state ON pool_tokens FOR EACH ROW
+  WHEN (OLD.state IS DISTINCT FROM NEW.state
+        AND (OLD.state IN ('SOLD', 'BURNED') OR NEW.state IN ('SOLD', 'BURNED')))
+  EXECUTE FUNCTION vend_count_tokens();
+CREATE TRIGGER pool_tokens_counted_delete AFTER DELETE ON pool_tokens FOR EACH ROW
+  WHEN (OLD.state IN ('SOLD', 'BURNED')) EXECUTE FUNCTION vend_count_tokens();
+CREATE INDEX pool_tokens_in_pool ON pool_tokens(device, seq) WHERE state = 'POOL';
+CREATE INDEX restocks_requested ON restocks(device) WHERE state = 'REQUESTED';
+CREATE INDEX payments_of_unknown_orders ON payments(order_id)
+  WHERE outcome = 'unknown_order_refunded';
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}};
-constexpr int kLatest = 4;
+const Migration kMigrations[] = {
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5}};
+constexpr int kLatest = 5;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -227,8 +270,13 @@ const std::vector<NamedStatement>& write_statements() {
       {"insert_device", "INSERT INTO devices(id, key_hex, created_ms) VALUES($1, $2, $3)"},
       {"insert_device_seq", "INSERT INTO device_seq(device, last_processed_seq) VALUES($1, 0)"},
       {"upsert_slot",
-       "INSERT INTO slots(device, slot, product, price_cents, capacity) "
-       "VALUES($1, $2, $3, $4, $5) ON CONFLICT(device, slot) DO UPDATE SET "
+       // A new slot counts the tokens it already has (the trigger of
+       // schema v5 counts the ones that move from now on).
+       "INSERT INTO slots(device, slot, product, price_cents, capacity, sold, burned) "
+       "SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, "
+       "count(*) FILTER (WHERE state = 'SOLD'), "
+       "count(*) FILTER (WHERE state = 'BURNED') FROM pool_tokens "
+       "WHERE device = $1 AND slot = $2 ON CONFLICT(device, slot) DO UPDATE SET "
        "product = excluded.product, price_cents = excluded.price_cents, "
        "capacity = excluded.capacity"},
       {"insert_order",

@@ -253,7 +253,10 @@ void Repository::apply_group(std::vector<Pending>& group) {
     writes.push_back(&group[i].changes);
   }
   std::vector<Status> applied;
-  if (!writes.empty()) applied = backend_->apply_group(writes);
+  if (!writes.empty()) {
+    std::lock_guard apply(apply_mu_);  // recover() reconnects between groups
+    applied = backend_->apply_group(writes);
+  }
   applied.resize(writes.size(), make_error("unavailable", "the backend gave no outcome"));
   std::vector<Status> results;
   results.reserve(group.size());
@@ -280,7 +283,7 @@ void Repository::apply_group(std::vector<Pending>& group) {
     std::lock_guard lock(mu_);
     stats_.writes += group.size();
     stats_.failed_writes += failed;
-    if (stats_.failed_writes > 0) failed_any_.store(true, std::memory_order_release);
+    if (failed > 0) failed_any_.store(true, std::memory_order_release);
     stats_.fenced_writes += fenced;
     stats_.batches += 1;
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, group.size());
@@ -289,6 +292,18 @@ void Repository::apply_group(std::vector<Pending>& group) {
   // after_durable() callbacks, which may read any ticket of the group.
   for (size_t i = 0; i < group.size(); ++i) group[i].done.set_value(std::move(results[i]));
   for (auto& p : group) run_after(p);
+}
+
+Status Repository::recover() {
+  {
+    std::lock_guard apply(apply_mu_);
+    if (Status s = backend_->reconnect(); !s.ok()) return s;
+  }
+  std::lock_guard lock(mu_);
+  failed_any_.store(false, std::memory_order_release);
+  log_.warn(kLog, "writes resumed after " + std::to_string(stats_.failed_writes) +
+                      " failed write(s) in all");
+  return {};
 }
 
 }  // namespace vend::agent

@@ -158,8 +158,13 @@ class RepositoryBackend {
     return {};
   }
 
+  // Connects the write side again after its connection was lost (a backend
+  // without a connection: nothing to do, ok). Called by Repository::recover()
+  // while no group is being applied. "unavailable" while it cannot.
+  virtual Status reconnect() { return {}; }
+
   // The reads of Repository (same contracts).
-  virtual Result<LoadedState> load(size_t recent_orders_max) = 0;
+  virtual Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only) = 0;
   virtual Result<std::optional<Order>> find_order(const std::string& order_id) = 0;
   virtual Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) = 0;
   virtual Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) = 0;
@@ -230,8 +235,16 @@ class Repository {
   // Lock-free (read on every reservation by the core thread, while the
   // writer holds the queue's lock): mirrors the queue's size and state.
   bool accepting() const;
-  // True once any write failed (stats().failed_writes > 0); lock-free.
+  // True once a write failed since the repository opened or last
+  // recovered; lock-free.
   bool has_failed_writes() const { return failed_any_.load(std::memory_order_acquire); }
+  // After failed writes (a lost database connection, a lock timeout): the
+  // backend connects its write side again and has_failed_writes() turns
+  // false. Writes whose outcome was unknown (a COMMIT unanswered) are not
+  // retried: the caller must rebuild its state from what committed (the
+  // agent core's rebuild) before it writes again. "unavailable" while the
+  // database cannot be reached (nothing changes; call again later).
+  Status recover();
   WriterStats stats() const;
 
   // Cluster mode: every changeset SUBMITTED after this call carries `fence`
@@ -246,8 +259,19 @@ class Repository {
   Status set_fence(std::shared_ptr<const WriteFence> fence);
 
   // ---- reads (committed data; the backend's RepositoryBackend reads) ----
-  // REQUIRES: recent_orders_max >= 0.
-  Result<LoadedState> load(size_t recent_orders_max) { return backend_->load(recent_orders_max); }
+  // Everything start-up needs, in one consistent snapshot. With `only`
+  // (several agents), the machines it accepts and their data alone: their
+  // slots (with their sold and burned counts), POOL tokens, requested
+  // restocks, open orders, the recent_orders_max most recently finished of
+  // their orders, those orders' payments; the payments of unknown orders and
+  // the pending refunds whose owner key it accepts (keep_accepted()); and
+  // order_counts counts the loaded orders, not the log's. Filtered in the
+  // queries: the cost is the accepted machines' live rows, not the fleet's
+  // or its history (docs/agent.md, "Loading a shard"), apart from one read
+  // of the fleet's device ids. REQUIRES: recent_orders_max >= 0.
+  Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only = nullptr) {
+    return backend_->load(recent_orders_max, only);
+  }
   Result<std::optional<Order>> find_order(const std::string& order_id) {
     return backend_->find_order(order_id);
   }
@@ -339,7 +363,8 @@ class Repository {
   WriterStats stats_;
   // Written under mu_ with the fields they mirror; read without it.
   std::atomic<size_t> queued_{0};        // queue_.size()
-  std::atomic<bool> failed_any_{false};  // stats_.failed_writes > 0
+  std::atomic<bool> failed_any_{false};  // a write failed since open or recover()
+  std::mutex apply_mu_;                  // held while the backend applies a group
   std::shared_ptr<const WriteFence> fence_;
 
   void apply_queued();    // manual_commit: the caller's thread is the writer

@@ -53,8 +53,14 @@ struct SqliteApply {
 
   Status operator()(const change::UpsertSlot& c) const {
     return run(w,
-               "INSERT INTO slots(device, slot, product, price_cents, capacity) "
-               "VALUES(?, ?, ?, ?, ?) ON CONFLICT(device, slot) DO UPDATE SET "
+               // A new slot counts the tokens it already has (the triggers
+               // of schema v9 count the ones that move from now on).
+               "INSERT INTO slots(device, slot, product, price_cents, capacity, sold, burned) "
+               "VALUES(?1, ?2, ?3, ?4, ?5, "
+               "(SELECT count(*) FROM pool_tokens WHERE device = ?1 AND slot = ?2 "
+               "AND state = 'SOLD'), "
+               "(SELECT count(*) FROM pool_tokens WHERE device = ?1 AND slot = ?2 "
+               "AND state = 'BURNED')) ON CONFLICT(device, slot) DO UPDATE SET "
                "product = excluded.product, price_cents = excluded.price_cents, "
                "capacity = excluded.capacity",
                [&](sql::Statement& s) {

@@ -1,9 +1,12 @@
 // Repository: SQLite reads on the read connection (start-up load, look-ups, audit).
 #include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "repository/repository_schema.hpp"
 #include "repository/repository_sqlite.hpp"
+#include "vend/json_writer.hpp"
 
 namespace vend::agent {
 
@@ -53,6 +56,45 @@ StoredRefund read_refund(const sql::Statement& s) {
   return r;
 }
 
+// What a load reads: every machine, or (a filtered load) the accepted
+// ones, a JSON array bound to ?1 of every query that names `in_scope()`.
+struct Scope {
+  bool all = true;
+  std::string devices_json;  // the accepted machines' ids
+
+  std::string in_scope(const char* column) const {
+    return all ? std::string("1") : std::string(column) + " IN (SELECT value FROM json_each(?1))";
+  }
+  void bind(sql::Statement& st) const {
+    if (!all) st.bind(1, devices_json);
+  }
+};
+
+std::string json_array(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& item : items) {
+    if (out.size() > 1) out += ',';
+    json::append_string(out, item);
+  }
+  return out + "]";
+}
+
+// The accepted machines' ids: the one read of the whole fleet (its ids
+// alone, from the primary key's index).
+Result<Scope> scope_of(sql::Database& db, const LoadFilter& only) {
+  Scope scope;
+  if (!only) return scope;
+  std::vector<std::string> accepted;
+  auto s = query(db, "SELECT id FROM devices ORDER BY id", [&](const sql::Statement& st) {
+    std::string id = st.column_text(0);
+    if (only(id)) accepted.push_back(std::move(id));
+  });
+  if (!s.ok()) return s.error();
+  scope.all = false;
+  scope.devices_json = json_array(accepted);
+  return scope;
+}
+
 Status load_pending_refunds(sql::Database& db, LoadedState& out) {
   return query(
       db,
@@ -62,39 +104,43 @@ Status load_pending_refunds(sql::Database& db, LoadedState& out) {
       [&](const sql::Statement& st) { out.pending_refunds.push_back(read_refund(st)); });
 }
 
-Status load_devices(sql::Database& db, LoadedState& out) {
-  auto s = query(db,
-                 "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0), "
-                 "d.next_key_hex, d.decommissioned_ms, COALESCE(q.ledger_id, '') "
-                 "FROM devices d LEFT JOIN device_seq q ON q.device = d.id ORDER BY d.id",
-                 [&](const sql::Statement& st) {
-                   out.devices.push_back({st.column_text(0),
-                                          st.column_text(1),
-                                          st.column_int64(2),
-                                          static_cast<uint64_t>(st.column_int64(3)),
-                                          st.column_text(4),
-                                          st.column_int64(5),
-                                          st.column_text(6),
-                                          {}});
-                 });
+Status load_devices(sql::Database& db, const Scope& scope, LoadedState& out) {
+  auto s = query(
+      db,
+      "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0), "
+      "d.next_key_hex, d.decommissioned_ms, COALESCE(q.ledger_id, '') "
+      "FROM devices d LEFT JOIN device_seq q ON q.device = d.id WHERE " +
+          scope.in_scope("d.id") + " ORDER BY d.id",
+      [&](sql::Statement& st) { scope.bind(st); },
+      [&](const sql::Statement& st) {
+        out.devices.push_back({st.column_text(0),
+                               st.column_text(1),
+                               st.column_int64(2),
+                               static_cast<uint64_t>(st.column_int64(3)),
+                               st.column_text(4),
+                               st.column_int64(5),
+                               st.column_text(6),
+                               {}});
+      });
   if (!s.ok()) return s;
   std::map<std::string, std::vector<std::string>> retired;
   s = query(
-      db, "SELECT device, ledger_id FROM retired_ledgers ORDER BY device, retired_ms",
+      db,
+      "SELECT device, ledger_id FROM retired_ledgers WHERE " + scope.in_scope("device") +
+          " ORDER BY device, retired_ms",
+      [&](sql::Statement& st) { scope.bind(st); },
       [&](const sql::Statement& st) { retired[st.column_text(0)].push_back(st.column_text(1)); });
   for (auto& d : out.devices) d.retired_ledgers = std::move(retired[d.id]);
   return s;
 }
 
-Status load_slots(sql::Database& db, LoadedState& out) {
+// The sold and burned counts are the slot's counters (schema v9).
+Status load_slots(sql::Database& db, const Scope& scope, LoadedState& out) {
   return query(
       db,
-      "SELECT s.device, s.slot, s.product, s.price_cents, s.capacity, "
-      "(SELECT count(*) FROM pool_tokens t WHERE t.device = s.device AND t.slot = s.slot "
-      " AND t.state = 'SOLD'), "
-      "(SELECT count(*) FROM pool_tokens t WHERE t.device = s.device AND t.slot = s.slot "
-      " AND t.state = 'BURNED') "
-      "FROM slots s ORDER BY s.device, s.slot",
+      "SELECT device, slot, product, price_cents, capacity, sold, burned FROM slots WHERE " +
+          scope.in_scope("device") + " ORDER BY device, slot",
+      [&](sql::Statement& st) { scope.bind(st); },
       [&](const sql::Statement& s) {
         LoadedState::Slot slot;
         slot.device = s.column_text(0);
@@ -105,20 +151,25 @@ Status load_slots(sql::Database& db, LoadedState& out) {
       });
 }
 
-Status load_orders(sql::Database& db, size_t recent_max, LoadedState& out) {
-  auto s =
-      query(db,
-            std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE state IN " +
-                kOpenStates + " ORDER BY created_ms, id",
-            [&](const sql::Statement& st) { out.open_orders.push_back(detail::read_order(st)); });
+Status load_orders(sql::Database& db, const Scope& scope, size_t recent_max, LoadedState& out) {
+  auto s = query(
+      db,
+      std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE state IN " +
+          kOpenStates + " AND " + scope.in_scope("device") + " ORDER BY created_ms, id",
+      [&](sql::Statement& st) { scope.bind(st); },
+      [&](const sql::Statement& st) { out.open_orders.push_back(detail::read_order(st)); });
   if (!s.ok()) return s;
   s = query(
       db,
       std::string("SELECT ") + detail::kOrderColumns + " FROM orders WHERE state NOT IN " +
-          kOpenStates + " ORDER BY updated_ms DESC, id LIMIT ?",
-      [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(recent_max)); },
+          kOpenStates + " AND " + scope.in_scope("device") +
+          " ORDER BY updated_ms DESC, id LIMIT ?2",
+      [&](sql::Statement& st) {
+        scope.bind(st);
+        st.bind(2, static_cast<int64_t>(recent_max));
+      },
       [&](const sql::Statement& st) { out.recent_orders.push_back(detail::read_order(st)); });
-  if (!s.ok()) return s;
+  if (!s.ok() || !scope.all) return s;  // a filtered load counts what it loaded
   return query(db, "SELECT state, count(*) FROM orders GROUP BY state",
                [&](const sql::Statement& st) {
                  if (auto state = parse_order_state(st.column_text(0))) {
@@ -141,33 +192,89 @@ Status load_payments(sql::Database& db, size_t recent_max, LoadedState& out) {
       [&](const sql::Statement& st) { out.payments.push_back(read_payment(st)); });
 }
 
-Status load_pool_and_restocks(sql::Database& db, LoadedState& out) {
-  auto s =
-      query(db, "SELECT token, device, slot FROM pool_tokens WHERE state = 'POOL' ORDER BY rowid",
-            [&](const sql::Statement& st) {
-              out.pool.push_back({st.column_text(0), st.column_text(1), st.column_int(2)});
-            });
+// A filtered load: the payments of the loaded orders (by order id), and of
+// unknown orders (their partial index); keep_accepted() keeps the owned.
+Status load_payments_of_loaded(sql::Database& db, LoadedState& out) {
+  std::vector<std::string> ids;
+  for (const auto* orders_of : {&out.open_orders, &out.recent_orders}) {
+    for (const Order& o : *orders_of) ids.push_back(o.id);
+  }
+  return query(
+      db,
+      std::string("SELECT ") + kPaymentColumns +
+          " FROM payments WHERE order_id IN (SELECT value FROM json_each(?1)) "
+          "UNION SELECT " +
+          kPaymentColumns + " FROM payments WHERE outcome = 'unknown_order_refunded' ORDER BY 5, 1",
+      [&](sql::Statement& st) { st.bind(1, json_array(ids)); },
+      [&](const sql::Statement& st) { out.payments.push_back(read_payment(st)); });
+}
+
+Status load_pool_and_restocks(sql::Database& db, const Scope& scope, LoadedState& out) {
+  auto s = query(
+      db,
+      "SELECT token, device, slot FROM pool_tokens WHERE state = 'POOL' AND " +
+          scope.in_scope("device") + " ORDER BY rowid",
+      [&](sql::Statement& st) { scope.bind(st); },
+      [&](const sql::Statement& st) {
+        out.pool.push_back({st.column_text(0), st.column_text(1), st.column_int(2)});
+      });
   if (!s.ok()) return s;
-  return query(db, "SELECT restock_id, device, slot, count FROM restocks WHERE state = 'REQUESTED'",
-               [&](const sql::Statement& st) {
-                 out.requested.push_back({st.column_text(0), st.column_text(1), st.column_int(2),
-                                          st.column_int(3), false});
-               });
+  return query(
+      db,
+      "SELECT restock_id, device, slot, count FROM restocks WHERE state = 'REQUESTED' AND " +
+          scope.in_scope("device"),
+      [&](sql::Statement& st) { scope.bind(st); },
+      [&](const sql::Statement& st) {
+        out.requested.push_back(
+            {st.column_text(0), st.column_text(1), st.column_int(2), st.column_int(3), false});
+      });
+}
+
+// A filtered load: a pending refund written before schema v8 names no
+// machine. It goes by its order's machine when the whole log's load holds
+// that order (open, or among the recent_max most recently finished), else
+// by its order id: the same owner on every instance, whatever each loads.
+Status name_legacy_refunds(sql::Database& db, size_t recent_max, LoadedState& out) {
+  for (StoredRefund& r : out.pending_refunds) {
+    if (!r.device.empty()) continue;
+    auto s = query(
+        db,
+        std::string("SELECT device FROM orders WHERE id = ?1 AND (state IN ") + kOpenStates +
+            " OR id IN (SELECT id FROM orders WHERE state NOT IN " + kOpenStates +
+            " ORDER BY updated_ms DESC, id LIMIT ?2))",
+        [&](sql::Statement& st) {
+          st.bind(1, r.order_id);
+          st.bind(2, static_cast<int64_t>(recent_max));
+        },
+        [&](const sql::Statement& st) { r.device = st.column_text(0); });
+    if (!s.ok()) return s;
+  }
+  return {};
+}
+
+Status load_all(sql::Database& db, size_t recent_max, const LoadFilter& only, LoadedState& out) {
+  auto scope = scope_of(db, only);
+  if (!scope.ok()) return scope.error();
+  Status s = load_devices(db, *scope, out);
+  if (s.ok()) s = load_slots(db, *scope, out);
+  if (s.ok()) s = load_pool_and_restocks(db, *scope, out);
+  if (s.ok()) s = load_orders(db, *scope, recent_max, out);
+  if (s.ok())
+    s = scope->all ? load_payments(db, recent_max, out) : load_payments_of_loaded(db, out);
+  if (s.ok()) s = load_pending_refunds(db, out);
+  if (s.ok() && !scope->all) s = name_legacy_refunds(db, recent_max, out);
+  if (s.ok() && !scope->all) keep_accepted(out, only);
+  return s;
 }
 
 }  // namespace
 
-Result<LoadedState> detail::SqliteBackend::load(size_t recent_orders_max) {
+Result<LoadedState> detail::SqliteBackend::load(size_t recent_orders_max, const LoadFilter& only) {
   std::lock_guard lock(read_mu_);
   // One read transaction: a consistent snapshot even while the writer runs.
   if (auto s = read_db_.exec("BEGIN"); !s.ok()) return s.error();
   LoadedState out;
-  Status s = load_devices(read_db_, out);
-  if (s.ok()) s = load_slots(read_db_, out);
-  if (s.ok()) s = load_pool_and_restocks(read_db_, out);
-  if (s.ok()) s = load_orders(read_db_, recent_orders_max, out);
-  if (s.ok()) s = load_payments(read_db_, recent_orders_max, out);
-  if (s.ok()) s = load_pending_refunds(read_db_, out);
+  Status s = load_all(read_db_, recent_orders_max, only, out);
   (void)read_db_.exec("COMMIT");
   if (!s.ok()) return s.error();
   return out;

@@ -198,6 +198,47 @@ constexpr const char* kSchemaV8 = R"sql(
 ALTER TABLE refunds ADD COLUMN device TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v9: what a load reads, bounded by the live rows of the machines it loads
+// (docs/agent.md, "Loading a shard"). Each slot keeps its SOLD and BURNED
+// token counts, kept by triggers in the transaction that moves a token, so
+// a load reads two columns instead of counting the slot's whole history;
+// existing slots are counted once here. Partial indexes lead the queries
+// for POOL tokens, requested restocks and payments for unknown orders
+// straight to their rows: each costs a write only when a row enters or
+// leaves its set (a reservation takes its token out of the POOL index).
+constexpr const char* kSchemaV9 = R"sql(
+ALTER TABLE slots ADD COLUMN sold INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE slots ADD COLUMN burned INTEGER NOT NULL DEFAULT 0;
+UPDATE slots SET
+  sold = (SELECT count(*) FROM pool_tokens t
+          WHERE t.device = slots.device AND t.slot = slots.slot AND t.state = 'SOLD'),
+  burned = (SELECT count(*) FROM pool_tokens t
+            WHERE t.device = slots.device AND t.slot = slots.slot AND t.state = 'BURNED');
+CREATE TRIGGER pool_tokens_counted_insert AFTER INSERT ON pool_tokens
+WHEN new.state = 'SOLD' OR new.state = 'BURNED'
+BEGIN
+  UPDATE slots SET sold = sold + (new.state = 'SOLD'), burned = burned + (new.state = 'BURNED')
+  WHERE device = new.device AND slot = new.slot;
+END;
+CREATE TRIGGER pool_tokens_counted_update AFTER UPDATE OF state ON pool_tokens
+WHEN new.state = 'SOLD' OR new.state = 'BURNED' OR old.state = 'SOLD' OR old.state = 'BURNED'
+BEGIN
+  UPDATE slots SET sold = sold + (new.state = 'SOLD') - (old.state = 'SOLD'),
+                   burned = burned + (new.state = 'BURNED') - (old.state = 'BURNED')
+  WHERE device = new.device AND slot = new.slot;
+END;
+CREATE TRIGGER pool_tokens_counted_delete AFTER DELETE ON pool_tokens
+WHEN old.state = 'SOLD' OR old.state = 'BURNED'
+BEGIN
+  UPDATE slots SET sold = sold - (old.state = 'SOLD'), burned = burned - (old.state = 'BURNED')
+  WHERE device = old.device AND slot = old.slot;
+END;
+CREATE INDEX pool_tokens_in_pool ON pool_tokens(device) WHERE state = 'POOL';
+CREATE INDEX restocks_requested ON restocks(device) WHERE state = 'REQUESTED';
+CREATE INDEX payments_of_unknown_orders ON payments(order_id)
+  WHERE outcome = 'unknown_order_refunded';
+)sql";
+
 // v6: the state CHECKs as chains of comparisons. SQLite codes `x IN (...)`
 // of three or more constants as an ephemeral index, built again each time
 // the expression runs: every INSERT and UPDATE of an order, a token or a
@@ -289,10 +330,10 @@ Status rewrite_state_checks(sql::Database& db) {
 }
 
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2},
-                                                  {3, kSchemaV3}, {4, kSchemaV4},
-                                                  {5, kSchemaV5}, {6, "", rewrite_state_checks},
-                                                  {7, kSchemaV7}, {8, kSchemaV8}};
+  static const std::vector<sql::Migration> all = {
+      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
+      {4, kSchemaV4}, {5, kSchemaV5}, {6, "", rewrite_state_checks},
+      {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9}};
   return all;
 }
 

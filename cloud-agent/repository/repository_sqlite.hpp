@@ -49,7 +49,7 @@ class SqliteBackend final : public RepositoryBackend {
 
   std::vector<Status> apply_group(const std::vector<const Changeset*>& group) override;
 
-  Result<LoadedState> load(size_t recent_orders_max) override;
+  Result<LoadedState> load(size_t recent_orders_max, const LoadFilter& only) override;
   Result<std::optional<Order>> find_order(const std::string& order_id) override;
   Result<std::optional<Order>> find_order_by_idempotency_key(const std::string& key) override;
   Result<std::optional<StoredPayment>> find_payment(const std::string& payment_id) override;

@@ -65,24 +65,42 @@ ClusterNode::ClusterNode(ClusterNodeOptions options, std::unique_ptr<LeaseStore>
 
 ClusterNode::~ClusterNode() { stop(); }
 
-AgentCore::Ownership ClusterNode::ownership_of(std::set<int> shards, int shard_count) {
-  auto held = std::make_shared<const std::set<int>>(std::move(shards));
-  return [held, shard_count](const std::string& key) {
-    return held->count(shard_of(key, shard_count)) != 0;
+// A device is served when its shard was loaded at an epoch whose lease is
+// still held and valid now (the gate): no step of the core is needed to
+// stop serving a shard.
+AgentCore::Ownership ClusterNode::ownership_of(Epochs loaded) const {
+  auto epochs = std::make_shared<const Epochs>(std::move(loaded));
+  return [epochs, gate = gate_, &clock = clock_,
+          shard_count = options_.lease.shard_count](const std::string& key) {
+    int shard = shard_of(key, shard_count);
+    auto it = epochs->find(shard);
+    return it != epochs->end() && gate->allows(shard, it->second, clock.monotonic_ms());
   };
 }
 
 AgentCore::Ownership ClusterNode::ownership() const {
   std::lock_guard lock(mu_);
-  return ownership_of(held_, options_.lease.shard_count);
+  return ownership_of(loaded_);
 }
 
-std::shared_ptr<const WriteFence> ClusterNode::fence_of_held() const {
+std::shared_ptr<const WriteFence> ClusterNode::fence_of(const Epochs& epochs) const {
   auto fence = std::make_shared<WriteFence>();
   fence->instance = options_.lease.instance_id;
   fence->shard_count = options_.lease.shard_count;
-  for (const Grant& g : keeper_.held()) fence->epochs[g.shard] = g.epoch;
+  fence->epochs = epochs;
   return fence;
+}
+
+bool ClusterNode::served_here_locked(int shard) const {
+  auto loaded = loaded_.find(shard);
+  auto granted = granted_.find(shard);
+  return loaded != loaded_.end() && granted != granted_.end() && loaded->second == granted->second;
+}
+
+size_t ClusterNode::served_count_locked() const {
+  size_t n = 0;
+  for (const auto& [shard, epoch] : loaded_) n += served_here_locked(shard) ? 1 : 0;
+  return n;
 }
 
 Status ClusterNode::join() {
@@ -114,78 +132,54 @@ Status ClusterNode::join() {
   RoundResult r = run_lease_round(keeper_, store, session_, clock_.monotonic_ms(),
                                   [](const std::vector<int>&) {});
   if (!r.status.ok()) return r.status;
-  std::set<int> held;
-  for (const Grant& g : keeper_.held()) held.insert(g.shard);
+  record_round(seen, r);
+  publish_leases();
+  Epochs won;
   {
     std::lock_guard lock(mu_);
-    view_ = seen;
-    held_ = held;
-    counters_.shards_gained += static_cast<int64_t>(r.changes.gained.size());
+    loaded_ = granted_;
+    leases_changed_ = false;
+    won = loaded_;
   }
-  if (Status s = repo_.set_fence(fence_of_held()); !s.ok()) return s;
-  log_.info(kLog, "instance " + id + " joined: " + std::to_string(held.size()) + " of " +
+  if (Status s = repo_.set_fence(fence_of(won)); !s.ok()) return s;
+  log_.info(kLog, "instance " + id + " joined: " + std::to_string(won.size()) + " of " +
                       std::to_string(options_.lease.shard_count) + " shards, " +
                       std::to_string(seen.members.size()) + " member(s)");
+  // Renewed from now on, also while the core loads them.
+  lease_thread_ = std::thread([this] { lease_loop(); });
   return {};
 }
 
 void ClusterNode::start(AgentCore& core) {
-  thread_ = std::thread([this, &core] { loop(core); });
+  rebuild_thread_ = std::thread([this, &core] { rebuild_loop(core); });
 }
 
-void ClusterNode::loop(AgentCore& core) {
-  name_this_thread("vend-cluster");
-  std::unique_lock lock(stop_mu_);
+// ---- the lease thread: rounds only ----
+
+void ClusterNode::lease_loop() {
+  name_this_thread("vend-lease");
+  std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    round(core);
+    lease_round();
     lock.lock();
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(options_.lease.renew_every_ms),
-                      [this] { return stopping_; });
+    wake_.wait_for(lock, std::chrono::milliseconds(options_.lease.renew_every_ms),
+                   [this] { return stopping_; });
   }
 }
 
-void ClusterNode::round(AgentCore& core) {
+void ClusterNode::lease_round() {
   if (replaced_) return;
-  // A failed log (a lost database connection) is fail-stop: holding leases
-  // it cannot write under would leave its machines unserved. The process
-  // stops (systemd restarts it) and its leases go to the others.
-  if (Status h = core.health(); !h.ok() && h.error().message != "not started") {
-    log_.error(kLog, "the repository failed (" + h.error().message +
-                         "): stopping, so that other instances take the shards");
-    core.restrict([](const std::string&) { return false; });
-    replaced_ = true;
-    return;
-  }
   ClusterView seen;
   RecordingStore store(*store_, seen);
-  auto stop_serving = [&](const std::vector<int>& leaving) {
-    std::set<int> kept;
-    {
-      std::lock_guard lock(mu_);
-      for (int s : leaving) held_.erase(s);
-      kept = held_;
-    }
-    log_.info(kLog, "stopping shard(s) " + shard_list(leaving));
-    core.restrict(ownership_of(kept, options_.lease.shard_count));
-    rebuild_due_ = true;
-  };
-  RoundResult r = run_lease_round(keeper_, store, session_, clock_.monotonic_ms(), stop_serving);
-  {
-    std::lock_guard lock(mu_);
-    if (!seen.members.empty()) view_ = seen;  // empty: the heartbeat failed
-    if (!r.status.ok()) ++counters_.rounds_failed;
-    counters_.shards_gained += static_cast<int64_t>(r.changes.gained.size());
-    counters_.shards_lost += static_cast<int64_t>(r.changes.lost.size());
-  }
+  RoundResult r =
+      run_lease_round(keeper_, store, session_, clock_.monotonic_ms(),
+                      [this](const std::vector<int>& leaving) { close_shards(leaving); });
+  record_round(seen, r);
   if (!r.status.ok()) {
     log_.warn(kLog, "lease round: " + r.status.error().to_string());
     if (r.status.error().code == "conflict") {
-      log_.error(kLog, "this instance was replaced by another process with the same id: stopping");
-      core.restrict([](const std::string&) { return false; });
-      id_taken_ = true;
-      replaced_ = true;
-      return;
+      return fail_stop("this instance was replaced by another process with the same id", true);
     }
   }
   if (!r.changes.gained.empty()) {
@@ -193,42 +187,135 @@ void ClusterNode::round(AgentCore& core) {
     for (const Grant& g : r.changes.gained) gained.push_back(g.shard);
     log_.info(kLog, "gained shard(s) " + shard_list(gained));
   }
-  if (!r.changes.gained.empty() || !r.changes.lost.empty() || core.fenced()) rebuild_due_ = true;
-  if (rebuild_due_) rebuild(core);
+  publish_leases();
+}
+
+void ClusterNode::record_round(const ClusterView& seen, const RoundResult& r) {
+  std::lock_guard lock(mu_);
+  if (!seen.members.empty()) view_ = seen;  // empty: the heartbeat failed
+  if (!r.status.ok()) ++counters_.rounds_failed;
+  counters_.shards_gained += static_cast<int64_t>(r.changes.gained.size());
+  counters_.shards_lost += static_cast<int64_t>(r.changes.lost.size());
+}
+
+// Before a lease is released (or once it is lost): the core stops serving
+// it now, without a step; the rebuild thread drops its state later.
+void ClusterNode::close_shards(const std::vector<int>& leaving) {
+  for (int shard : leaving) gate_->close(shard);
+  log_.info(kLog, "stopping shard(s) " + shard_list(leaving));
+  std::lock_guard lock(mu_);
+  for (int shard : leaving) granted_.erase(shard);
+  leases_changed_ = true;
+  wake_.notify_all();
+}
+
+void ClusterNode::publish_leases() {
+  Epochs held;
+  for (const Grant& g : keeper_.held()) {
+    gate_->open(g.shard, g.epoch, keeper_.valid_until(g.shard).value_or(0));
+    held[g.shard] = g.epoch;
+  }
+  std::lock_guard lock(mu_);
+  if (held == granted_) return;
+  granted_ = std::move(held);
+  leases_changed_ = true;
+  wake_.notify_all();
+}
+
+void ClusterNode::fail_stop(const std::string& why, bool id_taken) {
+  log_.error(kLog, why + ": stopping, so that other instances take the shards");
+  gate_->close_all();
+  id_taken_ = id_taken;
+  replaced_ = true;
+}
+
+// ---- the rebuild thread ----
+
+void ClusterNode::rebuild_loop(AgentCore& core) {
+  name_this_thread("vend-cluster");
+  while (wait_for_work()) {
+    if (replaced_) continue;
+    if (repo_.has_failed_writes() && !recover_storage(core)) continue;
+    if (rebuild_wanted(core)) rebuild(core);
+  }
+}
+
+// A failed write (a lost connection, a lock or statement timeout): memory
+// may hold changes the log lacks, so the core stops changing state (it
+// answers "unavailable") until it is rebuilt from what committed, once the
+// writer is connected again. Nothing answered was lost: answers wait for
+// their commits. False: not yet (the core's queue is full, or the database
+// is still away); tried again at the next wake-up.
+bool ClusterNode::recover_storage(AgentCore& core) {
+  std::optional<bool> failed = core.storage_failed();  // latched before recover()
+  if (!failed) return false;
+  if (Status s = repo_.recover(); !s.ok()) {
+    if (!recovering_) log_.warn(kLog, "storage failed; waiting for it: " + s.error().to_string());
+    recovering_ = true;
+    return false;
+  }
+  log_.warn(kLog, "storage is back: rebuilding the core from the database");
+  recovering_ = false;
+  std::lock_guard lock(mu_);
+  ++counters_.storage_recoveries;
+  retry_rebuild_ = true;
+  return true;
+}
+
+// Wakes when the leases change, else once per renew interval (a fenced
+// write, a failed rebuild to try again).
+bool ClusterNode::wait_for_work() {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, std::chrono::milliseconds(options_.lease.renew_every_ms),
+                 [this] { return stopping_ || leases_changed_; });
+  leases_changed_ = false;
+  return !stopping_;
+}
+
+bool ClusterNode::rebuild_wanted(AgentCore& core) {
+  {
+    std::lock_guard lock(mu_);
+    if (granted_ != loaded_ || retry_rebuild_) return true;
+  }
+  return core.fenced();  // refused (a full queue): false, asked again later
 }
 
 void ClusterNode::rebuild(AgentCore& core) {
-  std::set<int> held;
-  for (const Grant& g : keeper_.held()) held.insert(g.shard);
-  auto fence = fence_of_held();
+  Epochs target;
+  {
+    std::lock_guard lock(mu_);
+    target = granted_;
+  }
+  auto fence = fence_of(target);
   int64_t t0 = clock_.monotonic_ms();
-  Status s = core.rebuild(ownership_of(held, options_.lease.shard_count), [&] {
+  Status s = core.rebuild(ownership_of(target), [&] {
     if (Status f = repo_.set_fence(fence); !f.ok()) {
       log_.error(kLog, "fence: " + f.error().to_string());
     }
   });
   double took_s = static_cast<double>(clock_.monotonic_ms() - t0) / 1000.0;
   std::lock_guard lock(mu_);
-  held_ = held;
+  retry_rebuild_ = !s.ok();
   if (!s.ok()) {
     ++counters_.rebuild_failures;
-    log_.error(kLog, "rebuild: " + s.error().to_string() + " (tried again next round)");
+    log_.error(kLog, "rebuild: " + s.error().to_string() + " (tried again in a round)");
     return;
   }
-  rebuild_due_ = false;
+  loaded_ = target;
   ++counters_.rebuilds;
   counters_.last_rebuild_s = took_s;
-  log_.info(kLog, "serving " + std::to_string(held.size()) + " shard(s); rebuilt in " +
+  log_.info(kLog, "serving " + std::to_string(target.size()) + " shard(s); rebuilt in " +
                       std::to_string(static_cast<int64_t>(took_s * 1000)) + " ms");
 }
 
 void ClusterNode::stop() {
   {
-    std::lock_guard lock(stop_mu_);
+    std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  wake_.notify_all();
+  if (lease_thread_.joinable()) lease_thread_.join();
+  if (rebuild_thread_.joinable()) rebuild_thread_.join();
   if (left_) return;
   left_ = true;
   if (id_taken_) return;  // the id is another process's now
@@ -240,7 +327,7 @@ void ClusterNode::stop() {
 std::optional<std::string> ClusterNode::owner_url(const std::string& device) const {
   int shard = shard_of(device, options_.lease.shard_count);
   std::lock_guard lock(mu_);
-  if (held_.count(shard) != 0) return options_.advertise_url;
+  if (served_here_locked(shard)) return options_.advertise_url;
   if (shard < 0 || static_cast<size_t>(shard) >= view_.leases.size()) return std::nullopt;
   const LeaseRow& lease = view_.leases[static_cast<size_t>(shard)];
   if (!lease.live || lease.owner == options_.lease.instance_id) return std::nullopt;
@@ -253,7 +340,11 @@ std::string ClusterNode::metrics() const {
   std::lock_guard lock(mu_);
   std::string out;
   prometheus_scalar(out, "vend_cluster_shards_held", "gauge",
-                    "Shards whose lease this instance holds", static_cast<int64_t>(held_.size()));
+                    "Shards this instance serves (lease held, state loaded)",
+                    static_cast<int64_t>(served_count_locked()));
+  prometheus_scalar(out, "vend_cluster_leases_held", "gauge",
+                    "Shard leases this instance holds (served once rebuilt)",
+                    static_cast<int64_t>(granted_.size()));
   prometheus_scalar(out, "vend_cluster_shards", "gauge", "Shards of the fleet",
                     options_.lease.shard_count);
   prometheus_scalar(out, "vend_cluster_members", "gauge", "Live agent instances",
@@ -270,6 +361,9 @@ std::string ClusterNode::metrics() const {
   prometheus_scalar(out, "vend_cluster_rebuild_failures_total", "counter",
                     "Rebuilds that failed (tried again at the next round)",
                     counters_.rebuild_failures);
+  prometheus_scalar(out, "vend_cluster_storage_recoveries_total", "counter",
+                    "Rebuilds of the core after failed writes (the database came back)",
+                    counters_.storage_recoveries);
   prometheus_scalar(out, "vend_cluster_lease_rounds_failed_total", "counter",
                     "Lease rounds whose heartbeat, acquire or renew failed",
                     counters_.rounds_failed);
@@ -297,12 +391,12 @@ std::string ClusterNode::view_json() const {
                       {"owner", l.live ? l.owner : ""},
                       {"epoch", l.epoch},
                       {"live", l.live},
-                      {"served_here", held_.count(l.shard) != 0}});
+                      {"served_here", served_here_locked(l.shard)}});
   }
   nlohmann::json out = {{"instance", options_.lease.instance_id},
                         {"url", options_.advertise_url},
                         {"shard_count", options_.lease.shard_count},
-                        {"shards_held", held_.size()},
+                        {"shards_held", served_count_locked()},
                         {"members", members},
                         {"shards", shards}};
   return out.dump();

@@ -116,7 +116,13 @@ Status AgentProcess::open_storage() {
   if (options_.repo_batch_max > 0) ro.batch_max = static_cast<size_t>(options_.repo_batch_max);
   // Several agents: a writer paused mid-transaction must not hold the fence's
   // row locks (and so a takeover) past its lease.
-  if (!options_.instance_id.empty()) ro.pg_idle_in_transaction_timeout_ms = options_.lease_ms / 2;
+  // Its writer must not wait without bound for the rows of a paused agent
+  // either (a failed write is rebuilt from the database by the node).
+  if (!options_.instance_id.empty()) {
+    ro.pg_idle_in_transaction_timeout_ms = options_.lease_ms / 2;
+    ro.pg_lock_timeout_ms = options_.lease_ms / 2;
+    ro.pg_statement_timeout_ms = 5 * options_.lease_ms;
+  }
   auto repo = is_postgres_url(options_.db_path)
                   ? open_postgres_repository(options_.db_path, ro, log_)
                   : Repository::open(options_.db_path, ro, log_);
@@ -131,7 +137,9 @@ Status AgentProcess::open_storage() {
 // the core loads them.
 Status AgentProcess::join_cluster() {
   if (options_.instance_id.empty()) return {};
-  auto store = PgLeaseStore::open(options_.db_path);
+  // Half a lease: a round stuck on the database fails while its leases are
+  // still valid (and the gate closes them at their end regardless).
+  auto store = PgLeaseStore::open(options_.db_path, PgLeaseStoreOptions{options_.lease_ms / 2});
   if (!store.ok()) return store.error();
   ClusterNodeOptions co;
   co.lease.instance_id = options_.instance_id;

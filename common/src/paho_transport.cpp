@@ -1,12 +1,8 @@
 #include "vend/paho_transport.hpp"
 
 #include <MQTTAsync.h>
-#include <dirent.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <mqtt/async_client.h>
 #include <openssl/ssl.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +11,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -30,12 +25,15 @@ namespace vend {
 
 namespace {
 
+using namespace std::chrono_literals;
+
 constexpr std::string_view kLog = "mqtt";
 
-// Paho initializes all of OpenSSL (error strings, every algorithm) for its
-// first client unless told not to, about 1.5 MB resident even for a tcp://
-// client. It is told not to; a TLS client initializes libssl itself. Once per
-// process each.
+// Paho C, under Paho MQTT C++, initializes all of OpenSSL (error strings,
+// every algorithm) for its first client unless told not to, about 1.5 MB
+// resident even for a tcp:// client. It is told not to (Paho MQTT C++ has no
+// call for it, so through Paho C's); a TLS client initializes libssl itself.
+// Once per process each.
 void init_libraries(bool tls) {
   static std::once_flag paho;
   std::call_once(paho, [] {
@@ -55,6 +53,11 @@ void init_libraries(bool tls) {
   std::call_once(ssl, [] {
     OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr);
   });
+}
+
+bool is_tls_uri(const std::string& uri) {
+  return uri.rfind("ssl://", 0) == 0 || uri.rfind("mqtts://", 0) == 0 ||
+         uri.rfind("wss://", 0) == 0;
 }
 
 // True while this thread runs a user handler: subscribe() must then not wait
@@ -112,59 +115,11 @@ std::optional<HostPort> parse_server_uri(std::string_view uri) {
   return out;
 }
 
-bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) {
-    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-  }
-  if (a.ss_family == AF_INET6) {
-    const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-    return x.sin6_port == y.sin6_port &&
-           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-  }
-  return false;
-}
-
-Result<std::vector<sockaddr_storage>> resolve(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
-  if (rc != 0) return make_error("resolve_failed", host + ": " + gai_strerror(rc));
-  std::vector<sockaddr_storage> out;
-  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    sockaddr_storage ss{};
-    std::memcpy(&ss, ai->ai_addr, std::min<size_t>(ai->ai_addrlen, sizeof ss));
-    out.push_back(ss);
-  }
-  freeaddrinfo(list);
-  return out;
-}
-
-// True when `fd` is a stream socket whose peer is one of `peers`.
-bool is_stream_socket_to(int fd, const std::vector<sockaddr_storage>& peers) {
-  int type = 0;
-  socklen_t type_len = sizeof type;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_len) != 0 || type != SOCK_STREAM) {
-    return false;  // not a socket (ENOTSOCK) or not TCP
-  }
-  sockaddr_storage peer{};
-  socklen_t len = sizeof peer;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
-  return std::any_of(peers.begin(), peers.end(),
-                     [&](const sockaddr_storage& p) { return same_endpoint(p, peer); });
-}
-
-// A Paho return code as an error value: "not_connected", "queue_full" or
-// "mqtt_error". `detail` is Paho's message when it gave one.
-Error paho_error(const std::string& what, int rc, const char* detail = nullptr) {
-  std::string text = what + ": " + (detail != nullptr ? detail : MQTTAsync_strerror(rc)) + " (rc " +
-                     std::to_string(rc) + ")";
+// A Paho MQTT C++ exception as an error value: "not_connected",
+// "queue_full" or "mqtt_error".
+Error paho_error(const std::string& what, const mqtt::exception& e) {
+  int rc = e.get_return_code();
+  std::string text = what + ": " + e.what();
   if (rc == MQTTASYNC_DISCONNECTED) return make_error("not_connected", text);
   if (rc == MQTTASYNC_MAX_MESSAGES_INFLIGHT || rc == MQTTASYNC_MAX_BUFFERED_MESSAGES) {
     return make_error("queue_full", text);
@@ -172,53 +127,72 @@ Error paho_error(const std::string& what, int rc, const char* detail = nullptr) 
   return make_error("mqtt_error", text);
 }
 
-// The outcome of one Paho request a caller waits for. Shared between the
-// waiting caller and the request's callback, which may come after the caller
-// gave up waiting. Thread-safe.
-class Completion {
- public:
-  void finish(int rc, bool session_present, const char* message) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-      rc_ = rc;
-      session_present_ = session_present;
-      if (message != nullptr) message_ = message;
-    }
-    cv_.notify_all();
+// Runs `call` (which calls Paho MQTT C++); whatever it throws comes back as
+// an error value. No exception of the library leaves the adapter.
+template <class Call>
+Status guarded(const std::string& what, Call&& call) {
+  try {
+    call();
+    return {};
+  } catch (const mqtt::exception& e) {
+    return paho_error(what, e);
+  } catch (const std::exception& e) {
+    return make_error("mqtt_error", what + ": " + e.what());
   }
-  // False when the request did not complete within `timeout`.
-  bool wait_for(std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [this] { return done_; });
-  }
-  // REQUIRES: wait_for() returned true.
-  int rc() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return rc_;
-  }
-  bool session_present() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return session_present_;
-  }
-  // Paho's message, or nullptr.
-  const char* message() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return message_.empty() ? nullptr : message_.c_str();
-  }
+}
 
- private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  int rc_ = MQTTASYNC_SUCCESS;
-  bool session_present_ = false;
-  std::string message_;
-};
+// Waits up to `timeout` for `token`: "timeout" when it did not complete, the
+// request's failure as a value when it failed.
+Status wait_token(mqtt::token& token, std::chrono::milliseconds timeout, const std::string& what) {
+  bool done = false;
+  Status status = guarded(what, [&] { done = token.wait_for(timeout); });
+  if (status && !done) return make_error("timeout", what + " timed out");
+  return status;
+}
+
+// Runs code called from a Paho thread: nothing it throws may unwind into
+// Paho C, so everything is caught here and logged.
+template <class Body>
+void on_paho_thread(Logger& log, std::string_view what, Body&& body) noexcept {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    log.error(kLog, std::string(what) + " threw: " + e.what());
+  } catch (...) {
+    log.error(kLog, std::string(what) + " threw");
+  }
+}
+
+mqtt::connect_options make_connect_options(const PahoOptions& options) {
+  mqtt::connect_options opts;
+  opts.set_mqtt_version(MQTTVERSION_3_1_1);
+  opts.set_clean_session(options.clean_session);
+  opts.set_keep_alive_interval(options.keep_alive_s);
+  auto timeout_s = std::chrono::ceil<std::chrono::seconds>(options.connect_timeout).count();
+  opts.set_connect_timeout(static_cast<int>(std::max<int64_t>(timeout_s, 1)));
+  opts.set_max_inflight(options.max_inflight);
+  opts.set_automatic_reconnect(false);  // our own loop: jitter + session checks
+  if (options.username) opts.set_user_name(*options.username);
+  if (options.password) opts.set_password(*options.password);
+  if (options.will) {
+    const Will& w = *options.will;
+    opts.set_will(
+        mqtt::will_options(w.topic, w.payload.data(), w.payload.size(), w.qos, w.retained));
+  }
+  if (options.tls) {
+    mqtt::ssl_options ssl;
+    ssl.set_trust_store(options.tls->ca_file);
+    if (!options.tls->cert_file.empty()) ssl.set_key_store(options.tls->cert_file);
+    if (!options.tls->key_file.empty()) ssl.set_private_key(options.tls->key_file);
+    ssl.set_enable_server_cert_auth(true);
+    opts.set_ssl(std::move(ssl));
+  }
+  return opts;
+}
 
 // Publishes sent but not yet completed (PUBACK for QoS 1, written for QoS 0).
-// When the broker lost the session, Paho C drops the pending publishes
-// (MQTTAsync_cleanSession; 1.3.12 fails their tokens with rc -11). Should a
+// When the broker lost the session, Paho drops the pending publishes
+// (MQTTAsync_cleanSession in Paho C 1.3.12 fails their tokens). Should a
 // Paho version free them silently, their slots would leak and publish()
 // would report queue_full forever, so the window is also reset then and
 // completions tagged with an older generation are ignored. Thread-safe.
@@ -259,8 +233,6 @@ class InflightWindow {
 
 }  // namespace
 
-// ---- free functions --------------------------------------------------------
-
 std::chrono::milliseconds reconnect_delay(int attempt, std::chrono::milliseconds min,
                                           std::chrono::milliseconds max, double unit) {
   int64_t low = std::max<int64_t>(min.count(), 1);
@@ -271,31 +243,6 @@ std::chrono::milliseconds reconnect_delay(int attempt, std::chrono::milliseconds
   unit = std::clamp(unit, 0.0, 1.0);
   int64_t half = base / 2;
   return std::chrono::milliseconds(half + std::llround(unit * static_cast<double>(base - half)));
-}
-
-// Paho C never sets TCP_NODELAY and offers no socket hook, so the adapter
-// finds its socket by peer address. Scanning /proc/self/fd is O(open fds),
-// done once per (re)connect. If an fd is closed and reused between
-// getpeername() and setsockopt(), NODELAY lands on an unrelated TCP socket:
-// harmless.
-Result<int> enable_tcp_nodelay_to_peer(const std::string& host, int port) {
-  Result<std::vector<sockaddr_storage>> peers = resolve(host, port);
-  if (!peers) return peers.error();
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return make_error("proc_unavailable", "cannot open /proc/self/fd");
-  int own_fd = dirfd(dir);
-  int found = 0;
-  while (dirent* entry = readdir(dir)) {
-    std::string_view name = entry->d_name;
-    int fd = -1;
-    auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), fd);
-    if (ec != std::errc() || ptr != name.data() + name.size() || fd == own_fd) continue;
-    if (!is_stream_socket_to(fd, *peers)) continue;
-    int one = 1;
-    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0) ++found;
-  }
-  closedir(dir);
-  return found;
 }
 
 // ---- Impl ------------------------------------------------------------------
@@ -309,56 +256,72 @@ struct PahoTransport::Impl {
     bool confirmed = false;  // SUBACKed in the current broker session
   };
 
-  // The context of one Paho request other than connect. Paho calls exactly
-  // one of its callbacks (on completion, or with MQTTASYNC_OPERATION_INCOMPLETE
-  // when the session is cleaned or the client destroyed), which deletes it.
-  struct Request {
-    enum class Kind { kPublish, kSubscribe, kOther };
-    Impl& impl;
-    Kind kind;
-    uintptr_t generation = 0;                // kPublish: its in-flight window slot
-    std::string filter;                      // kSubscribe
-    std::shared_ptr<Completion> completion;  // null when nobody waits
+  // Completes every publish (Paho threads): frees its window slot, which the
+  // token carries as its user context. One listener for all publishes, so
+  // nothing is allocated per request beyond Paho's own token.
+  class PublishListener final : public mqtt::iaction_listener {
+   public:
+    explicit PublishListener(Impl& impl) : impl_(impl) {}
+    void on_success(const mqtt::token& token) override { release(token, true); }
+    void on_failure(const mqtt::token& token) override { release(token, false); }
+
+   private:
+    void release(const mqtt::token& token, bool ok) noexcept {
+      impl_.inflight.release(reinterpret_cast<uintptr_t>(token.get_user_context()));
+      if (!ok) {
+        on_paho_thread(impl_.log, "publish completion", [&] {
+          impl_.log.debug(kLog, "publish failed, rc " + std::to_string(token.get_return_code()));
+        });
+      }
+    }
+    Impl& impl_;
+  };
+
+  // Completes every subscribe (Paho threads): marks its filter SUBACKed, so
+  // a reconnect with session_present only re-sends the ones that never were.
+  class SubscribeListener final : public mqtt::iaction_listener {
+   public:
+    explicit SubscribeListener(Impl& impl) : impl_(impl) {}
+    void on_success(const mqtt::token& token) override {
+      on_paho_thread(impl_.log, "subscribe completion", [&] {
+        if (auto topics = token.get_topics()) {
+          for (size_t i = 0; i < topics->size(); ++i) impl_.mark_confirmed((*topics)[i]);
+        }
+      });
+    }
+    void on_failure(const mqtt::token& token) override {
+      on_paho_thread(impl_.log, "subscribe completion", [&] {
+        impl_.log.warn(kLog, "subscribe failed, rc " + std::to_string(token.get_return_code()));
+      });
+    }
+
+   private:
+    Impl& impl_;
   };
 
   Impl(Options opts, Logger& logger);
   ~Impl();
 
   void create_client();
-  void build_connect_options();
   Status connect();
   void disconnect();
   Status publish(const Message& message);
   Status subscribe(const std::string& filter, int qos);
+  Status subscribe_many(const std::vector<std::string>& filters, int qos);
   Status unsubscribe(const std::string& filter);
 
   Result<bool> attempt_connect();
-  void abort_connect();
   bool session_up(bool session_present, uint64_t losses_before);
   void restore_subscriptions(bool session_present);
   Status send_subscribe(const std::string& filter, int qos, bool wait);
+  Result<mqtt::token_ptr> send_subscribe_packet(const std::vector<std::string>& filters, int qos);
   void mark_confirmed(const std::string& filter);
   bool mark_up(uint64_t losses_before);
   void reconnect_loop();
   void reconnect_once(std::unique_lock<std::mutex>& lock);
 
-  // Paho callbacks (Paho threads); `context` is the Impl or a Request.
-  static void on_connect_success(void* context, MQTTAsync_successData* data);
-  static void on_connect_failure(void* context, MQTTAsync_failureData* data);
-  static void on_request_success(void* context, MQTTAsync_successData* data);
-  // The disconnect's callbacks (context: the Impl). Paho may never call
-  // them (the broker gone); nothing is allocated for them, so nothing leaks.
-  static void on_disconnect_success(void* context, MQTTAsync_successData* data);
-  static void on_disconnect_failure(void* context, MQTTAsync_failureData* data);
-  void finish_disconnect(int rc, const char* message);
-  static void on_request_failure(void* context, MQTTAsync_failureData* data);
-  static int on_message_arrived(void* context, char* topic, int topic_len,
-                                MQTTAsync_message* message);
-  static void on_connected(void* context, char* cause);
-  static void on_connection_lost(void* context, char* cause);
-  void finish_connect(int rc, bool session_present, const char* message);
-  void finish_request(Request& request, int rc, const char* message);
-  void handle_message(Message message);
+  // Paho threads.
+  void handle_message(const mqtt::const_message_ptr& message);
   void handle_connected();
   void handle_connection_lost(const std::string& cause);
   void report_connection(bool up_now);
@@ -366,12 +329,11 @@ struct PahoTransport::Impl {
   const Options options;
   Logger& log;
   const std::optional<HostPort> broker;
+  const mqtt::connect_options connect_options;
   std::optional<Error> create_error;  // set when the Paho client could not be made
-  // What connect_options points into; built once, never changed.
-  MQTTAsync_connectOptions connect_options = MQTTAsync_connectOptions_initializer;
-  MQTTAsync_willOptions will_options = MQTTAsync_willOptions_initializer;
-  MQTTAsync_SSLOptions ssl_options = MQTTAsync_SSLOptions_initializer;
   InflightWindow inflight;
+  PublishListener publish_listener{*this};
+  SubscribeListener subscribe_listener{*this};
   std::atomic<bool> up{false};
 
   // No lock of ours is ever held while calling Paho from a non-Paho thread
@@ -390,14 +352,9 @@ struct PahoTransport::Impl {
   std::map<std::string, Subscription> subscriptions;
   MessageHandler message_handler;
   ConnectionHandler connection_handler;
-  // The running connect attempt's outcome. A late callback of an attempt
-  // that timed out may complete the next one: that one then fails and is
-  // retried.
-  std::shared_ptr<Completion> pending_connect;
-  std::shared_ptr<Completion> pending_disconnect;  // the running disconnect's outcome
-  std::mt19937_64 jitter;                          // reconnect thread only
+  std::mt19937_64 jitter;  // reconnect thread only
 
-  MQTTAsync client = nullptr;  // destroyed first (~Impl)
+  std::unique_ptr<mqtt::async_client> client;  // reset first (~Impl)
   std::thread reconnect_thread;
 };
 
@@ -405,6 +362,7 @@ PahoTransport::Impl::Impl(Options opts, Logger& logger)
     : options(std::move(opts)),
       log(logger),
       broker(parse_server_uri(options.server_uri)),
+      connect_options(make_connect_options(options)),
       inflight(options.max_inflight),
       jitter(std::random_device{}() ^ std::hash<std::string>{}(options.client_id)) {
   create_client();
@@ -413,62 +371,26 @@ PahoTransport::Impl::Impl(Options opts, Logger& logger)
 
 void PahoTransport::Impl::create_client() {
   const std::string& uri = options.server_uri;
-  init_libraries(options.tls.has_value() || uri.rfind("ssl://", 0) == 0 ||
-                 uri.rfind("mqtts://", 0) == 0 || uri.rfind("wss://", 0) == 0);
-  build_connect_options();
-  // No Paho persistence: unacknowledged device events live in the firmware
+  init_libraries(options.tls.has_value() || is_tls_uri(uri));
+  // No persistence: unacknowledged device events live in the firmware
   // outbox, not in Paho files in the working directory.
-  int rc = MQTTAsync_create(&client, uri.c_str(), options.client_id.c_str(),
-                            MQTTCLIENT_PERSISTENCE_NONE, nullptr);
-  if (rc == MQTTASYNC_SUCCESS) {
-    rc = MQTTAsync_setCallbacks(client, this, &Impl::on_connection_lost, &Impl::on_message_arrived,
-                                nullptr);
-  }
-  if (rc == MQTTASYNC_SUCCESS) rc = MQTTAsync_setConnected(client, this, &Impl::on_connected);
-  if (rc != MQTTASYNC_SUCCESS) {
-    if (client != nullptr) MQTTAsync_destroy(&client);
-    client = nullptr;
-    create_error = paho_error("create client for " + uri, rc);
+  Status created = guarded("create client for " + uri, [&] {
+    client = std::make_unique<mqtt::async_client>(uri, options.client_id, nullptr);
+    client->set_connection_lost_handler([this](const std::string& cause) {
+      on_paho_thread(log, "connection-lost callback", [&] { handle_connection_lost(cause); });
+    });
+    client->set_message_callback([this](mqtt::const_message_ptr message) {
+      on_paho_thread(log, "message callback", [&] { handle_message(message); });
+    });
+    client->set_connected_handler([this](const std::string&) {
+      on_paho_thread(log, "connected callback", [&] { handle_connected(); });
+    });
+  });
+  if (!created) {
+    client.reset();
+    create_error = created.error();
     log.error(kLog, create_error->to_string());
   }
-}
-
-// The strings pointed to live in `options`, which never changes.
-void PahoTransport::Impl::build_connect_options() {
-  MQTTAsync_connectOptions& opts = connect_options;
-  opts.MQTTVersion = MQTTVERSION_3_1_1;
-  opts.cleansession = options.clean_session ? 1 : 0;
-  opts.keepAliveInterval = options.keep_alive_s;
-  auto timeout_s = std::chrono::ceil<std::chrono::seconds>(options.connect_timeout).count();
-  opts.connectTimeout = static_cast<int>(std::max<int64_t>(timeout_s, 1));
-  opts.maxInflight = options.max_inflight;
-  opts.automaticReconnect = 0;  // our own loop: jitter + session checks
-  if (options.username) opts.username = options.username->c_str();
-  if (options.password) {
-    opts.binarypwd.data = options.password->data();
-    opts.binarypwd.len = static_cast<int>(options.password->size());
-  }
-  if (options.will) {
-    const Will& w = *options.will;
-    will_options.topicName = w.topic.c_str();
-    will_options.message = nullptr;
-    will_options.payload.data = w.payload.data();
-    will_options.payload.len = static_cast<int>(w.payload.size());
-    will_options.qos = w.qos;
-    will_options.retained = w.retained ? 1 : 0;
-    opts.will = &will_options;
-  }
-  if (options.tls) {
-    const PahoTlsOptions& tls = *options.tls;
-    ssl_options.trustStore = tls.ca_file.c_str();
-    if (!tls.cert_file.empty()) ssl_options.keyStore = tls.cert_file.c_str();
-    if (!tls.key_file.empty()) ssl_options.privateKey = tls.key_file.c_str();
-    ssl_options.enableServerCertAuth = 1;
-    opts.ssl = &ssl_options;
-  }
-  opts.context = this;
-  opts.onSuccess = &Impl::on_connect_success;
-  opts.onFailure = &Impl::on_connect_failure;
 }
 
 PahoTransport::Impl::~Impl() {
@@ -479,20 +401,13 @@ PahoTransport::Impl::~Impl() {
   }
   cv.notify_all();
   if (reconnect_thread.joinable()) reconnect_thread.join();
-  if (client == nullptr) return;
-  // Not connected any more, so Paho accepts new callbacks: none of ours may
-  // run once the members they touch are gone. MQTTAsync_destroy fails the
-  // requests still pending (their Requests are freed by on_request_failure).
-  MQTTAsync_setCallbacks(
-      client, nullptr, nullptr,
-      [](void*, char* topic, int, MQTTAsync_message* message) {
-        MQTTAsync_freeMessage(&message);
-        MQTTAsync_free(topic);
-        return 1;
-      },
-      nullptr);
-  MQTTAsync_setConnected(client, nullptr, nullptr);
-  MQTTAsync_destroy(&client);
+  if (!client) return;
+  // Not connected any more. Destroying the client fails the requests still
+  // pending, whose listeners (members) are still alive; none of our other
+  // callbacks may run once the client is gone.
+  Status status = guarded("stop callbacks", [&] { client->disable_callbacks(); });
+  if (!status) log.debug(kLog, status.error().to_string());
+  client.reset();
 }
 
 // ---- connect / disconnect --------------------------------------------------
@@ -521,38 +436,22 @@ Status PahoTransport::Impl::connect() {
   return {};
 }
 
+// The session's session_present flag, or why the attempt failed. An attempt
+// that timed out is abandoned (DISCONNECT without waiting).
 Result<bool> PahoTransport::Impl::attempt_connect() {
-  auto completion = std::make_shared<Completion>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    pending_connect = completion;
-  }
   std::string what = "connect to " + options.server_uri;
-  int rc = MQTTAsync_connect(client, &connect_options);
-  if (rc != MQTTASYNC_SUCCESS) {
-    Error error = paho_error(what, rc);
-    log.warn(kLog, error.to_string());
-    return error;
+  mqtt::token_ptr token;
+  Status status = guarded(what, [&] { token = client->connect(connect_options); });
+  if (status) status = wait_token(*token, options.connect_timeout + 1s, what);
+  if (!status) {
+    if (status.error().code == "timeout") {
+      Status aborted = guarded("abort connect", [&] { client->disconnect(0); });
+      if (!aborted) log.debug(kLog, aborted.error().to_string());
+    }
+    log.warn(kLog, status.error().to_string());
+    return status.error();
   }
-  if (!completion->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
-    abort_connect();
-    Error error = make_error("timeout", what + " timed out");
-    log.warn(kLog, error.to_string());
-    return error;
-  }
-  if (completion->rc() != MQTTASYNC_SUCCESS) {
-    Error error = paho_error(what, completion->rc(), completion->message());
-    log.warn(kLog, error.to_string());
-    return error;
-  }
-  return completion->session_present();
-}
-
-void PahoTransport::Impl::abort_connect() {
-  MQTTAsync_disconnectOptions opts = MQTTAsync_disconnectOptions_initializer;
-  opts.timeout = 0;
-  int rc = MQTTAsync_disconnect(client, &opts);
-  if (rc != MQTTASYNC_SUCCESS) log.debug(kLog, "abort connect: rc " + std::to_string(rc));
+  return token->get_connect_response().is_session_present();
 }
 
 void PahoTransport::Impl::disconnect() {
@@ -569,26 +468,13 @@ void PahoTransport::Impl::disconnect() {
     cv.notify_all();
     cv.wait(lock, [this] { return !attempting; });  // bounded by connect_timeout
   }
-  if (client == nullptr || !MQTTAsync_isConnected(client)) return;
-  auto completion = std::make_shared<Completion>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    pending_disconnect = completion;
-  }
-  MQTTAsync_disconnectOptions opts = MQTTAsync_disconnectOptions_initializer;
-  opts.timeout = 1000;
-  opts.context = this;
-  opts.onSuccess = &Impl::on_disconnect_success;
-  opts.onFailure = &Impl::on_disconnect_failure;
-  int rc = MQTTAsync_disconnect(client, &opts);
-  if (rc != MQTTASYNC_SUCCESS) {
-    log.warn(kLog, paho_error("disconnect", rc).to_string());
-    return;
-  }
-  if (!completion->wait_for(options.connect_timeout + std::chrono::seconds(1))) {
-    log.warn(kLog, "disconnect from " + options.server_uri + " timed out");
-  } else if (completion->rc() != MQTTASYNC_SUCCESS) {
-    log.warn(kLog, paho_error("disconnect", completion->rc(), completion->message()).to_string());
+  if (!client || !client->is_connected()) return;
+  mqtt::token_ptr token;
+  // Up to 1 s for in-flight messages.
+  Status status = guarded("disconnect", [&] { token = client->disconnect(1000); });
+  if (status) status = wait_token(*token, options.connect_timeout + 1s, "disconnect");
+  if (!status) {
+    log.warn(kLog, status.error().to_string());
   } else {
     log.info(kLog, "disconnected from " + options.server_uri);
   }
@@ -638,27 +524,14 @@ bool PahoTransport::Impl::mark_up(uint64_t losses_before) {
   return true;
 }
 
+// Marked confirmed by subscribe_listener when the SUBACK comes.
 Status PahoTransport::Impl::send_subscribe(const std::string& filter, int qos, bool wait) {
-  auto completion = wait ? std::make_shared<Completion>() : nullptr;
-  auto* request = new Request{*this, Request::Kind::kSubscribe, 0, filter, completion};
-  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
-  opts.context = request;
-  opts.onSuccess = &Impl::on_request_success;
-  opts.onFailure = &Impl::on_request_failure;
   std::string what = "subscribe '" + filter + "'";
-  int rc = MQTTAsync_subscribe(client, filter.c_str(), qos, &opts);
-  if (rc != MQTTASYNC_SUCCESS) {
-    delete request;
-    return paho_error(what, rc);
-  }
-  if (!wait) return {};
-  if (!completion->wait_for(options.connect_timeout)) {
-    return make_error("timeout", "no SUBACK for '" + filter + "'");
-  }
-  if (completion->rc() != MQTTASYNC_SUCCESS) {
-    return paho_error(what, completion->rc(), completion->message());
-  }
-  return {};  // marked confirmed by on_request_success
+  mqtt::token_ptr token;
+  Status status =
+      guarded(what, [&] { token = client->subscribe(filter, qos, nullptr, subscribe_listener); });
+  if (!status || !wait) return status;
+  return wait_token(*token, options.connect_timeout, what);
 }
 
 void PahoTransport::Impl::mark_confirmed(const std::string& filter) {
@@ -669,9 +542,11 @@ void PahoTransport::Impl::mark_confirmed(const std::string& filter) {
 
 // ---- reconnect loop (own thread) --------------------------------------------
 
-// The only thread that reports a lost session and, after a reconnect, the
-// new one: reports stay in order. A loss is reported only once a running
-// connect() has reported its success.
+// Paho's automatic reconnect is not used: it retries without jitter (a fleet
+// would reconnect in lockstep) and does not tell whether the broker kept the
+// session. This thread is the only one that reports a lost session and,
+// after a reconnect, the new one: reports stay in order. A loss is reported
+// only once a running connect() has reported its success.
 void PahoTransport::Impl::reconnect_loop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
@@ -714,109 +589,18 @@ void PahoTransport::Impl::reconnect_once(std::unique_lock<std::mutex>& lock) {
 
 // ---- Paho callbacks --------------------------------------------------------
 
-void PahoTransport::Impl::on_connect_success(void* context, MQTTAsync_successData* data) {
-  bool session_present = data != nullptr && data->alt.connect.sessionPresent != 0;
-  static_cast<Impl*>(context)->finish_connect(MQTTASYNC_SUCCESS, session_present, nullptr);
-}
-
-void PahoTransport::Impl::on_connect_failure(void* context, MQTTAsync_failureData* data) {
-  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
-  // Paho reports some failures with code 0 and only a message.
-  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
-  static_cast<Impl*>(context)->finish_connect(rc, false, data != nullptr ? data->message : nullptr);
-}
-
-void PahoTransport::Impl::finish_connect(int rc, bool session_present, const char* message) {
-  std::shared_ptr<Completion> completion;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    completion = std::move(pending_connect);
-  }
-  if (completion) completion->finish(rc, session_present, message);
-}
-
-void PahoTransport::Impl::on_request_success(void* context, MQTTAsync_successData*) {
-  std::unique_ptr<Request> request(static_cast<Request*>(context));
-  request->impl.finish_request(*request, MQTTASYNC_SUCCESS, nullptr);
-}
-
-void PahoTransport::Impl::on_request_failure(void* context, MQTTAsync_failureData* data) {
-  std::unique_ptr<Request> request(static_cast<Request*>(context));
-  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
-  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
-  request->impl.finish_request(*request, rc, data != nullptr ? data->message : nullptr);
-}
-
-void PahoTransport::Impl::on_disconnect_success(void* context, MQTTAsync_successData*) {
-  static_cast<Impl*>(context)->finish_disconnect(MQTTASYNC_SUCCESS, nullptr);
-}
-
-void PahoTransport::Impl::on_disconnect_failure(void* context, MQTTAsync_failureData* data) {
-  int rc = data != nullptr ? data->code : MQTTASYNC_FAILURE;
-  if (rc == MQTTASYNC_SUCCESS) rc = MQTTASYNC_FAILURE;
-  static_cast<Impl*>(context)->finish_disconnect(rc, data != nullptr ? data->message : nullptr);
-}
-
-void PahoTransport::Impl::finish_disconnect(int rc, const char* message) {
-  std::shared_ptr<Completion> completion;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    completion = std::move(pending_disconnect);
-  }
-  if (completion) completion->finish(rc, false, message);
-}
-
-void PahoTransport::Impl::finish_request(Request& request, int rc, const char* message) {
-  switch (request.kind) {
-    case Request::Kind::kPublish:
-      inflight.release(request.generation);
-      if (rc != MQTTASYNC_SUCCESS) log.debug(kLog, "publish failed, rc " + std::to_string(rc));
-      break;
-    case Request::Kind::kSubscribe:
-      // Marks subscriptions SUBACKed, so a reconnect with session_present
-      // only re-sends the ones that never were.
-      if (rc == MQTTASYNC_SUCCESS) {
-        mark_confirmed(request.filter);
-      } else {
-        log.warn(kLog, "subscribe failed, rc " + std::to_string(rc));
-      }
-      break;
-    case Request::Kind::kOther: break;
-  }
-  if (request.completion) request.completion->finish(rc, false, message);
-}
-
-int PahoTransport::Impl::on_message_arrived(void* context, char* topic, int topic_len,
-                                            MQTTAsync_message* message) {
-  // topic_len is 0 when the topic is NUL-terminated.
-  Message msg{topic_len > 0 ? std::string(topic, static_cast<size_t>(topic_len)) : topic,
-              std::string(static_cast<const char*>(message->payload),
-                          static_cast<size_t>(message->payloadlen)),
-              message->qos, message->retained != 0};
-  MQTTAsync_freeMessage(&message);
-  MQTTAsync_free(topic);
-  static_cast<Impl*>(context)->handle_message(std::move(msg));
-  return 1;  // handled: Paho sends the PUBACK
-}
-
-void PahoTransport::Impl::on_connected(void* context, char*) {
-  static_cast<Impl*>(context)->handle_connected();
-}
-
-void PahoTransport::Impl::on_connection_lost(void* context, char* cause) {
-  static_cast<Impl*>(context)->handle_connection_lost(cause != nullptr ? cause : "");
-}
-
-void PahoTransport::Impl::handle_message(Message msg) {
+void PahoTransport::Impl::handle_message(const mqtt::const_message_ptr& message) {
   MessageHandler handler;
   {
     std::lock_guard<std::mutex> lock(mu);
     handler = message_handler;
   }
-  if (!handler) return;
+  if (!handler || !message) return;
+  Message msg{message->get_topic(), message->to_string(), message->get_qos(),
+              message->is_retained()};
   HandlerScope scope;
   try {
-    handler(msg);
+    handler(msg);  // Paho sends the PUBACK when this returns
   } catch (const std::exception& e) {
     log.error(kLog, "message handler threw on '" + msg.topic + "': " + e.what());
   } catch (...) {
@@ -865,13 +649,7 @@ void PahoTransport::Impl::report_connection(bool up_now) {
   }
   if (!handler) return;
   HandlerScope scope;
-  try {
-    handler(up_now);
-  } catch (const std::exception& e) {
-    log.error(kLog, std::string("connection handler threw: ") + e.what());
-  } catch (...) {
-    log.error(kLog, "connection handler threw");
-  }
+  on_paho_thread(log, "connection handler", [&] { handler(up_now); });
 }
 
 // ---- publish / subscribe ---------------------------------------------------
@@ -888,24 +666,15 @@ Status PahoTransport::Impl::publish(const Message& message) {
   if (!generation) {
     return make_error("queue_full", std::to_string(options.max_inflight) + " publishes in flight");
   }
-  auto* request = new Request{*this, Request::Kind::kPublish, *generation, {}, nullptr};
-  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
-  opts.context = request;
-  opts.onSuccess = &Impl::on_request_success;
-  opts.onFailure = &Impl::on_request_failure;
-  MQTTAsync_message msg = MQTTAsync_message_initializer;
   // Paho copies the payload before returning.
-  msg.payload = const_cast<char*>(message.payload.data());
-  msg.payloadlen = static_cast<int>(message.payload.size());
-  msg.qos = message.qos;
-  msg.retained = message.retained ? 1 : 0;
-  int rc = MQTTAsync_sendMessage(client, message.topic.c_str(), &msg, &opts);
-  if (rc == MQTTASYNC_SUCCESS) return {};
-  delete request;
+  Status status = guarded("publish '" + message.topic + "'", [&] {
+    client->publish(message.topic, message.payload.data(), message.payload.size(), message.qos,
+                    message.retained, reinterpret_cast<void*>(*generation), publish_listener);
+  });
+  if (status) return {};
   inflight.release(*generation);
-  Error error = paho_error("publish '" + message.topic + "'", rc);
-  log.warn(kLog, error.to_string());
-  return error;
+  log.warn(kLog, status.error().to_string());
+  return status;
 }
 
 Status PahoTransport::Impl::subscribe(const std::string& filter, int qos) {
@@ -923,23 +692,68 @@ Status PahoTransport::Impl::subscribe(const std::string& filter, int qos) {
   return status;
 }
 
+Status PahoTransport::Impl::subscribe_many(const std::vector<std::string>& filters, int qos) {
+  if (qos < 0 || qos > 2) return make_error("bad_qos", "qos " + std::to_string(qos));
+  for (const auto& filter : filters) {
+    if (!InMemoryBus::is_valid_topic_filter(filter)) {
+      return make_error("bad_topic_filter", "invalid topic filter '" + filter + "'");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& filter : filters) subscriptions[filter] = Subscription{qos, false};
+  }
+  if (!up) return {};  // sent when the session comes up
+  // Every packet goes out before the first SUBACK is awaited: one round
+  // trip for them all. Packets of kPacketFilters: a few kilobytes each.
+  constexpr size_t kPacketFilters = 128;
+  std::vector<mqtt::token_ptr> pending;
+  for (size_t at = 0; at < filters.size(); at += kPacketFilters) {
+    size_t end = std::min(filters.size(), at + kPacketFilters);
+    std::vector<std::string> packet(filters.begin() + static_cast<std::ptrdiff_t>(at),
+                                    filters.begin() + static_cast<std::ptrdiff_t>(end));
+    auto token = send_subscribe_packet(packet, qos);
+    if (!token.ok()) {
+      log.warn(kLog, token.error().to_string());
+      return token.error();
+    }
+    pending.push_back(std::move(token).value());
+  }
+  if (t_in_handler) return {};  // a handler must not wait for the broker
+  const auto deadline = std::chrono::steady_clock::now() + options.connect_timeout;
+  const std::string what = "subscribe to " + std::to_string(filters.size()) + " filters";
+  for (const auto& token : pending) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (Status s = wait_token(*token, std::max(left, std::chrono::milliseconds(0)), what); !s) {
+      return s;
+    }
+  }
+  return {};
+}
+
+// One SUBSCRIBE of `filters`; subscribe_listener marks them SUBACKed.
+Result<mqtt::token_ptr> PahoTransport::Impl::send_subscribe_packet(
+    const std::vector<std::string>& filters, int qos) {
+  auto topics = mqtt::string_collection::create(filters);
+  mqtt::iasync_client::qos_collection qoss(filters.size(), qos);
+  mqtt::token_ptr token;
+  Status status = guarded("subscribe to " + std::to_string(filters.size()) + " filters", [&] {
+    token = client->subscribe(topics, qoss, nullptr, subscribe_listener);
+  });
+  if (!status) return status.error();
+  return token;
+}
+
 Status PahoTransport::Impl::unsubscribe(const std::string& filter) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (subscriptions.erase(filter) == 0) return {};
   }
   if (!up) return {};  // a session that comes back without it never had it restored
-  auto* request = new Request{*this, Request::Kind::kOther, 0, {}, nullptr};
-  MQTTAsync_responseOptions opts = MQTTAsync_responseOptions_initializer;
-  opts.context = request;
-  opts.onSuccess = &Impl::on_request_success;
-  opts.onFailure = &Impl::on_request_failure;
-  int rc = MQTTAsync_unsubscribe(client, filter.c_str(), &opts);
-  if (rc == MQTTASYNC_SUCCESS) return {};
-  delete request;
-  Error error = paho_error("unsubscribe '" + filter + "'", rc);
-  log.warn(kLog, error.to_string());
-  return error;
+  Status status = guarded("unsubscribe '" + filter + "'", [&] { client->unsubscribe(filter); });
+  if (!status) log.warn(kLog, status.error().to_string());
+  return status;
 }
 
 // ---- PahoTransport ---------------------------------------------------------
@@ -965,6 +779,9 @@ bool PahoTransport::connected() const { return impl_->up; }
 Status PahoTransport::publish(const Message& message) { return impl_->publish(message); }
 Status PahoTransport::subscribe(const std::string& topic_filter, int qos) {
   return impl_->subscribe(topic_filter, qos);
+}
+Status PahoTransport::subscribe_many(const std::vector<std::string>& topic_filters, int qos) {
+  return impl_->subscribe_many(topic_filters, qos);
 }
 Status PahoTransport::unsubscribe(const std::string& topic_filter) {
   return impl_->unsubscribe(topic_filter);

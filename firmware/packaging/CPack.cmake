@@ -30,15 +30,17 @@ endfunction()
 vend_debian_arch(VEND_DEB_ARCH)
 
 # Versions as dpkg-shlibdeps computes them for a native Debian 12 build.
-# SQLite, libstdc++ and libgcc are linked into vend-firmware
-# (firmware/CMakeLists.txt): their security updates reach the devices with a
-# rebuilt package, not through libsqlite3-0 or libstdc++6. glibc 2.36: the
-# static libstdc++ calls arc4random (std::random_device), and packed relative
-# relocations (DT_RELR, x86-64) need it too.
+# SQLite is linked into vend-firmware (firmware/CMakeLists.txt): its security
+# updates reach the devices with a rebuilt package, not through libsqlite3-0.
+# libstdc++ and libgcc are shared: Paho MQTT C++ (libpaho-mqttpp3-1) uses
+# them. glibc 2.36: packed relative relocations (DT_RELR, x86-64).
 set(VEND_DEB_DEPENDS
   "libc6 (>= 2.36)"
+  "libgcc-s1 (>= 3.0)"
   "libpaho-mqtt1.3 (>= 1.3.0)"
-  "libssl3 (>= 3.0.0)")
+  "libpaho-mqttpp3-1 (>= 1.2.0)"
+  "libssl3 (>= 3.0.0)"
+  "libstdc++6 (>= 12)")
 if(GPIOD_FOUND)
   list(APPEND VEND_DEB_DEPENDS "libgpiod2 (>= 1.1)")
 endif()

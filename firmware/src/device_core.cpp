@@ -1,3 +1,5 @@
+// DeviceCore: authentication, routing to the parts, presence, restocks and
+// snapshots, and the tick that drives the parts in a fixed order.
 #include "vend/fw/device_core.hpp"
 
 #include <algorithm>
@@ -8,20 +10,8 @@
 namespace vend::fw {
 
 namespace {
-
 constexpr const char* kLog = "core";
-
-// FNV-1a: a stable per-device jitter, so a fleet reconnecting at once spreads
-// its drains out, and the same device always waits the same.
-uint64_t stable_hash(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
+constexpr int64_t kStatusAnswerMs = 1000;  // at most one status_request answered a second
 }  // namespace
 
 DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Clock& clock,
@@ -33,7 +23,10 @@ DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Cloc
       random_(random),
       log_(log),
       options_(options),
-      refusal_log_(clock, log, RateLimitedLog::Options{kRefusalLogIntervalMs, 64}) {}
+      refusals_(ledger, clock, log, stats_),
+      storage_(ledger, clock, log),
+      sender_(ledger, transport, clock, log, options_, refusals_, stats_),
+      dispenser_(ledger, hal, clock, log, options_, storage_, sender_, refusals_, stats_) {}
 
 Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_ms) {
   proto::PresenceStatus status{identity.device_id, identity.boot_id, online, now_ms};
@@ -42,32 +35,15 @@ Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_
 }
 
 Status DeviceCore::boot() {
-  auto rows = ledger_.slots();
-  if (!rows.ok()) return rows.error();
-  slots_.clear();
-  for (const auto& r : *rows) slots_.push_back(r.slot);
-
-  if (auto s = recover_interrupted(); !s.ok()) {
-    // A full disk must not stop the boot (systemd would restart it forever):
-    // the recovery is retried once there is room.
-    if (!note_storage_error(s.error())) return s;
-    recovery_pending_ = true;
-  }
-  auto accepted = ledger_.dispenses_in(DispenseState::kAccepted);
-  if (!accepted.ok()) return accepted.error();
-  for (const auto& d : *accepted) queue_.push_back(d.order_id);
-
-  auto acked = ledger_.acked_seq();
-  if (!acked.ok()) return acked.error();
-  acked_ = sent_upto_ = *acked;
+  if (auto s = dispenser_.boot(); !s.ok()) return s;
+  if (auto s = sender_.boot(); !s.ok()) return s;
   last_snapshot_ms_ = clock_.monotonic_ms();
-  outbox_dirty_ = true;
   return {};
 }
 
 void DeviceCore::on_connection(bool connected) {
-  connected_ = connected;
   if (!connected) {
+    sender_.on_connection(false);
     log_.info(kLog, "disconnected; events wait in the outbox");
     return;
   }
@@ -80,59 +56,126 @@ void DeviceCore::on_connection(bool connected) {
   } else {
     last_presence_ms_ = clock_.monotonic_ms();
   }
-  auto acked = ledger_.acked_seq();
-  if (acked.ok()) acked_ = sent_upto_ = *acked;  // resend what the cloud has not acknowledged
-  int64_t jitter =
-      options_.reconnect_jitter_max_ms > 0
-          ? static_cast<int64_t>(stable_hash(id) %
-                                 static_cast<uint64_t>(options_.reconnect_jitter_max_ms + 1))
-          : 0;
-  drain_after_ms_ = clock_.monotonic_ms() + jitter;
-  send_budget_ = 0;
-  budget_ms_ = drain_after_ms_;
-  outbox_dirty_ = true;
+  int64_t jitter = sender_.on_connection(true);
   log_.info(kLog, "connected; draining the outbox in " + std::to_string(jitter) + " ms");
 }
 
 CommandOutcome DeviceCore::on_command(std::string_view payload) {
   auto decoded = proto::decode_command(payload);
-  if (!decoded.ok()) return refuse("", proto::reason::kMalformed, decoded.error().to_string());
+  if (!decoded.ok()) {
+    return refusals_.refuse("", proto::reason::kMalformed, decoded.error().to_string());
+  }
   const proto::Command& command = decoded->message;
   std::string type = proto::type_name(command);
   if (proto::command_device(command) != identity().device_id) {
-    return refuse(type, proto::reason::kWrongDevice,
-                  "addressed to '" + proto::command_device(command) + "'");
+    return refusals_.refuse(type, proto::reason::kWrongDevice,
+                            "addressed to '" + proto::command_device(command) + "'");
   }
   if (!crypto::verify(identity().key, decoded->canonical, decoded->mac)) {
-    return refuse(type, proto::reason::kBadMac, "signature does not verify");
+    return refusals_.refuse(type, proto::reason::kBadMac, "signature does not verify");
   }
-  if (auto* c = std::get_if<proto::DispenseCommand>(&command)) return handle_dispense(*c);
+  return route(command);
+}
+
+CommandOutcome DeviceCore::route(const proto::Command& command) {
+  if (auto* c = std::get_if<proto::DispenseCommand>(&command)) return dispenser_.on_dispense(*c);
   if (auto* c = std::get_if<proto::RestockCommand>(&command)) return handle_restock(*c);
   if (auto* c = std::get_if<proto::SnapshotRequest>(&command)) return handle_snapshot(*c);
-  if (auto* c = std::get_if<proto::ResendRequest>(&command)) return handle_resend(*c);
+  if (auto* c = std::get_if<proto::ResendRequest>(&command)) return sender_.on_resend(*c);
   if (std::holds_alternative<proto::StatusRequest>(command)) return handle_status_request();
-  return handle_ack(std::get<proto::Ack>(command));
+  return sender_.on_ack(std::get<proto::Ack>(command));
 }
 
-CommandOutcome DeviceCore::refuse(const std::string& type, const std::string& reason,
-                                  const std::string& detail) {
-  ++stats_.refused;
-  ++refused_unreported_;
-  last_refusal_ = reason + ": " + detail;
-  // Anyone on the broker can send these: counted always, logged at a bounded rate.
-  refusal_log_.log(
-      LogLevel::kWarn, kLog, type.empty() ? "command" : type, reason,
-      "refused " + (type.empty() ? std::string("command") : type) + " (" + reason + "): " + detail);
-  return CommandOutcome{type, "refused", reason};
+void DeviceCore::tick() {
+  check_storage();
+  dispenser_.tick();
+  maybe_periodic_snapshot();
+  sender_.check_pressure();
+  if (refusals_.report(sender_.under_pressure())) sender_.mark_dirty();
+  maybe_republish_presence();
+  sender_.drain();
 }
 
-bool DeviceCore::has_slot(int slot) const {
-  return std::find(slots_.begin(), slots_.end(), slot) != slots_.end();
+void DeviceCore::check_storage() {
+  if (!storage_.probe()) return;
+  sender_.mark_dirty();
+  dispenser_.on_storage_room();
 }
 
-bool DeviceCore::outbox_full() {
-  auto depth = ledger_.outbox_depth();
-  return !depth.ok() || *depth >= options_.outbox_max;
+void DeviceCore::maybe_republish_presence() {
+  if (!sender_.connected() || options_.presence_interval_ms <= 0) return;
+  int64_t now = clock_.monotonic_ms();
+  if (now - last_presence_ms_ < options_.presence_interval_ms) return;
+  if (transport_.publish(presence(identity(), true, clock_.wall_ms())).ok()) {
+    last_presence_ms_ = now;
+  }
+}
+
+CommandOutcome DeviceCore::handle_status_request() {
+  int64_t now = clock_.monotonic_ms();
+  if (status_answered_ms_ >= 0 && now - status_answered_ms_ < kStatusAnswerMs) {
+    return CommandOutcome{"status_request", "duplicate", ""};
+  }
+  if (auto s = transport_.publish(presence(identity(), true, clock_.wall_ms())); !s.ok()) {
+    return CommandOutcome{"status_request", "ignored", s.error().to_string()};
+  }
+  status_answered_ms_ = now;
+  last_presence_ms_ = now;
+  return CommandOutcome{"status_request", "done", ""};
+}
+
+CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request) {
+  if (sender_.outbox_full()) {
+    return refusals_.refuse("snapshot_request", "outbox_full", request.request_id);
+  }
+  auto seq =
+      ledger_.append_snapshot(request.request_id, request.full, hal_.inventory, clock_.wall_ms());
+  if (!seq.ok()) {
+    storage_.note_error(seq.error());
+    return refusals_.refuse("snapshot_request", "storage", seq.error().to_string());
+  }
+  sender_.mark_dirty();
+  return CommandOutcome{"snapshot_request", "done", request.request_id};
+}
+
+void DeviceCore::maybe_periodic_snapshot() {
+  if (options_.snapshot_interval_ms <= 0) return;
+  int64_t now = clock_.monotonic_ms();
+  if (now - last_snapshot_ms_ < options_.snapshot_interval_ms) return;
+  last_snapshot_ms_ = now;
+  if (sender_.under_pressure()) return;  // snapshots are the first thing to give way
+  if (ledger_.append_snapshot("", false, hal_.inventory, clock_.wall_ms()).ok()) {
+    sender_.mark_dirty();
+  }
+}
+
+CommandOutcome DeviceCore::handle_restock(const proto::RestockCommand& c) {
+  if (!dispenser_.has_slot(c.slot)) {
+    return refusals_.refuse("restock", proto::reason::kUnknownSlot, c.restock_id);
+  }
+  int64_t now = clock_.wall_ms();
+  if (auto s = ledger_.record_pending_restock(c.restock_id, c.slot, c.count, now); !s.ok()) {
+    return refusals_.refuse("restock", "storage", s.error().to_string());
+  }
+  if (!options_.auto_confirm_restock || hal_.loader == nullptr) {
+    log_.info(kLog, "restock " + c.restock_id + " waits for the operator");
+    return CommandOutcome{"restock", "pending", ""};
+  }
+  auto slot = ledger_.slot(c.slot);
+  if (!slot.ok() || !slot->has_value()) return refusals_.refuse("restock", "storage", c.restock_id);
+  int room = (*slot)->capacity - (*slot)->physical_count;
+  int count = std::min(c.count, room);
+  if (count <= 0) return CommandOutcome{"restock", "ignored", "slot full"};
+  auto minted = ledger_.confirm_restock(c.restock_id, c.slot, count, now, random_);
+  if (!minted.ok()) {
+    if (minted.error().code == "already_confirmed") {
+      return CommandOutcome{"restock", "duplicate", ""};
+    }
+    return refusals_.refuse("restock", "storage", minted.error().to_string());
+  }
+  hal_.loader->load_items(c.slot, count);
+  sender_.mark_dirty();
+  return CommandOutcome{"restock", "done", std::to_string(count)};
 }
 
 }  // namespace vend::fw

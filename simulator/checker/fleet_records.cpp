@@ -1,6 +1,6 @@
 // Reads ledgers and the agent database into FleetRecords. Table and column
 // names: firmware/src/ledger_schema.hpp, cloud-agent/repository/repository_schema.cpp.
-#include "fleet_records.hpp"
+#include "checker/fleet_records.hpp"
 
 #include <functional>
 

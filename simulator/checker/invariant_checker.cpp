@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "fleet_records.hpp"
+#include "checker/fleet_records.hpp"
 
 namespace vend::sim {
 

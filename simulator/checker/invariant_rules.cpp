@@ -1,7 +1,7 @@
 // The rules of the promise over plain records (see invariant_checker.hpp).
 #include <set>
 
-#include "fleet_records.hpp"
+#include "checker/fleet_records.hpp"
 
 namespace vend::sim::detail {
 

@@ -2,7 +2,7 @@
 // are never lost, refunds are recorded (see invariant_checker.hpp).
 #include <set>
 
-#include "fleet_records.hpp"
+#include "checker/fleet_records.hpp"
 
 namespace vend::sim::detail {
 

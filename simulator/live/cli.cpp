@@ -1,4 +1,4 @@
-#include "cli.hpp"
+#include "live/cli.hpp"
 
 #include <charconv>
 #include <functional>

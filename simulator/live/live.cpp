@@ -1,5 +1,5 @@
 // The live run: services, fleet, people, progress, settling, the check.
-#include "live.hpp"
+#include "live/live.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -7,17 +7,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
-#include "live_http.hpp"
-#include "live_machine.hpp"
-#include "live_processes.hpp"
-#include "live_report.hpp"
-#include "live_workload.hpp"
+#include "live/live_http.hpp"
+#include "live/live_machine.hpp"
+#include "live/live_processes.hpp"
+#include "live/live_report.hpp"
+#include "live/live_workload.hpp"
 #include "vend/log.hpp"
 #include "world/work_dir.hpp"
 
@@ -33,6 +34,17 @@ extern "C" void on_stop_signal(int) { g_stop = true; }
 
 constexpr int64_t kTickMs = 20;
 constexpr int kMaxCoreThreads = 4;
+
+// How to run vendctl from here: the build tree's vendctl beside this
+// vend-sim (<build>/simulator/vend-sim -> <build>/vendctl/vendctl), else the
+// one on PATH.
+std::string vendctl_command() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "vendctl";
+  auto sibling = self.parent_path().parent_path() / "vendctl" / "vendctl";
+  return std::filesystem::exists(sibling, ec) ? sibling.string() : "vendctl";
+}
 
 std::string read_trimmed(const std::string& path) {
   std::ifstream in(path);
@@ -106,7 +118,7 @@ Status LiveRun::start_services() {
   std::cerr << "vend-sim: mosquitto on " << broker_
             << ", vend-agent on http://127.0.0.1:" << services_.http_port
             << " (logs and databases in " << dir_ << ")\n"
-            << "  watch it live:  vendctl watch --mqtt " << broker_ << "\n"
+            << "  watch it live:  " << vendctl_command() << " watch --mqtt " << broker_ << "\n"
             << "  or raw:         mosquitto_sub -h 127.0.0.1 -p " << services_.mqtt_port
             << " -t 'vend/v1/#' -v\n"
             << "  ask the agent:  curl -s http://127.0.0.1:" << services_.http_port << "/metrics\n"

@@ -4,7 +4,7 @@
 // See docs/simulator.md.
 #pragma once
 
-#include "cli.hpp"
+#include "live/cli.hpp"
 
 namespace vend::sim {
 

@@ -1,4 +1,4 @@
-#include "live_http.hpp"
+#include "live/live_http.hpp"
 
 #include <httplib.h>
 

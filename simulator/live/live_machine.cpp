@@ -1,4 +1,4 @@
-#include "live_machine.hpp"
+#include "live/live_machine.hpp"
 
 #include "vend/topics.hpp"
 

@@ -1,4 +1,4 @@
-#include "live_processes.hpp"
+#include "live/live_processes.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

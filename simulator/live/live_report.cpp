@@ -1,4 +1,4 @@
-#include "live_report.hpp"
+#include "live/live_report.hpp"
 
 #include <algorithm>
 #include <cmath>

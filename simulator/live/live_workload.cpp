@@ -1,4 +1,4 @@
-#include "live_workload.hpp"
+#include "live/live_workload.hpp"
 
 #include <chrono>
 #include <cmath>

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "cli.hpp"
-#include "live_http.hpp"
+#include "live/cli.hpp"
+#include "live/live_http.hpp"
 
 namespace vend::sim {
 

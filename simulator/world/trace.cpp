@@ -1,4 +1,4 @@
-#include "trace.hpp"
+#include "world/trace.hpp"
 
 namespace vend::sim {
 

@@ -1,4 +1,4 @@
-#include "work_dir.hpp"
+#include "world/work_dir.hpp"
 
 #include <cstdlib>
 #include <filesystem>

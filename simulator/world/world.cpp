@@ -6,12 +6,12 @@
 #include <memory>
 
 #include "checker/invariant_checker.hpp"
-#include "trace.hpp"
-#include "work_dir.hpp"
-#include "world_agents.hpp"
-#include "world_faults.hpp"
-#include "world_machine.hpp"
-#include "world_workload.hpp"
+#include "world/trace.hpp"
+#include "world/work_dir.hpp"
+#include "world/world_agents.hpp"
+#include "world/world_faults.hpp"
+#include "world/world_machine.hpp"
+#include "world/world_workload.hpp"
 
 namespace vend::sim {
 

@@ -1,4 +1,4 @@
-#include "world_agent.hpp"
+#include "world/world_agent.hpp"
 
 #include "cluster/shard_map.hpp"
 #include "vend/protocol.hpp"

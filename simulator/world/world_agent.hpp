@@ -32,10 +32,10 @@
 #include "core/agent_core.hpp"
 #include "core/order_calls.hpp"
 #include "repository/repository.hpp"
-#include "skewed_clock.hpp"
-#include "trace.hpp"
 #include "vend/in_memory_bus.hpp"
-#include "world_database.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
+#include "world/world_database.hpp"
 
 namespace vend::sim {
 

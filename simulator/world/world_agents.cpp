@@ -1,4 +1,4 @@
-#include "world_agents.hpp"
+#include "world/world_agents.hpp"
 
 namespace vend::sim {
 

@@ -16,14 +16,14 @@
 
 #include "checker/invariant_checker.hpp"
 #include "core/agent_core.hpp"
-#include "skewed_clock.hpp"
-#include "trace.hpp"
 #include "vend/clock.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/random.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
-#include "world_agent.hpp"
-#include "world_database.hpp"
+#include "world/world_agent.hpp"
+#include "world/world_database.hpp"
 
 namespace vend::sim {
 

@@ -1,4 +1,4 @@
-#include "world_database.hpp"
+#include "world/world_database.hpp"
 
 namespace vend::sim {
 
@@ -61,8 +61,9 @@ std::vector<Status> FencedBackend::apply_group(const std::vector<const agent::Ch
   return results;
 }
 
-Result<agent::LoadedState> FencedBackend::load(size_t recent_orders_max) {
-  return read([&] { return inner_->load(recent_orders_max); });
+Result<agent::LoadedState> FencedBackend::load(size_t recent_orders_max,
+                                               const agent::LoadFilter& only) {
+  return read([&] { return inner_->load(recent_orders_max, only); });
 }
 Result<std::optional<agent::Order>> FencedBackend::find_order(const std::string& order_id) {
   return read([&] { return inner_->find_order(order_id); });

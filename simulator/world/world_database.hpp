@@ -67,7 +67,7 @@ class FencedBackend final : public agent::RepositoryBackend {
   std::vector<Status> apply_group(const std::vector<const agent::Changeset*>& group) override;
   bool supports_fence() const override { return true; }
 
-  Result<agent::LoadedState> load(size_t recent_orders_max) override;
+  Result<agent::LoadedState> load(size_t recent_orders_max, const agent::LoadFilter& only) override;
   Result<std::optional<agent::Order>> find_order(const std::string& order_id) override;
   Result<std::optional<agent::Order>> find_order_by_idempotency_key(
       const std::string& key) override;

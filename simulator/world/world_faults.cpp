@@ -1,4 +1,4 @@
-#include "world_faults.hpp"
+#include "world/world_faults.hpp"
 
 #include "vend/topics.hpp"
 

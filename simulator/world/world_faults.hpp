@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "trace.hpp"
 #include "vend/in_memory_bus.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
-#include "world_agents.hpp"
-#include "world_machine.hpp"
+#include "world/world_agents.hpp"
+#include "world/world_machine.hpp"
 
 namespace vend::sim {
 

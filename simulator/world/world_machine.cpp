@@ -1,4 +1,4 @@
-#include "world_machine.hpp"
+#include "world/world_machine.hpp"
 
 #include "vend/topics.hpp"
 

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "sim_hal/sim_hal.hpp"
-#include "skewed_clock.hpp"
-#include "trace.hpp"
 #include "vend/crypto.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/fw/ledger.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "vend/log.hpp"
+#include "world/skewed_clock.hpp"
+#include "world/trace.hpp"
 
 namespace vend::sim {
 

@@ -1,4 +1,4 @@
-#include "world_workload.hpp"
+#include "world/world_workload.hpp"
 
 #include <algorithm>
 

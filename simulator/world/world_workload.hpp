@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "trace.hpp"
 #include "vend/clock.hpp"
 #include "vend/random.hpp"
+#include "world/trace.hpp"
 #include "world/world.hpp"
-#include "world_agents.hpp"
+#include "world/world_agents.hpp"
 
 namespace vend::sim {
 

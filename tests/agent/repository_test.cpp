@@ -16,6 +16,7 @@
 
 #include "boom_at_commit.hpp"
 #include "postgres/postgres_repository.hpp"
+#include "repository_backends.hpp"
 #include "test_support.hpp"
 #include "vend/log.hpp"
 #include "write_gate.hpp"
@@ -26,62 +27,10 @@ using namespace vend::agent;
 namespace {
 
 using Gate = vend::test::WriteGate;
-
-// The backends the contract runs on: where a fresh, empty log lives.
-struct OnSqlite {
-  static constexpr const char* kName = "sqlite";
-  vend::test::TempDir dir;
-  Result<std::unique_ptr<Repository>> open(const RepositoryOptions& o, Logger& log) {
-    return Repository::open(dir.file("agent.db"), o, log);
-  }
-};
-
-// One PostgreSQL server for the whole test binary; one database per fixture.
-vend::test::PostgresServer& postgres() {
-  static vend::test::PostgresServer server;
-  return server;
-}
-
-struct OnPostgres {
-  static constexpr const char* kName = "postgresql";
-  OnPostgres() : db("contract_" + std::to_string(next_db++)) { postgres().create_database(db); }
-  Result<std::unique_ptr<Repository>> open(const RepositoryOptions& o, Logger& log) {
-    return open_postgres_repository(postgres().url(db), o, log);
-  }
-  static inline std::atomic<int> next_db{0};
-  std::string db;
-};
-
-template <typename Backend = OnSqlite>
-struct Fixture {
-  explicit Fixture(RepositoryOptions options = {}) : options(options) { reopen(); }
-  void reopen() {
-    repo.reset();
-    auto r = backend.open(options, log);
-    REQUIRE_MESSAGE(r.ok(), Backend::kName, ": ", vend::test::error_text(r));
-    repo = std::move(r).value();
-  }
-  Ticket submit(Changeset c) {
-    auto t = repo->submit(std::move(c));
-    REQUIRE(t.ok());
-    return *t;
-  }
-  Ticket fault(const std::string& code) {
-    Changeset c;
-    c.insert_fault(StoredFault{"vm-1", code, "m", 0, 1});
-    return submit(std::move(c));
-  }
-  size_t fault_count() {
-    auto f = repo->faults("vm-1", 100000);
-    REQUIRE(f.ok());
-    return f->size();
-  }
-
-  Backend backend;
-  MemoryLogger log;
-  RepositoryOptions options;
-  std::unique_ptr<Repository> repo;
-};
+using vend::test::Fixture;
+using vend::test::OnPostgres;
+using vend::test::OnSqlite;
+using vend::test::postgres;
 
 Order reserved_order(const std::string& id, const std::string& token) {
   Order o;
@@ -385,7 +334,7 @@ TEST_CASE_TEMPLATE("hostile text round-trips unchanged", B, OnSqlite, OnPostgres
 
 // ---- PostgreSQL only ----------------------------------------------------------
 
-TEST_CASE("postgresql: a lost connection fails the writes, and every later one (fail-stop)") {
+TEST_CASE("postgresql: a lost connection fails the writes, and every later one until recover()") {
   vend::test::PostgresServer own;  // this test stops it
   own.create_database("lost");
   MemoryLogger log;
@@ -408,6 +357,21 @@ TEST_CASE("postgresql: a lost connection fails the writes, and every later one (
   auto faults = (*repo)->faults("vm-1", 10);
   REQUIRE_FALSE(faults.ok());
   CHECK(faults.error().code == "unavailable");
+  // recover(): "unavailable" while the server is away; once it is back the
+  // writer connects again and writes commit (nothing failed is retried).
+  CHECK((*repo)->has_failed_writes());
+  Status away = (*repo)->recover();
+  REQUIRE_FALSE(away.ok());
+  CHECK(away.error().code == "unavailable");
+  own.start();
+  REQUIRE((*repo)->recover().ok());
+  CHECK_FALSE((*repo)->has_failed_writes());
+  Changeset back;
+  back.insert_fault(StoredFault{"vm-1", "back", "m", 0, 3});
+  CHECK((*repo)->wait((*repo)->submit(std::move(back)).value()).ok());
+  auto kept = (*repo)->faults("vm-1", 10);
+  REQUIRE(kept.ok());
+  CHECK(kept->size() == 2);  // "before" and "back"
 }
 
 TEST_CASE("postgresql: bad URLs fail at open with the cause, and never show the password") {

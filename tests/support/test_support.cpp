@@ -301,6 +301,16 @@ void PostgresServer::sql(const std::string& database, const std::string& stateme
   }
 }
 
+std::string PostgresServer::query(const std::string& database, const std::string& statement) {
+  const std::string out = dir_.file("query.log");
+  std::filesystem::remove(out);  // Child appends
+  int rc = run({pg_program("psql"), "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", dir_.path(),
+                "-p", std::to_string(port_), "-U", "vend", "-d", database, "-c", statement},
+               out);
+  if (rc != 0) throw std::runtime_error("psql " + statement + " failed: " + read_file(out));
+  return read_file(out);
+}
+
 std::string PostgresServer::url(const std::string& database) const {
   return "postgresql://vend:pg-secret-4711@127.0.0.1:" + std::to_string(port_) + "/" + database;
 }

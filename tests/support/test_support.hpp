@@ -111,6 +111,8 @@ class PostgresServer {
   void create_database(const std::string& name);
   // Runs `statement` in `database` with psql; throws when it fails.
   void sql(const std::string& database, const std::string& statement);
+  // The same, returning what psql printed (unaligned, no headers).
+  std::string query(const std::string& database, const std::string& statement);
   // postgresql://vend:pg-secret-4711@127.0.0.1:<port>/<database>
   std::string url(const std::string& database) const;
   void stop();

@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "vend/log.hpp"
 #include "vend/result.hpp"
@@ -118,6 +119,13 @@ class PahoTransport final : public Transport {
   // Called while disconnected it is only remembered and returns OK.
   // Errors: "bad_qos", "timeout", "mqtt_error" (e.g. refused by the broker).
   Status subscribe(const std::string& topic_filter, int qos = 1) override;
+  // Remembers them all and, when connected, sends them in SUBSCRIBE packets
+  // of up to 128 filters each, all at once, then waits for their SUBACKs:
+  // one round trip in all, up to connect_timeout (not in a handler: there
+  // it does not wait). A filter the broker refuses is logged and stays
+  // unconfirmed (sent again after a reconnect). Errors: "bad_qos",
+  // "bad_topic_filter" (then none is sent), "timeout", "mqtt_error".
+  Status subscribe_many(const std::vector<std::string>& topic_filters, int qos = 1) override;
   // Does not wait for the UNSUBACK.
   Status unsubscribe(const std::string& topic_filter) override;
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "vend/result.hpp"
 
@@ -52,6 +53,17 @@ class Transport {
   virtual Status publish(const Message& message) = 0;
   // Subscriptions are remembered and restored after a reconnect.
   virtual Status subscribe(const std::string& topic_filter, int qos = 1) = 0;
+  // Subscribes to every one of `filters`, each remembered as by subscribe(),
+  // without a round trip to the broker per filter: a transport that can
+  // sends them together and waits once for all the answers. The default
+  // calls subscribe() for each (and returns its first error).
+  virtual Status subscribe_many(const std::vector<std::string>& topic_filters, int qos = 1) {
+    Status first;
+    for (const auto& filter : topic_filters) {
+      if (Status s = subscribe(filter, qos); !s.ok() && first.ok()) first = s;
+    }
+    return first;
+  }
   // Forgets a subscription (and tells the broker, when connected). A
   // transport that cannot refuses it ("unsupported").
   virtual Status unsubscribe(const std::string& topic_filter) {

@@ -1,0 +1,210 @@
+// The agent core against real firmware device cores on an in-memory bus
+// (issue 36): a dispense command lost after it was published (a broker or
+// session that lost it, a firmware killed with it in its inbox) is re-sent
+// until a result arrives or it expires, so a paid order dispenses instead of
+// being refunded; deadlines run on the monotonic clock, so a wall-clock step
+// decides no order; presence converges after a restart whatever the order of
+// connect and retained status.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "agent_rig.hpp"
+
+using namespace vend;
+using namespace vend::agent;
+using vend::agent::test::AgentRig;
+using vend::agent::test::DeviceSim;
+namespace rig_test = vend::agent::test;
+
+namespace {
+
+const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}};
+
+DeviceSim& stocked_device(AgentRig& rig, int count) {
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  REQUIRE(rig.online("vm-1"));
+  dev.restock(1, count);
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == count; }));
+  return dev;
+}
+
+Order paid_order(AgentRig& rig) {
+  auto o = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  REQUIRE(paid.ok());
+  REQUIRE(paid->state == OrderState::kDispatched);
+  return *paid;
+}
+
+bool is_dispense(const InMemoryBus::Envelope& e) {
+  return e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
+}
+
+// Drops the first `n` dispense deliveries, as a broker that lost them after
+// its PUBACK; counts every dispense delivery asked for.
+struct DropDispenses {
+  int to_drop = 1;
+  int seen = 0;
+  InMemoryBus::Fault operator()(const InMemoryBus::Envelope& e) {
+    if (!is_dispense(e)) return InMemoryBus::Fault::deliver();
+    ++seen;
+    if (to_drop == 0) return InMemoryBus::Fault::deliver();
+    --to_drop;
+    return InMemoryBus::Fault::drop();
+  }
+};
+
+AgentOptions options_with_resend(int64_t resend_ms) {
+  AgentOptions o = rig_test::test_agent_options();
+  o.command_resend_ms = resend_ms;
+  o.command_resend_max_ms = resend_ms * 4;
+  return o;
+}
+
+void install(AgentRig& rig, DropDispenses& drops) {
+  rig.bus.set_filter([&drops](const InMemoryBus::Envelope& e) { return drops(e); });
+}
+
+}  // namespace
+
+TEST_CASE("a dispense command lost after its publish is re-sent until it runs") {
+  AgentRig rig(options_with_resend(500));
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 3000));
+  CHECK(dev.machine.rotations() == 1);
+  CHECK(drops.seen == 2);
+  rig.run_for(3000);  // settled: nothing more is sent
+  CHECK(drops.seen == 2);
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("re-sent commands back off and stop at the command's expiry") {
+  AgentOptions options = options_with_resend(200);
+  options.command_resend_max_ms = 800;
+  AgentRig rig(options);
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  drops.to_drop = 1000;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(10'000);
+  // Sent at 0, 200, 600, 1400, 2200 (then 3000 is the expiry): 5, not 15.
+  CHECK(drops.seen == 5);
+  CHECK(rig.state_of(o.id) == OrderState::kRefunded);
+  CHECK(dev.machine.rotations() == 0);
+}
+
+TEST_CASE("a dispense command lost after its publish is re-sent on the agent's reconnect") {
+  AgentRig rig(options_with_resend(60'000));  // no periodic re-send before the expiry
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(200);
+  REQUIRE(drops.seen == 1);
+  rig.bus.disconnect(rig_test::kAgentClient, false);
+  rig.run_for(100);
+  REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("a dispense command lost after its publish is re-sent when the machine returns") {
+  AgentRig rig(options_with_resend(60'000));
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  rig.run_for(200);
+  REQUIRE(drops.seen == 1);
+  // The firmware restarts (the command was in its inbox, never stored).
+  dev.power_cut();
+  rig.run_for(100);
+  REQUIRE_FALSE(rig.online("vm-1"));
+  dev.boot();
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
+  CHECK(dev.machine.rotations() == 1);
+}
+
+TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  rig.clock.set_wall_skew(-10 * 60 * 1000);
+  auto o = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  rig.run_for(1500);  // the reservation TTL is 2 s
+  CHECK(rig.state_of(o->id) == OrderState::kReserved);
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kExpired; }, 1000));
+}
+
+TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews nothing") {
+  AgentRig rig;
+  stocked_device(rig, 2);
+  DropDispenses drops;
+  drops.to_drop = 1000;  // no result: the order stays DISPATCHED
+  install(rig, drops);
+  Order paid = paid_order(rig);
+  auto reserved = rig.core->create_order("vm-1", 1, "", "");
+  REQUIRE(reserved.ok());
+  rig.run_for(100);
+  rig.clock.set_wall_skew(40 * 60 * 1000);
+  rig.run_for(1000);
+  CHECK(rig.state_of(paid.id) == OrderState::kDispatched);
+  CHECK(rig.state_of(reserved->id) == OrderState::kReserved);
+  // The reservation still expires on time, measured on the monotonic clock.
+  REQUIRE(rig.run_until([&] { return rig.state_of(reserved->id) == OrderState::kExpired; }, 1500));
+}
+
+namespace {
+
+// The agent is down; the broker holds the device's `offline` (a restored
+// old will) although the device is up and will not publish on its own.
+void stale_retained_offline(AgentRig& rig, DeviceSim& dev) {
+  rig.crash_agent();
+  auto replayer = rig.bus.make_client("replayer");
+  REQUIRE(replayer->connect().ok());
+  Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
+  REQUIRE(replayer->publish(Message{will.topic, will.payload, 1, true}).ok());
+  rig.bus.deliver_all();
+}
+
+}  // namespace
+
+TEST_CASE("presence converges when the retained offline is seen before the connect") {
+  AgentRig rig;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  rig.run_for(200);
+  stale_retained_offline(rig, dev);
+  rig.start_agent();
+  // Paho may hand over the retained statuses before its connected callback:
+  // the core sees the `offline` while it believes the broker is down.
+  rig.core->on_connection(false);
+  rig.bus.deliver_all();
+  REQUIRE_FALSE(rig.online("vm-1"));
+  rig.core->on_connection(true);
+  CHECK(rig.run_until([&] { return rig.online("vm-1"); }, 2000));
+}
+
+TEST_CASE("presence converges when the answer to the first status request is lost") {
+  AgentRig rig;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  rig.run_for(200);
+  stale_retained_offline(rig, dev);
+  int dropped = 0;
+  rig.bus.set_filter([&dropped](const InMemoryBus::Envelope& e) {
+    bool online = e.to == rig_test::kAgentClient &&
+                  e.message.topic == topics::device_status("vm-1") &&
+                  e.message.payload.find("\"state\":\"online\"") != std::string::npos;
+    if (!online || dropped > 0) return InMemoryBus::Fault::deliver();
+    ++dropped;
+    return InMemoryBus::Fault::drop();
+  });
+  rig.start_agent();
+  CHECK(rig.run_until([&] { return rig.online("vm-1"); }, 10'000));
+  CHECK(dropped == 1);
+}

@@ -30,9 +30,9 @@ DeviceSim& stocked_device(AgentRig& rig, int count) {
 }
 
 Order paid_order(AgentRig& rig) {
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  auto paid = rig.pay(o->id, "pay-" + o->id, o->price_cents);
   REQUIRE(paid.ok());
   REQUIRE(paid->state == OrderState::kDispatched);
   return *paid;
@@ -135,7 +135,7 @@ TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
   AgentRig rig;
   stocked_device(rig, 2);
   rig.clock.set_wall_skew(-10 * 60 * 1000);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.run_for(1500);  // the reservation TTL is 2 s
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -149,7 +149,7 @@ TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews noth
   drops.to_drop = 1000;  // no result: the order stays DISPATCHED
   install(rig, drops);
   Order paid = paid_order(rig);
-  auto reserved = rig.core->create_order("vm-1", 1, "", "");
+  auto reserved = rig.create_order("vm-1", 1, "", "");
   REQUIRE(reserved.ok());
   rig.run_for(100);
   rig.clock.set_wall_skew(40 * 60 * 1000);

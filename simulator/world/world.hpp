@@ -29,7 +29,7 @@
 // With agents > 1 the agent is several instances sharing one database with
 // shard leases and a write fence, customers routed to the owner, and the
 // instances crash, pause, lose the database and drift (docs/simulator.md,
-// "Several agents"; simulator/src/world_agents.hpp).
+// "Several agents"; world_agents.hpp).
 #pragma once
 
 #include <cstdint>

@@ -53,7 +53,8 @@ proto::Command Output::stamped(const proto::Command& command) const {
       [&](auto& c) {
         c.v = version;
         if constexpr (std::is_same_v<std::decay_t<decltype(c)>, proto::DispenseCommand>) {
-          if (version >= 2) c.expires_at_ms = saturating_add(c.expires_at_ms, options.expiry_skew_ms);
+          if (version >= 2)
+            c.expires_at_ms = saturating_add(c.expires_at_ms, options.expiry_skew_ms);
         } else {
           c.expires_at_ms = version >= 2 ? expires_at_ms : 0;
         }

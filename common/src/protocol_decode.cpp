@@ -240,17 +240,18 @@ std::optional<Error> check_version(const Json& object, int max_version, int* ver
   if (!it->is_number_integer()) return Error{kErrWrongType, "field 'v' must be an integer"};
   uint64_t v = it->is_number_unsigned() ? it->get<uint64_t>() : 0;
   if (v < 1 || v > static_cast<uint64_t>(max_version)) {
-    return Error{kErrBadVersion, "field 'v' is " + it->dump() + ", only " +
-                                     (max_version == 1 ? std::string("1") : "1.." + std::to_string(max_version)) +
-                                     " is supported"};
+    return Error{kErrBadVersion,
+                 "field 'v' is " + it->dump() + ", only " +
+                     (max_version == 1 ? std::string("1") : "1.." + std::to_string(max_version)) +
+                     " is supported"};
   }
   if (version != nullptr) *version = static_cast<int>(v);
   return std::nullopt;
 }
 
 // Size, JSON syntax, object, version: what every message shares.
-std::optional<Error> parse_message(std::string_view payload, Json& object, int max_version = kVersion,
-                                   int* version = nullptr) {
+std::optional<Error> parse_message(std::string_view payload, Json& object,
+                                   int max_version = kVersion, int* version = nullptr) {
   if (payload.size() > kMaxPayloadBytes) {
     return Error{kErrOversize, "payload of " + std::to_string(payload.size()) + " bytes exceeds " +
                                    std::to_string(kMaxPayloadBytes)};

@@ -56,8 +56,8 @@ std::string libfaketime() {
 class Api {
  public:
   explicit Api(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
-  Json call(const std::string& method, const std::string& path, const std::string& body,
-            int expect, httplib::Headers headers = {}) {
+  Json call(const std::string& method, const std::string& path, const std::string& body, int expect,
+            httplib::Headers headers = {}) {
     auto r = method == "GET" ? client_.Get(path.c_str(), headers)
                              : client_.Post(path.c_str(), headers, body, "application/json");
     REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
@@ -126,14 +126,13 @@ struct Fleet {
                            R"("price_cents":150,"capacity":10}]})",
                            201, op());
     test::write_private_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
-    Json config = {
-        {"device_id", kDevice},
-        {"key_file", dir.file("device.key")},
-        {"broker_url", broker.url()},
-        {"ledger_path", dir.file("ledger.db")},
-        {"slots", Json::array({{{"slot", 1}, {"capacity", 10}, {"product", "cola"}}})},
-        {"sim", {{"motor_run_ms", 200}}},
-        {"core", {{"reconnect_jitter_max_ms", 0}, {"auto_confirm_restock", true}}}};
+    Json config = {{"device_id", kDevice},
+                   {"key_file", dir.file("device.key")},
+                   {"broker_url", broker.url()},
+                   {"ledger_path", dir.file("ledger.db")},
+                   {"slots", Json::array({{{"slot", 1}, {"capacity", 10}, {"product", "cola"}}})},
+                   {"sim", {{"motor_run_ms", 200}}},
+                   {"core", {{"reconnect_jitter_max_ms", 0}, {"auto_confirm_restock", true}}}};
     test::write_file(dir.file("device.json"), config.dump(2));
     firmware = std::make_unique<test::Child>(
         std::vector<std::string>{test::binary_path("firmware/vend-firmware"), "--config",
@@ -166,8 +165,8 @@ struct Fleet {
     std::string body = R"({"payment_id":"pay-)" + order + R"(","amount_cents":150})";
     std::string sig = webhook::sign(secret, SystemClock().wall_ms() / 1000, order, body);
     Api api(http_port);
-    Json paid = api.call("POST", "/v1/orders/" + order + "/payment", body, 200,
-                         {{webhook::kHeader, sig}});
+    Json paid =
+        api.call("POST", "/v1/orders/" + order + "/payment", body, 200, {{webhook::kHeader, sig}});
     REQUIRE(paid["state"] == "DISPATCHED");
   }
 };

@@ -429,7 +429,8 @@ TEST_CASE("every other signed command expires too: ack, resend, restock, status_
   CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kAvailable);
 }
 
-TEST_CASE("v1 commands are refused unless core.accept_v1_commands; then a v1 dispense keeps its skew") {
+TEST_CASE(
+    "v1 commands are refused unless core.accept_v1_commands; then a v1 dispense keeps its skew") {
   Rig rig;
   auto tokens = rig.restock(1, 2);
   rig.connect();

@@ -111,7 +111,7 @@ struct ResendRequest {
   std::string device;
   uint64_t from_seq = 1;       // >= 1
   std::string ledger_id = {};  // optional, as in Ack: a device ignores another ledger's
-  int64_t expires_at_ms = 0;  // v2 only
+  int64_t expires_at_ms = 0;   // v2 only
   int v = kCommandVersion;
   bool operator==(const ResendRequest&) const = default;
 };

@@ -94,8 +94,7 @@ class DeviceCore {
 
  private:
   // Refused when v1 (unless accepted) or, v2 and not a dispense, expired.
-  std::optional<CommandOutcome> check_fresh(const proto::Command& command,
-                                            const std::string& type);
+  std::optional<CommandOutcome> check_fresh(const proto::Command& command, const std::string& type);
   CommandOutcome route(const proto::Command& command);
   CommandOutcome handle_restock(const proto::RestockCommand& command);
   CommandOutcome handle_snapshot(const proto::SnapshotRequest& request);

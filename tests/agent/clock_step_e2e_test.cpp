@@ -68,6 +68,12 @@ class Api {
   std::string state(const std::string& order) {
     return call("GET", "/v1/orders/" + order, "", 200)["state"];
   }
+  // How far the agent's wall clock is from the true one, in minutes, by the
+  // order's created_ms (the step did reach the agent).
+  int64_t offset_min(const std::string& order) {
+    int64_t created = call("GET", "/v1/orders/" + order, "", 200)["created_ms"];
+    return (created - SystemClock().wall_ms()) / 60'000;
+  }
 
  private:
   httplib::Client client_;
@@ -184,6 +190,8 @@ TEST_CASE("vend-agent under faketime: a clock step forward or back decides no or
   fleet.pay(dispatched);
   std::string reserved = fleet.reserve();
   fleet.step_agent_clock("+40m");
+  std::this_thread::sleep_for(100ms);
+  REQUIRE_MESSAGE(api.offset_min(fleet.reserve()) >= 39, "the step did not reach the agent");
   std::this_thread::sleep_for(2s);
   CHECK_MESSAGE(api.state(dispatched) == "DISPATCHED", fleet.logs());
   CHECK_MESSAGE(api.state(reserved) == "RESERVED", fleet.logs());
@@ -198,6 +206,8 @@ TEST_CASE("vend-agent under faketime: a clock step forward or back decides no or
   fleet.step_agent_clock("+30m");
   std::this_thread::sleep_for(200ms);
   std::string fresh = fleet.reserve();
+  CHECK(api.offset_min(fresh) >= 29);
+  CHECK(api.offset_min(fresh) <= 30);
   auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(2s);
   CHECK_MESSAGE(api.state(fresh) == "RESERVED", fleet.logs());

@@ -118,8 +118,17 @@ struct AgentOptions {
   // RESERVED orders at once; one more is refused ("too_many_reservations",
   // HTTP 429), so nobody reserves a machine empty without paying. 0 = off.
   size_t max_open_reservations_per_client = 20;
-  int64_t dispatch_ttl_ms = 60 * 1000;    // command expires_at = dispatch + this
-  int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
+  int64_t dispatch_ttl_ms = 60 * 1000;  // an order's expires_at = dispatch + this
+  // The clock skew tolerated between agent and device, one bound for both:
+  // a v2 dispense command carries expires_at + this as its hard bound, and
+  // the agent decides "never dispensed" only on a device timestamp past it.
+  int64_t expiry_skew_ms = 5000;
+  // Commands go out in this protocol version: 2 (every command expires), or
+  // 1 for a fleet with firmware older than v2 (docs/protocol.md, Versioning).
+  int command_version = 2;
+  // A v2 command other than a dispense expires this long (plus
+  // expiry_skew_ms) after it is sent: the device refuses it after that.
+  int64_t command_ttl_ms = 30 * 1000;
   int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines
   int64_t busy_retry_ms = 2000;           // re-send a command a busy device refused
   // A published dispense command without a result is sent again

@@ -290,6 +290,7 @@ void World::count_outcomes() {
   report_.agents = static_cast<int>(agents_.size());
   report_.agent_pauses = f.agent_pauses;
   report_.agent_db_partitions = f.agent_db_partitions;
+  report_.agent_clock_steps = f.agent_clock_steps;
   report_.fenced_writes = agents_.fenced_writes();
 }
 

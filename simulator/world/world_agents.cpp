@@ -7,8 +7,9 @@ WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
                          Random& random, Logger& log, Trace& trace)
     : shard_count_(o.shards), random_(random), trace_(trace) {
   if (o.agents <= 1) {
-    agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus, clock,
-                                                   random, log, trace));
+    clocks_.push_back(std::make_unique<SkewedClock>(clock));  // no drift: one clock to step
+    agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus,
+                                                   *clocks_.back(), random, log, trace));
     return;
   }
   db_ = std::make_unique<SharedDatabase>(db_path, clock);

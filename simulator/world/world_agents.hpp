@@ -45,6 +45,8 @@ class WorldAgents {
   bool clustered() const { return db_ != nullptr; }
   size_t size() const { return agents_.size(); }
   WorldAgent& at(size_t i) { return *agents_[i]; }
+  // Agent i's own clock (its wall clock can be skewed and stepped).
+  SkewedClock& clock_of(size_t i) { return *clocks_[i]; }
 
   // Some instance takes calls now.
   bool up() const;

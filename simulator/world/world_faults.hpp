@@ -21,7 +21,7 @@ namespace vend::sim {
 
 struct FaultCounters {
   int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, skews = 0;
-  int64_t agent_pauses = 0, agent_db_partitions = 0;
+  int64_t agent_pauses = 0, agent_db_partitions = 0, agent_clock_steps = 0;
 };
 
 class WorldFaults {
@@ -68,6 +68,7 @@ class WorldFaults {
   void pause_instance(WorldAgent& agent);
   void partition_instance(WorldAgent& agent);
   void skew_clock(WorldMachine& m);
+  void step_agent_clock();
   Status publish_late_will(const Message& will);
 
   FaultRates rates_;
@@ -81,6 +82,7 @@ class WorldFaults {
   std::multimap<int64_t, Heal> heals_;          // step -> healing, FIFO per step
   std::set<std::string> faulted_;               // machines under a fault
   std::set<WorldAgent*> faulted_agents_;        // instances under a fault
+  std::set<size_t> stepped_clocks_;             // agents whose wall clock is stepped
   std::unique_ptr<InMemoryClient> late_wills_;  // publishes wills the broker sent late
   FaultCounters counters_;
 };

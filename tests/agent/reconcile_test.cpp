@@ -10,6 +10,7 @@
 #include <set>
 
 #include "agent_rig.hpp"
+#include "fresh_command.hpp"
 #include "vend/ops.hpp"
 #include "vend/sqlite.hpp"
 
@@ -64,7 +65,8 @@ const ops::SlotReconcile& slot_of(const ops::ReconcileReport& r, int slot) {
 }
 
 // A command to the device, signed with its key as the agent would.
-void send_to_device(DeviceSim& dev, const proto::Command& command) {
+void send_to_device(DeviceSim& dev, const proto::Command& unstamped) {
+  proto::Command command = vend::test::fresh_command(unstamped, SystemClock().wall_ms());
   std::string mac = crypto::sign(dev.key, proto::encode_canonical(command));
   dev.core->on_command(proto::encode(command, mac));
 }

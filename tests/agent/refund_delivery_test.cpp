@@ -174,6 +174,21 @@ TEST_CASE("a refund is retried with backoff through failures and a lost answer, 
   CHECK(sender->run_once() == 0);  // delivered is done
 }
 
+// Issue 36: retry times were wall-clock, so a clock stepped back 10 minutes
+// held every retry back 10 minutes.
+TEST_CASE("a wall clock stepped back 10 minutes does not hold a refund's retry back") {
+  AgentRig rig;
+  Gateway gateway(rig.clock);
+  auto sender = sender_for(rig, gateway);
+  gateway.script({Answer::kFail500});
+  refundable_payment(rig, "pay-s");
+  CHECK(sender->run_once() == 1);  // 500
+  rig.clock.set_wall_skew(-10 * 60 * 1000);
+  rig.clock.advance(1300);  // base 1 s + at most a quarter, on the monotonic clock
+  CHECK(sender->run_once() == 1);
+  CHECK(refund_of(rig, "pay-s").state == RefundState::kDelivered);
+}
+
 TEST_CASE("a refund the gateway refuses, or that keeps failing, is given up to an alert") {
   AgentOptions options = vend::agent::test::test_agent_options();
   options.refund_max_attempts = 3;

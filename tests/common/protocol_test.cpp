@@ -231,5 +231,33 @@ TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/
   }
 }
 
+// The event an ack covers up to, by its mac: optional, strict, in the doc.
+constexpr const char* kAckMacGolden =
+    R"({"device":"vm-0042","ledger_id":"00112233445566778899aabbccddeeff","type":"ack",)"
+    R"("upto_mac":"7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520",)"
+    R"("upto_seq":41,"v":1})";
+
+TEST_CASE("upto_mac: golden form, round trip, strict decoding, shown in docs/protocol.md") {
+  const std::string mac = "7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520";
+  Ack acked{kDevice, 41, kLedgerId, mac};
+  CHECK(encode_canonical(Command{acked}) == kAckMacGolden);
+  auto decoded = decode_command(encode(Command{acked}, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+  CHECK(decoded->message == Command{acked});
+  CHECK(decoded->canonical == kAckMacGolden);
+
+  std::string bad = encode(Command{acked}, kMac);
+  bad.replace(bad.find(mac), 64, std::string(63, 'a'));
+  auto rejected = decode_command(bad);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.error().code == kErrOutOfRange);
+  CHECK(rejected.error().message.find("upto_mac") != std::string::npos);
+
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source_dir != nullptr);
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  CHECK(doc.find(std::string("\n") + kAckMacGolden + "\n") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace vend::proto

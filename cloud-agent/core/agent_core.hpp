@@ -220,7 +220,8 @@ struct AgentMetrics {
   int64_t tokens_removed_total = 0;           // tokens the devices no longer had
   int64_t seq_gaps_total = 0;                 // gaps skipped on the device's events_unavailable
   int64_t ledgers_replaced_total = 0;         // new device ledgers (reflash, new board)
-  int64_t retired_ledger_events_total = 0;    // events of a replaced ledger, refused
+  int64_t retired_ledger_events_total = 0;    // events of a replaced ledger (results judged)
+  int64_t diverged_events_total = 0;          // events under a seq processed with other content
   int64_t key_rotations_total = 0;            // devices that took their new key
   int64_t decommissioned_messages_total = 0;  // messages of decommissioned devices, refused
   int64_t resend_requests_total = 0;          // resend commands sent for a seq gap

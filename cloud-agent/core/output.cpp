@@ -58,6 +58,11 @@ proto::Command Output::stamped(const proto::Command& command) const {
         } else {
           c.expires_at_ms = version >= 2 ? expires_at_ms : 0;
         }
+        // A v1 device (old firmware) refuses an ack's upto_mac as an unknown
+        // field: it checks the covered event's mac only from v2 on.
+        if constexpr (std::is_same_v<std::decay_t<decltype(c)>, proto::Ack>) {
+          if (version < 2) c.upto_mac.clear();
+        }
       },
       out);
   return out;

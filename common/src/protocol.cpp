@@ -71,6 +71,7 @@ void add_fields(Json& j, const Ack& c) {
   j["device"] = c.device;
   j["upto_seq"] = c.upto_seq;
   if (!c.ledger_id.empty()) j["ledger_id"] = c.ledger_id;
+  if (!c.upto_mac.empty()) j["upto_mac"] = c.upto_mac;
 }
 
 void add_fields(Json& j, const ResendRequest& c) {

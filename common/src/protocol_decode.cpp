@@ -67,6 +67,7 @@ Command read_ack(FieldReader& r) {
   c.device = r.id("device");
   c.upto_seq = r.uint64_in("upto_seq", 0);
   if (r.has("ledger_id")) c.ledger_id = r.token("ledger_id");
+  if (r.has("upto_mac")) c.upto_mac = r.hex64("upto_mac");
   return c;
 }
 
@@ -201,7 +202,8 @@ constexpr std::array<std::string_view, 5> kDispenseFields = {"device", "order_id
 constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
-constexpr std::array<std::string_view, 3> kAckFields = {"device", "upto_seq", "ledger_id"};
+constexpr std::array<std::string_view, 4> kAckFields = {"device", "upto_seq", "ledger_id",
+                                                        "upto_mac"};
 constexpr std::array<std::string_view, 3> kResendFields = {"device", "from_seq", "ledger_id"};
 constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
 constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};

@@ -25,7 +25,7 @@ DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Cloc
       options_(options),
       refusals_(ledger, clock, log, stats_),
       storage_(ledger, clock, log),
-      sender_(ledger, transport, clock, log, options_, refusals_, stats_),
+      sender_(ledger, transport, clock, random, log, options_, refusals_, stats_),
       dispenser_(ledger, hal, clock, log, options_, storage_, sender_, refusals_, stats_) {}
 
 Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_ms) {

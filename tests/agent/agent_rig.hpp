@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -115,6 +116,25 @@ class DeviceSim {
   void reflash() {
     power_cut();
     for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    boot();
+  }
+
+  // The firmware is stopped, its ledger file copied to `to` (a backup of
+  // the SD card), and started again.
+  void back_up_ledger(const std::string& to) {
+    power_cut();
+    REQUIRE(std::filesystem::copy_file(path_, to));
+    boot();
+  }
+
+  // The firmware is stopped and an older copy of its ledger file put back
+  // (a card restored or cloned from a backup): the ledger id is the same,
+  // its seqs are those of the copy. The items in the spirals stay.
+  void restore_ledger(const std::string& from) {
+    power_cut();
+    for (const char* suffix : {"-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    REQUIRE(
+        std::filesystem::copy_file(from, path_, std::filesystem::copy_options::overwrite_existing));
     boot();
   }
 

@@ -231,7 +231,8 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   c.move_token("t2", TokenState::kReserved, TokenState::kPool, "");
   c.insert_payment(StoredPayment{"p-1", "ord-2", 150, "late_payment_refunded", 4000});
   c.insert_refund(new_refund("p-1", "ord-2", 150, "late_payment", 4000, "vm-1"));
-  c.advance_device_seq("vm-1", 0, 1);
+  const std::string mac(64, 'a');  // the mac of the device's event 1
+  c.advance_device_seq("vm-1", 0, 1, mac);
   REQUIRE(f.submit(std::move(c)).get().ok());
 
   // Conditional: the same transition again changes nothing, so it fails.
@@ -247,6 +248,7 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   REQUIRE(loaded.ok());
   REQUIRE(loaded->devices.size() == 1);
   CHECK(loaded->devices[0].last_processed_seq == 1);
+  CHECK(loaded->devices[0].last_mac == mac);
   REQUIRE(loaded->slots.size() == 1);
   CHECK(loaded->slots[0].spec.price_cents == 150);
   REQUIRE(loaded->pool.size() == 2);

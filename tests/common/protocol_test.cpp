@@ -97,7 +97,7 @@ TEST_CASE("docs/protocol.md shows every golden example") {
 TEST_CASE("every command round-trips") {
   for (const Command& command :
        {Command{dispense()}, Command{restock()}, Command{snapshot_request()}, Command{ack()},
-        Command{Ack{kDevice, 0, "", 1}}, Command{SnapshotRequest{kDevice, "r", false, 1}},
+        Command{Ack{kDevice, 0, "", "", 1}}, Command{SnapshotRequest{kDevice, "r", false, 1}},
         Command{resend()}, Command{ResendRequest{kDevice, 1, "", kExpiresAt}},
         Command{status_request()}}) {
     CAPTURE(encode_canonical(command));
@@ -223,7 +223,7 @@ constexpr const char* kTokensLedgerGolden =
     R"("a3f2b8c41e6d4f0a9b7c5d3e1f2a4b6c"],"ts_ms":1700000001234,"type":"tokens","v":1})";
 
 TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/protocol.md") {
-  Ack acked{kDevice, 41, kLedgerId, kExpiresAt};
+  Ack acked{kDevice, 41, kLedgerId, "", kExpiresAt};
   CHECK(encode_canonical(Command{acked}) == kAckLedgerGolden);
   DeviceEvent minted = tokens_minted();
   minted.seq = 1;
@@ -254,6 +254,35 @@ TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/
   for (const char* golden : {kAckLedgerGolden, kTokensLedgerGolden}) {
     CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
   }
+}
+
+// The event an ack covers up to, by its mac: optional, strict, in the doc.
+constexpr const char* kAckMacGolden =
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
+    R"("ledger_id":"00112233445566778899aabbccddeeff","type":"ack",)"
+    R"("upto_mac":"7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520",)"
+    R"("upto_seq":41,"v":2})";
+
+TEST_CASE("upto_mac: golden form, round trip, strict decoding, shown in docs/protocol.md") {
+  const std::string mac = "7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520";
+  Ack acked{kDevice, 41, kLedgerId, mac, kExpiresAt};
+  CHECK(encode_canonical(Command{acked}) == kAckMacGolden);
+  auto decoded = decode_command(encode(Command{acked}, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+  CHECK(decoded->message == Command{acked});
+  CHECK(decoded->canonical == kAckMacGolden);
+
+  std::string bad = encode(Command{acked}, kMac);
+  bad.replace(bad.find(mac), 64, std::string(63, 'a'));
+  auto rejected = decode_command(bad);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.error().code == kErrOutOfRange);
+  CHECK(rejected.error().message.find("upto_mac") != std::string::npos);
+
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source_dir != nullptr);
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  CHECK(doc.find(std::string("\n") + kAckMacGolden + "\n") != std::string::npos);
 }
 
 }  // namespace

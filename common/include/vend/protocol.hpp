@@ -94,10 +94,16 @@ struct SnapshotRequest {
 // The cloud has processed every event of this device with seq <= upto_seq.
 // `ledger_id` (optional; "" = not sent) names the ledger whose seqs these
 // are: a device ignores an ack for another ledger (an old SD card's).
+// `upto_mac` (optional; "" = not sent) is the `mac` of the event at
+// upto_seq as the cloud processed it: a device whose own event at that seq
+// has another mac (its ledger went back in time: a restored or cloned SD
+// card, a power loss at synchronous=normal) deletes nothing and starts a
+// new ledger, as it does for an ack beyond its last seq.
 struct Ack {
   std::string device;
   uint64_t upto_seq = 0;
   std::string ledger_id = {};
+  std::string upto_mac = {};
   int64_t expires_at_ms = 0;  // v2 only
   int v = kCommandVersion;
   bool operator==(const Ack&) const = default;

@@ -89,7 +89,7 @@ TEST_CASE("a payment refused with 503 (write queue full) is applied when the gat
   REQUIRE(agent.repo().submit(gate.write()).ok());
   gate.wait_started();
   while (agent.repo().accepting()) {
-    REQUIRE(agent.repo().submit([](WriteContext&) { return Status{}; }).ok());
+    (void)agent.repo().submit([](WriteContext&) { return Status{}; });
   }
   expect_error(post_json(agent, pay_path(id), body, signature), 503, "unavailable",
                "write queue full");

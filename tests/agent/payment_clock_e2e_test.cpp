@@ -134,6 +134,13 @@ TEST_CASE(
   Api api(http_port);
   api.set_operator_token(trim(test::read_file(dir.file("operator.token"))));
   std::string secret = trim(test::read_file(dir.file("gateway.secret")));
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        auto r = api.get("/healthz");
+                        return r && Json::parse(r->body)["mqtt_connected"] == true;
+                      },
+                      10s),
+                  agent_log());
 
   Json device = json_of(api.post("/v1/devices", R"({"id":"vm-skew-1","slots":[{"slot":1,
       "product":"cola","price_cents":150,"capacity":10}]})",
@@ -147,6 +154,13 @@ TEST_CASE(
   auto logs = [&] {
     return agent_log() + "\n--- firmware ---\n" + test::read_file(dir.file("firmware.log"));
   };
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        auto r = api.get("/v1/devices/vm-skew-1", true);
+                        return r && r->status == 200 && Json::parse(r->body)["online"] == true;
+                      },
+                      15s),
+                  logs());
   json_of(api.post("/v1/devices/vm-skew-1/restock", R"({"slot":1,"count":1})", {}, true), 202);
   REQUIRE_MESSAGE(eventually(
                       [&] {

@@ -44,6 +44,7 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       options_(std::move(options)),
       clock_(clock),
       log_(log),
+      bad_signature_log_(clock, log, RateLimitedLog::Options{60'000, 256}),
       workers_(options_.worker_threads, options_.max_queued_requests) {
   add_routes();
 }

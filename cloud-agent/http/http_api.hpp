@@ -43,6 +43,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,6 +58,7 @@
 #include "limits/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/result.hpp"
 
 namespace vend::agent {
@@ -241,6 +243,9 @@ class HttpApi {
   // agent's clock, unix seconds): counted and logged when further apart
   // than payment_tolerance_s. Thread-safe.
   void note_signature_time(int64_t signed_s, int64_t received_s, const std::string& order_id);
+  // A notification refused for its signature: counted, and logged once per
+  // caller address per minute. Thread-safe.
+  void note_bad_signature(const httplib::Request& req, const Error& error);
   std::string payment_metrics() const;  // Prometheus text
 
   AgentCore& core_;
@@ -251,6 +256,9 @@ class HttpApi {
   std::atomic<uint64_t> rate_limited_machine_{0};
   std::atomic<uint64_t> rate_limited_client_{0};
   std::atomic<uint64_t> payment_clock_skew_{0};
+  std::atomic<uint64_t> payment_bad_signatures_{0};
+  std::mutex bad_signature_log_mu_;  // guards bad_signature_log_
+  RateLimitedLog bad_signature_log_;
   // When a skewed notification may be logged next (monotonic ms).
   std::atomic<int64_t> skew_log_next_ms_{std::numeric_limits<int64_t>::min()};
   std::vector<Route> routes_;  // written by the constructor only

@@ -189,12 +189,26 @@ void HttpApi::note_signature_time(int64_t signed_s, int64_t received_s,
                       std::to_string(n) + " such notifications so far)");
 }
 
+void HttpApi::note_bad_signature(const httplib::Request& req, const Error& error) {
+  payment_bad_signatures_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(bad_signature_log_mu_);
+  bad_signature_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
+                         "payment notification " + req.path + " from " + req.remote_addr +
+                             " refused: " + error.message);
+}
+
 std::string HttpApi::payment_metrics() const {
   return "# HELP vend_payment_clock_skew_total Payment notifications signed further than "
          "--payment-tolerance-s from the agent's clock (handled all the same).\n"
          "# TYPE vend_payment_clock_skew_total counter\n"
          "vend_payment_clock_skew_total " +
-         std::to_string(payment_clock_skew_.load(std::memory_order_relaxed)) + "\n";
+         std::to_string(payment_clock_skew_.load(std::memory_order_relaxed)) +
+         "\n"
+         "# HELP vend_payment_bad_signatures_total Payment notifications refused: no valid "
+         "Vend-Signature for their order.\n"
+         "# TYPE vend_payment_bad_signatures_total counter\n"
+         "vend_payment_bad_signatures_total " +
+         std::to_string(payment_bad_signatures_.load(std::memory_order_relaxed)) + "\n";
 }
 
 // The signature is checked over the raw bytes before anything is parsed:
@@ -208,7 +222,10 @@ void HttpApi::pay_order(const httplib::Request& req, Done done) {
   int64_t received_s = clock_.wall_ms() / 1000;
   std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
   auto signed_s = authenticate_notification(req, id);
-  if (!signed_s.ok()) return done(signed_s.error());
+  if (!signed_s.ok()) {
+    note_bad_signature(req, signed_s.error());
+    return done(signed_s.error());
+  }
   if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());

@@ -141,8 +141,19 @@ TEST_CASE("a notification sent again, with or without junk v1 entries, gets the 
     CHECK(j["payment_outcome"] == "applied");
     CHECK(j["payment_id"] == "pay-once");
   }
-  // A junk entry alone is no signature.
-  expect_error(send(t + ",v1=" + std::string(64, '0')), 401, "bad_signature", "does not match");
+  // A junk entry alone is no signature: refused, counted, logged once per
+  // caller and minute.
+  for (int i = 0; i < 3; ++i) {
+    expect_error(send(t + ",v1=" + std::string(64, '0')), 401, "bad_signature", "does not match");
+  }
+  CHECK(metrics_of(agent).find("vend_payment_bad_signatures_total 3") != std::string::npos);
+  int logged = 0;
+  for (const auto& r : agent.log().records()) {
+    logged += r.message.find("payment notification /v1/orders/" + id +
+                             "/payment from 127.0.0.1 "
+                             "refused: Vend-Signature does not match") != std::string::npos;
+  }
+  CHECK(logged == 1);
   auto payments = agent.repo().payments_of(id);
   REQUIRE(payments.ok());
   CHECK(payments->size() == 1);

@@ -138,8 +138,9 @@ class OrderDesk : public CoreEnv {
   detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
                                  const rules::PaymentDecision& decision, Changeset changes);
   // A RESERVED order past its deadline whose timer has not fired, found by
-  // a payment: expired into the payment's `changes`.
-  void expire_with_payment(OrderRec& rec, Changeset& changes);
+  // a payment: expired into the payment's `changes`. An order in another
+  // state is a bug: "internal", nothing changed.
+  Status expire_with_payment(OrderRec& rec, Changeset& changes);
   detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
                                        int64_t amount_cents);
   static Order unknown_order(const std::string& order_id);

@@ -2,7 +2,6 @@
 // (which is then dispatched) or is refunded; it is recorded once per
 // payment id, and a repeat of the same id gets the same answer.
 #include <algorithm>
-#include <cassert>
 
 #include "core/order_desk.hpp"
 #include "core/output.hpp"
@@ -66,7 +65,9 @@ Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& p
   Changeset changes;
   // Past the deadline but the timer has not fired yet: it expires first,
   // in the refund's changeset (RESERVED -> EXPIRED -> REFUNDED).
-  if (decision.expire_first) expire_with_payment(rec, changes);
+  if (decision.expire_first) {
+    if (Status s = expire_with_payment(rec, changes); !s.ok()) return s.error();
+  }
   if (rec.order.state == OrderState::kReserved) {  // the amount is not the price
     log.warn(detail::kLog, "payment " + payment_id + " of " + std::to_string(amount_cents) +
                                " for order " + rec.order.id + " priced " +
@@ -75,11 +76,16 @@ Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& p
   return refund_payment(rec, payment_id, amount_cents, decision, std::move(changes));
 }
 
-void OrderDesk::expire_with_payment(OrderRec& rec, Changeset& changes) {
+Status OrderDesk::expire_with_payment(OrderRec& rec, Changeset& changes) {
   auto settlement = rules::decide_expiry(rec.order, "reservation expired");
-  assert(settlement);  // decide_payment expires RESERVED orders only
+  if (!settlement) {  // decide_payment expires RESERVED orders only: a bug
+    log.error(detail::kLog, "payment: order " + rec.order.id + " is " + to_string(rec.order.state) +
+                                ", not RESERVED: cannot expire it");
+    return make_error("internal", "order " + rec.order.id + " cannot expire");
+  }
   settle(rec, *settlement, changes);
   log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
+  return {};
 }
 
 Order OrderDesk::unknown_order(const std::string& order_id) {

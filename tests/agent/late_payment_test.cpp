@@ -58,7 +58,7 @@ TEST_CASE("a late payment with one write of room left: expired, refunded, storag
   constexpr size_t kQueueMax = 4;
   AgentRig rig;
   start_small_queue(rig, kQueueMax);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.clock.advance(2500);  // past its deadline; no tick: the timer has not fired
   vend::test::WriteGate gate;
@@ -68,7 +68,7 @@ TEST_CASE("a late payment with one write of room left: expired, refunded, storag
     while (rig.repo->accepting()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     gate.open();
   });
-  auto late = rig.core->pay(o->id, "pay-late", 150);
+  auto late = rig.pay(o->id, "pay-late", 150);
   opener.get();
   REQUIRE_MESSAGE(late.ok(), late.error().to_string());
   CHECK(late->state == OrderState::kRefunded);
@@ -84,21 +84,21 @@ TEST_CASE("a late payment with one write of room left: expired, refunded, storag
   CHECK(rig.slot("vm-1", 1).pool == 2);
   rig.check_stock_invariant();
   // The core still sells.
-  auto next = rig.core->create_order("vm-1", 1, "", "");
+  auto next = rig.create_order("vm-1", 1, "", "");
   REQUIRE(next.ok());
-  CHECK(rig.core->pay(next->id, "pay-next", 150)->state == OrderState::kDispatched);
+  CHECK(rig.pay(next->id, "pay-next", 150)->state == OrderState::kDispatched);
 }
 
 TEST_CASE("a late payment with no room in the queue changes nothing; its retry is refunded") {
   constexpr size_t kQueueMax = 3;
   AgentRig rig;
   start_small_queue(rig, kQueueMax);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.clock.advance(2500);
   vend::test::WriteGate gate;
   fill_queue(rig, gate, kQueueMax, 0);
-  auto refused = rig.core->pay(o->id, "pay-late", 150);
+  auto refused = rig.pay(o->id, "pay-late", 150);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == "unavailable");
   gate.open();
@@ -106,7 +106,7 @@ TEST_CASE("a late payment with no room in the queue changes nothing; its retry i
   CHECK(rig.core->health().ok());
   CHECK(rig.db().payments_of(o->id)->empty());
   // The gateway's retry: recorded and refunded now.
-  auto late = rig.core->pay(o->id, "pay-late", 150);
+  auto late = rig.pay(o->id, "pay-late", 150);
   REQUIRE(late.ok());
   CHECK(late->payment_outcome == "late_payment_refunded");
   CHECK(transitions(rig, o->id) == std::vector<std::string>{"RESERVED", "EXPIRED", "REFUNDED"});

@@ -458,7 +458,8 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --insecure-no-auth            operator endpoints without a token (local demos only)
   --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
   --payment-tolerance-s N       a payment notification signed more than N s from the
-                                agent's clock is refused (300; 1..86400)
+                                agent's clock is counted and logged, and honoured all the
+                                same (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
   --command-version 1|2         protocol version of commands (2: every command expires;
                                 1 only for firmware before v2, docs/protocol.md)

@@ -29,9 +29,9 @@ uint64_t agent_seq(AgentRig& rig, const std::string& device) {
 }
 
 void sell_one(AgentRig& rig, const std::string& device, int slot, const std::string& payment) {
-  auto o = rig.core->create_order(device, slot, "", "");
+  auto o = rig.create_order(device, slot, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, payment, o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, payment, o->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
 }
 
@@ -124,9 +124,9 @@ TEST_CASE("a late DISPENSED of a swapped board: applied, or a contradiction, nev
       [&] { return rig.pool("vm-1", 1) == 3 && old_board.ledger->outbox_depth().value() == 0; }));
   // A paid order: the old board turns the motor, and loses its network
   // before the result goes out. The result waits in its outbox.
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
   REQUIRE(rig.run_until([&] { return old_board.machine.rotations() == 1; }));
   rig.bus.partition("vm-1", true);
   rig.run_for(200);
@@ -166,9 +166,9 @@ TEST_CASE("a late DISPENSED of a retired ledger settles an order still waiting f
   old_board.restock(1, 2);
   REQUIRE(rig.run_until(
       [&] { return rig.pool("vm-1", 1) == 2 && old_board.ledger->outbox_depth().value() == 0; }));
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
   REQUIRE(rig.run_until([&] { return old_board.machine.rotations() == 1; }));
   rig.bus.partition("vm-1", true);
   rig.run_for(200);

@@ -7,7 +7,6 @@
 // reservation does not expire early; stepped back 10 minutes, a new
 // reservation lives its TTL instead of expiring on the next tick.
 #include <doctest/doctest.h>
-#include <glob.h>
 #include <httplib.h>
 #include <signal.h>
 
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "faketime.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
 #include "vend/webhook.hpp"
@@ -37,20 +37,6 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
     std::this_thread::sleep_for(50ms);
   }
   return true;
-}
-
-// libfaketimeMT.so.1 of this architecture (the faketime package's library).
-std::string libfaketime() {
-  test::require_program("faketime", "faketime");
-  glob_t found{};
-  std::string path;
-  if (glob("/usr/lib/*/faketime/libfaketimeMT.so.1", 0, nullptr, &found) == 0 &&
-      found.gl_pathc > 0) {
-    path = found.gl_pathv[0];
-  }
-  globfree(&found);
-  REQUIRE_MESSAGE(!path.empty(), "libfaketimeMT.so.1 not found: install Debian package faketime");
-  return path;
 }
 
 class Api {
@@ -100,12 +86,11 @@ struct Fleet {
     step_agent_clock("+0");
     std::string http = "127.0.0.1:" + std::to_string(http_port);
     agent = std::make_unique<test::Child>(
-        std::vector<std::string>{
-            "/usr/bin/env", "LD_PRELOAD=" + libfaketime(), "FAKETIME_TIMESTAMP_FILE=" + offset_file,
-            "FAKETIME_NO_CACHE=1", "FAKETIME_DONT_FAKE_MONOTONIC=1",
-            test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(),
-            "--db", dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
-            "--gateway-secret-file", dir.file("gateway.secret"), "--reservation-ttl-s", "5"},
+        test::faketime_command(
+            {"FAKETIME_TIMESTAMP_FILE=" + offset_file, "FAKETIME_NO_CACHE=1"},
+            {test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(),
+             "--db", dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
+             "--gateway-secret-file", dir.file("gateway.secret"), "--reservation-ttl-s", "5"}),
         dir.file("agent.log"));
     Api api(http_port);
     REQUIRE_MESSAGE(eventually(

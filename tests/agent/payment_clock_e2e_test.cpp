@@ -6,7 +6,6 @@
 // it is recorded and honoured: the order completes, and the skew is counted
 // and logged instead of every payment being refused.
 #include <doctest/doctest.h>
-#include <glob.h>
 #include <httplib.h>
 #include <signal.h>
 
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "faketime.hpp"
 #include "test_support.hpp"
 #include "vend/webhook.hpp"
 
@@ -45,32 +45,9 @@ int64_t real_now_s() {
       .count();
 }
 
-// Debian's libfaketime (/usr/lib/<multiarch>/faketime/libfaketime.so.1).
-std::string libfaketime() {
-  test::require_program("faketime", "faketime");
-  glob_t found{};
-  std::string path;
-  if (glob("/usr/lib/*/faketime/libfaketime.so.1", 0, nullptr, &found) == 0) {
-    path = found.gl_pathv[0];
-  }
-  globfree(&found);
-  REQUIRE_MESSAGE(!path.empty(),
-                  "libfaketime.so.1 not found: install Debian package faketime "
-                  "(scripts/setup-deps)");
-  return path;
-}
-
-// argv run with its wall clock `ahead_s` seconds fast. An ASan build must
-// be told that libfaketime comes first.
+// argv run with its wall clock `ahead_s` seconds fast.
 std::vector<std::string> ahead(int64_t ahead_s, std::vector<std::string> argv) {
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  std::vector<std::string> out = {
-      test::require_program("env", "coreutils"), "LD_PRELOAD=" + libfaketime(),
-      "FAKETIME=+" + std::to_string(ahead_s), "FAKETIME_DONT_FAKE_MONOTONIC=1",
-      std::string("ASAN_OPTIONS=") + (asan != nullptr ? std::string(asan) + ":" : "") +
-          "verify_asan_link_order=0"};
-  out.insert(out.end(), argv.begin(), argv.end());
-  return out;
+  return test::faketime_command({"FAKETIME=+" + std::to_string(ahead_s)}, argv);
 }
 
 std::string trim(std::string s) {

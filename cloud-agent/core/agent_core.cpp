@@ -1,7 +1,7 @@
 // AgentCore: the public face. Every method runs its work as steps on the
 // runner (step() forwards to the Coordinator's parts, then carries out the
-// step's effects);
-// the waits for a group commit (reservations, payments, provisioning, slot
+// step's effects). Reservations and payments are answered from their
+// commit's callback; the other waits for a group commit (provisioning, slot
 // changes, restock orders, reviews) happen here, between steps.
 #include "core/agent_core.hpp"
 
@@ -160,7 +160,7 @@ std::optional<bool> AgentCore::storage_failed() {
 
 // A reservation is answered only once it is durable: a customer who got
 // its id must find the order after any crash. Concurrent reservations share
-// one group commit; the wait happens between steps.
+// one group commit; nobody waits for it.
 Result<std::string> AgentCore::scoped_key(const std::string& client,
                                           const std::string& idempotency_key) {
   if (auto s = detail::check_text("idempotency key", idempotency_key, 128, true); !s.ok()) {
@@ -169,31 +169,6 @@ Result<std::string> AgentCore::scoped_key(const std::string& client,
   if (idempotency_key.empty()) return std::string();
   if (auto s = detail::check_text("client", client, 128, false); !s.ok()) return s.error();
   return client + "\n" + idempotency_key;
-}
-
-Result<Order> AgentCore::create_order(const std::string& device, int slot,
-                                      const std::string& client,
-                                      const std::string& idempotency_key) {
-  auto scoped = scoped_key(client, idempotency_key);
-  if (!scoped.ok()) return scoped.error();
-  Ticket wait;
-  Result<Order> order = refused();
-  if (!step([&] { order = core_->order_desk.create_order(device, slot, client, *scoped, wait); })) {
-    return refused();
-  }
-  if (!order.ok() && must_read(order.error())) {
-    auto read =
-        read_log(key_reader_, [&] { return core_->repo.find_order_by_idempotency_key(*scoped); });
-    order = refused();
-    if (!step([&] {
-          order = core_->order_desk.create_order(device, slot, client, *scoped, wait, &read);
-        })) {
-      return refused();
-    }
-  }
-  if (!order.ok()) return order;
-  if (auto s = wait_durable(wait, "order " + order->id); !s.ok()) return s.error();
-  return order;
 }
 
 void AgentCore::create_order_async(const std::string& device, int slot, const std::string& client,
@@ -283,19 +258,6 @@ Result<Order> AgentCore::get_order(const std::string& order_id) {
     if (*rec == nullptr) return make_error("not_found", "no order '" + order_id + "'");
     return (*rec)->order;
   });
-}
-
-Result<Order> AgentCore::pay(const std::string& order_id, const std::string& payment_id,
-                             int64_t amount_cents) {
-  Result<detail::PayStep> first = refused();
-  if (!step([&] { first = core_->order_desk.pay(order_id, payment_id, amount_cents); }))
-    return refused();
-  if (!first.ok()) return first.error();
-  Status committed = core_->repo.wait(first->wait);  // the group commit, between the steps
-  Result<Order> out = refused();
-  if (!step([&] { out = core_->order_desk.finish_pay(order_id, *first, committed); }))
-    return refused();
-  return out;
 }
 
 Result<Order> AgentCore::cancel(const std::string& order_id) {

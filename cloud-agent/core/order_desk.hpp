@@ -162,10 +162,14 @@ class OrderDesk : public CoreEnv {
   Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
   detail::PayStep dispatch_paid(OrderRec& rec, const std::string& payment_id, int64_t amount_cents);
   // The payment cannot be honoured (rules::decide_payment): recorded and
-  // refunded; the order keeps its state unless the payment was late (then
-  // it ends REFUNDED).
+  // refunded, with what `changes` holds already, in one commit; the order
+  // keeps its state unless the payment was late (then it ends REFUNDED).
   detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
-                                 const rules::PaymentDecision& decision);
+                                 const rules::PaymentDecision& decision, Changeset changes);
+  // A RESERVED order past its deadline whose timer has not fired, found by
+  // a payment: expired into the payment's `changes`. An order in another
+  // state is a bug: "internal", nothing changed.
+  Status expire_with_payment(OrderRec& rec, Changeset& changes);
   detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
                                        int64_t amount_cents);
   static Order unknown_order(const std::string& order_id);

@@ -12,8 +12,6 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "http";
-// Signatures remembered against replays (a few MB at most).
-constexpr size_t kMaxRememberedSignatures = 100'000;
 
 // Compares two equal-size strings without an early exit.
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -29,10 +27,10 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 int http_status_of(const std::string& code) {
   if (code == "bad_request") return 400;
-  if (code == "unauthorized" || code == "bad_signature" || code == "signature_expired") return 401;
+  if (code == "unauthorized" || code == "bad_signature") return 401;
   if (code == "not_found" || code == "unknown_slot") return 404;
   if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
-      code == "conflict" || code == "replayed" || code == "decommissioned") {
+      code == "conflict" || code == "decommissioned") {
     return 409;
   }
   if (code == "payload_too_large") return 413;
@@ -46,8 +44,8 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       options_(std::move(options)),
       clock_(clock),
       log_(log),
-      replays_(options_.payment_tolerance_s, kMaxRememberedSignatures),
       peers_(options_.max_requests_per_peer),
+      bad_signature_log_(clock, log, RateLimitedLog::Options{60'000, 256}),
       workers_(options_.worker_threads, options_.max_queued_requests) {
   add_routes();
 }
@@ -267,7 +265,7 @@ AgentHealth HttpApi::health() const {
 }
 
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
-  std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics();
+  std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics() + payment_metrics();
   if (options_.server_stats) text += render_http_metrics(options_.server_stats());
   if (options_.ops_hub != nullptr) text += options_.ops_hub->render_metrics();
   if (options_.cluster_metrics) text += options_.cluster_metrics();

@@ -63,7 +63,12 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
                     "Device ledgers replaced by a new one (reflashed SD card, new board).",
                     m.ledgers_replaced_total);
   prometheus_scalar(out, "vend_device_retired_ledger_events_total", "counter",
-                    "Events of a replaced device ledger, refused.", m.retired_ledger_events_total);
+                    "Events of a replaced device ledger (refused; dispense results judged).",
+                    m.retired_ledger_events_total);
+  prometheus_scalar(out, "vend_device_diverged_events_total", "counter",
+                    "Device events under a processed seq with other content (a ledger that "
+                    "went back in time), refused.",
+                    m.diverged_events_total);
   prometheus_scalar(out, "vend_device_key_rotations_total", "counter",
                     "Devices that signed with their new key (the old one revoked).",
                     m.key_rotations_total);

@@ -197,6 +197,7 @@ Status AgentProcess::start(std::ostream& out) {
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
+  ao.command_version = static_cast<int>(options_.command_version);
   ao.dispatch_review_ms = options_.review_after_s * 1000;
   ao.refund_max_attempts = static_cast<int>(options_.refund_max_attempts);
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;

@@ -124,6 +124,7 @@ const std::map<std::string, Setter>& valued_options() {
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--command-version", set_int(&ShellOptions::command_version, "--command-version", 1, 2)},
       {"--refund-url", set_text(&ShellOptions::refund_url)},
       {"--refund-max-attempts",
        set_int(&ShellOptions::refund_max_attempts, "--refund-max-attempts", 1, 1000)},
@@ -459,8 +460,11 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --insecure-no-auth            operator endpoints without a token (local demos only)
   --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
   --payment-tolerance-s N       a payment notification signed more than N s from the
-                                agent's clock is refused (300; 1..86400)
+                                agent's clock is counted and logged, and honoured all the
+                                same (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --command-version 1|2         protocol version of commands (2: every command expires;
+                                1 only for firmware before v2, docs/protocol.md)
   --refund-url URL              the payment gateway's refund endpoint (http[s]://…); every
                                 refund is POSTed there, signed, until it answers 2xx (none:
                                 refunds are recorded but not delivered)

@@ -38,6 +38,7 @@ struct ShellOptions {
   int64_t reservation_ttl_s = 300;
   int64_t payment_tolerance_s = 300;
   int64_t dispatch_ttl_s = 60;
+  int64_t command_version = 2;  // protocol version of commands (1: firmware before v2)
   int64_t review_after_s = 30 * 60;
   std::string refund_url;  // empty: refunds are recorded, not delivered
   int64_t refund_max_attempts = 20;

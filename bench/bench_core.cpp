@@ -10,11 +10,12 @@
 //              reservations/s and reservations per second of the core
 //              thread's own CPU time (CLOCK_THREAD_CPUTIME_ID, read by steps
 //              on that thread): what one core carries. Target >= 200,000/s.
-//   blocking   64 threads each reserve with the blocking create_order (a
-//              thread waits for every commit) and cancel (so the pool never
-//              runs out); core CPU per reservation+cancel.
-//   baseline   the blocking pair on one caller thread with InlineRunner
-//              (what the deterministic simulation does), same run.
+//   blocking   64 threads each reserve through create_order_async and wait
+//              for its answer (call_order, core/order_calls.hpp: a thread
+//              waits for every commit) and cancel (so the pool never runs
+//              out); core CPU per reservation+cancel.
+//   baseline   the same pair on one caller thread with CallerRunner (what
+//              the tests and the deterministic simulation do), same run.
 //   postgresql async again, the same core over the PostgreSQL repository
 //              (vend-agent --db postgresql://..., shipped defaults: group
 //              commit pipelined, synchronous_commit on) on a PostgreSQL 15
@@ -29,6 +30,7 @@
 
 #include "bench_util.hpp"
 #include "core/agent_core.hpp"
+#include "core/order_calls.hpp"
 #include "null_transport.hpp"
 #include "postgres/postgres_repository.hpp"
 #include "repository/repository.hpp"
@@ -65,7 +67,7 @@ struct Figures {
 
 class Agent {
  public:
-  // `threaded`: a CoreThread runner (vend-agent), else InlineRunner. With
+  // `threaded`: a CoreThread runner (vend-agent), else CallerRunner. With
   // `postgres_url`, the log is PostgreSQL's instead of SQLite's in `dir`.
   Agent(const std::string& dir, bool threaded, const std::string& postgres_url = "") {
     auto repo = postgres_url.empty()
@@ -74,9 +76,16 @@ class Agent {
     if (!repo.ok()) throw std::runtime_error(repo.error().to_string());
     repo_ = std::move(repo).value();
     seed();
-    if (threaded) runner_ = std::make_unique<CoreThread>(CoreThread::Limits{}, ms(10), log_);
+    CoreRunner* runner = nullptr;
+    if (threaded) {
+      runner_ = std::make_unique<CoreThread>(CoreThread::Limits{}, ms(10), log_);
+      runner = runner_.get();
+    } else {
+      caller_ = std::make_unique<CallerRunner>();
+      runner = caller_.get();
+    }
     core_ = std::make_unique<AgentCore>(*repo_, transport_, clock_, random_, log_, AgentOptions{},
-                                        runner_.get());
+                                        runner);
     if (auto s = core_->start(); !s.ok()) throw std::runtime_error(s.error().to_string());
     AgentCore& core = *core_;
     if (runner_) runner_->start(CoreThread::Handlers{nullptr, nullptr, [&core] { core.tick(); }});
@@ -155,7 +164,7 @@ class Agent {
           const auto& m = machines_[static_cast<size_t>(i % kMachines)];
           int slot = 1 + (i / kMachines) % kSlots;
           i += clients;
-          auto o = core_->create_order(m.id, slot, "", "");
+          auto o = reserve(m.id, slot);
           if (!o.ok()) {
             ++failed;
             continue;
@@ -172,7 +181,7 @@ class Agent {
         const auto& m = machines_[static_cast<size_t>(i % kMachines)];
         int slot = 1 + (i / kMachines) % kSlots;
         ++i;
-        auto o = core_->create_order(m.id, slot, "", "");
+        auto o = reserve(m.id, slot);
         if (!o.ok()) {
           ++failed;
           continue;
@@ -199,7 +208,16 @@ class Agent {
  private:
   static std::chrono::milliseconds ms(int n) { return std::chrono::milliseconds(n); }
 
-  // The core thread's CPU time so far (the caller's own with InlineRunner).
+  // A reservation, waited for: on this thread's CallerRunner, or from a
+  // producer thread of the CoreThread.
+  Result<Order> reserve(const std::string& device, int slot) {
+    auto start = [&](AgentCore::OrderCallback done) {
+      core_->create_order_async(device, slot, "", "", std::move(done));
+    };
+    return caller_ ? call_order(*caller_, *repo_, start) : call_order(start);
+  }
+
+  // The core thread's CPU time so far (the caller's own with CallerRunner).
   double core_cpu() {
     double t = 0;
     if (runner_) {
@@ -238,6 +256,7 @@ class Agent {
   SystemClock clock_;
   SecureRandom random_;
   bench::NullTransport transport_;
+  std::unique_ptr<CallerRunner> caller_;  // outlives repo_: commit callbacks post to it
   std::unique_ptr<Repository> repo_;
   WriterStats last_;
   std::unique_ptr<CoreThread> runner_;

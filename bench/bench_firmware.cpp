@@ -14,7 +14,7 @@
 //    2 s, read VmRSS. Skipped under --emulated (the RSS would be qemu's).
 //    Twice: over plain tcp:// to a bare mosquitto (daemon_idle_rss), and as
 //    a device is configured, over TLS with a password to the shipped broker
-//    configuration (daemon_idle_rss_tls; tests/deploy/broker_rig.hpp).
+//    configuration (daemon_idle_rss_tls; tests/support/broker_rig.hpp).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/vfs.h>

@@ -10,14 +10,22 @@
 //    of digits; not both Content-Length and Transfer-Encoding; at most one
 //    Transfer-Encoding field, exactly "chunked";
 //  - an accepted target has no control byte, no space, no %00, and fits.
+// Then "GET " + the input, as raw bytes, is parsed as libmicrohttpd 0.9.75
+// parses a head in place (tests/support/mhd_head_model.hpp) and checked as
+// HttpServer checks it (check_head_layout(), then check_request_head()). A
+// head both accept hides no byte behind a NUL (every raw NUL is followed by
+// NUL, CR or LF), and, when it has no NUL, ends every line with CRLF and
+// folds no field (no line after the request line starts with SP or HTAB).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "http/request_framing.hpp"
+#include "mhd_head_model.hpp"
 
 namespace {
 
@@ -97,23 +105,54 @@ void check_accepted(const vend::agent::RequestHead& head, std::string_view input
   if (head.target.find("%00") != std::string_view::npos) fail("accepted %00", input);
 }
 
+void check_refusal(const vend::agent::FramingError& refused, std::string_view input) {
+  if (refused.status != 400 && refused.status != 414 && refused.status != 501) {
+    fail("unexpected status", input);
+  }
+  if (refused.message.empty()) fail("refusal without a message", input);
+  if (refused.problem == FramingProblem::kIncompleteRequest ||
+      refused.problem == FramingProblem::kRefusedByParser) {
+    fail("a problem only the server reports", input);
+  }
+}
+
+void check_raw_head(std::string_view input) {
+  std::string raw = "GET " + std::string(input);
+  std::optional<vend::test::MhdHeadModel> model = vend::test::MhdHeadModel::parse(raw);
+  if (!model) return;  // libmicrohttpd's own refusal, or no head yet
+  auto refused = vend::agent::check_head_layout(model->layout());
+  if (!refused) refused = vend::agent::check_request_head(model->head(), kMaxTarget);
+  if (refused) {
+    check_refusal(*refused, input);
+    return;
+  }
+  std::string_view head = std::string_view(raw).substr(0, model->head_size());
+  for (size_t i = 0; i + 1 < head.size(); ++i) {
+    char next = head[i + 1];
+    if (head[i] == '\0' && next != '\0' && next != '\r' && next != '\n') {
+      fail("accepted a NUL hiding a byte", input);
+    }
+  }
+  if (head.find('\0') != std::string_view::npos) return;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (head[i] != '\n') continue;
+    if (i == 0 || head[i - 1] != '\r') fail("accepted a bare LF", input);
+    bool folded = i + 1 < head.size() && (head[i + 1] == ' ' || head[i + 1] == '\t');
+    if (folded) fail("accepted a line starting with whitespace", input);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);
   vend::agent::RequestHead head = head_of(input);
   auto refused = vend::agent::check_request_head(head, kMaxTarget);
-  if (!refused) {
+  if (refused) {
+    check_refusal(*refused, input);
+  } else {
     check_accepted(head, input);
-    return 0;
   }
-  if (refused->status != 400 && refused->status != 414 && refused->status != 501) {
-    fail("unexpected status", input);
-  }
-  if (refused->message.empty()) fail("refusal without a message", input);
-  if (refused->problem == FramingProblem::kIncompleteRequest ||
-      refused->problem == FramingProblem::kRefusedByParser) {
-    fail("a problem only the server reports", input);
-  }
+  check_raw_head(input);
   return 0;
 }

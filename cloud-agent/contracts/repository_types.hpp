@@ -198,6 +198,7 @@ struct LoadedState {
     int64_t decommissioned_ms = 0;             // 0 = in service
     std::string ledger_id;                     // whose seqs last_processed_seq counts
     std::vector<std::string> retired_ledgers;  // replaced ones: their events are refused
+    std::string last_mac;                      // of the event at last_processed_seq ("" = unknown)
   };
   struct Slot {
     std::string device;
@@ -294,6 +295,7 @@ struct UpdateRefund {
 struct AdvanceDeviceSeq {
   std::string device;
   uint64_t from = 0, to = 0;
+  std::string mac;  // of the event at `to` ("" = unknown: a skipped gap)
 };
 struct SwitchLedger {
   std::string device, from;

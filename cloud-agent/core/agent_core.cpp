@@ -1,7 +1,7 @@
 // AgentCore: the public face. Every method runs its work as steps on the
 // runner (step() forwards to the Coordinator's parts, then carries out the
-// step's effects);
-// the waits for a group commit (reservations, payments, provisioning, slot
+// step's effects). Reservations and payments are answered from their
+// commit's callback; the other waits for a group commit (provisioning, slot
 // changes, restock orders, reviews) happen here, between steps.
 #include "core/agent_core.hpp"
 
@@ -18,12 +18,21 @@ Error refused() {
   return make_error("unavailable", "the agent core is saturated or stopping; try again");
 }
 
+Error reader_refused() {
+  return make_error("unavailable", "too many reads of the log waiting; try again");
+}
+
+bool must_read(const Error& e) { return e.code == kMustRead; }
+
 }  // namespace
 
 AgentCore::AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random,
-                     Logger& log, AgentOptions options, CoreRunner* runner)
+                     Logger& log, AgentOptions options, CoreRunner* runner, CoreRunner* reader,
+                     CoreRunner* key_reader)
     : core_(std::make_unique<Coordinator>(repo, clock, random, log, std::move(options))),
       runner_(runner != nullptr ? *runner : inline_runner_),
+      reader_(reader != nullptr ? *reader : inline_reader_),
+      key_reader_(key_reader != nullptr ? *key_reader : reader_),
       transport_(transport) {}
 
 AgentCore::~AgentCore() = default;
@@ -40,6 +49,7 @@ bool AgentCore::step(const std::function<void()>& body) {
 // back to the core (its resend timer); everything else is re-sent by the
 // protocol (acks and requests are repeated, ops views re-published).
 void AgentCore::carry_out_effects() {
+  sync_known_devices();
   detail::Effects fx = core_->out.take_effects();
   for (const auto& filter : fx.unsubscribes) {
     if (auto s = transport_.unsubscribe(filter); !s.ok()) {
@@ -60,6 +70,27 @@ void AgentCore::carry_out_effects() {
     core_->log.debug(detail::kLog, "publish on " + p.message.topic + ": " + s.error().to_string());
     if (!p.order_id.empty()) core_->order_desk.publish_failed(p.order_id);
   }
+}
+
+// Records are never erased and are numbered in order (DeviceBook): the new
+// ones since the last sync are the numbers from synced_devices_ on.
+void AgentCore::sync_known_devices() {
+  DeviceBook& book = core_->devices;
+  bool rebuilt = synced_core_ != core_.get();
+  if (!rebuilt && book.size() == synced_devices_) return;
+  std::vector<std::string> ids;
+  size_t from = rebuilt ? 0 : synced_devices_;
+  ids.reserve(book.size() - from);
+  for (size_t i = from; i < book.size(); ++i) {
+    ids.push_back(book.at_index(static_cast<uint32_t>(i))->id);
+  }
+  if (rebuilt) {
+    known_devices_.replace(ids);
+  } else {
+    known_devices_.add(ids);
+  }
+  synced_core_ = core_.get();
+  synced_devices_ = book.size();
 }
 
 Status AgentCore::wait_durable(const Ticket& ticket, const std::string& what) {
@@ -129,7 +160,7 @@ std::optional<bool> AgentCore::storage_failed() {
 
 // A reservation is answered only once it is durable: a customer who got
 // its id must find the order after any crash. Concurrent reservations share
-// one group commit; the wait happens between steps.
+// one group commit; nobody waits for it.
 Result<std::string> AgentCore::scoped_key(const std::string& client,
                                           const std::string& idempotency_key) {
   if (auto s = detail::check_text("idempotency key", idempotency_key, 128, true); !s.ok()) {
@@ -140,43 +171,47 @@ Result<std::string> AgentCore::scoped_key(const std::string& client,
   return client + "\n" + idempotency_key;
 }
 
-Result<Order> AgentCore::create_order(const std::string& device, int slot,
-                                      const std::string& client,
-                                      const std::string& idempotency_key) {
-  auto scoped = scoped_key(client, idempotency_key);
-  if (!scoped.ok()) return scoped.error();
-  Ticket wait;
-  Result<Order> order = refused();
-  if (!step([&] { order = core_->order_desk.create_order(device, slot, client, *scoped, wait); })) {
-    return refused();
-  }
-  if (!order.ok()) return order;
-  if (auto s = wait_durable(wait, "order " + order->id); !s.ok()) return s.error();
-  return order;
-}
-
 void AgentCore::create_order_async(const std::string& device, int slot, const std::string& client,
                                    const std::string& idempotency_key, OrderCallback done) {
   auto scoped = scoped_key(client, idempotency_key);
   if (!scoped.ok()) return done(scoped.error());
   auto reply = std::make_shared<OrderCallback>(std::move(done));
   bool posted = post_step([this, device, slot, client, key = *scoped, reply] {
-    Ticket durable;
-    auto order = core_->order_desk.create_order(device, slot, client, key, durable);
-    if (!order.ok()) return (*reply)(order);
-    // Answered once durable: a customer who got its id finds the order after
-    // any crash. The commit completes on the writer thread; nobody waits.
-    core_->repo.after_durable(
-        durable, [this, o = std::move(order).value(), reply](Status committed) {
-          if (committed.ok()) return (*reply)(o);
-          (void)post_step([this, e = committed.error(), what = "order " + o.id] {
-            core_->writes.write_failed(e, what);
-          });
-          (*reply)(make_error("unavailable",
-                              "order " + o.id + " not stored: " + committed.error().message));
-        });
+    create_order_step(device, slot, client, key, reply, nullptr);
   });
   if (!posted) (*reply)(refused());
+}
+
+void AgentCore::create_order_step(const std::string& device, int slot, const std::string& client,
+                                  const std::string& key,
+                                  const std::shared_ptr<OrderCallback>& reply,
+                                  const Result<std::optional<Order>>* key_read) {
+  Ticket durable;
+  auto order = core_->order_desk.create_order(device, slot, client, key, durable, key_read);
+  if (!order.ok() && must_read(order.error()) && key_read == nullptr) {
+    // The key is read on the reader, never here; the reservation is decided
+    // in a later step with what it read.
+    bool queued = key_reader_.post([this, device, slot, client, key, reply] {
+      auto read = core_->repo.find_order_by_idempotency_key(key);
+      bool again = post_step([this, device, slot, client, key, reply, read] {
+        create_order_step(device, slot, client, key, reply, &read);
+      });
+      if (!again) (*reply)(refused());
+    });
+    if (!queued) (*reply)(reader_refused());
+    return;
+  }
+  if (!order.ok()) return (*reply)(order);
+  // Answered once durable: a customer who got its id finds the order after
+  // any crash. The commit completes on the writer thread; nobody waits.
+  core_->repo.after_durable(durable, [this, o = std::move(order).value(), reply](Status committed) {
+    if (committed.ok()) return (*reply)(o);
+    (void)post_step([this, e = committed.error(), what = "order " + o.id] {
+      core_->writes.write_failed(e, what);
+    });
+    (*reply)(
+        make_error("unavailable", "order " + o.id + " not stored: " + committed.error().message));
+  });
 }
 
 void AgentCore::pay_async(const std::string& order_id, const std::string& payment_id,
@@ -198,52 +233,46 @@ void AgentCore::pay_async(const std::string& order_id, const std::string& paymen
   if (!posted) (*reply)(refused());
 }
 
-Result<Order> AgentCore::get_order(const std::string& order_id) {
-  Result<Order> out = refused();
-  if (!step([&] {
-        auto rec = core_->order_desk.find_or_load_order(order_id);
-        if (!rec.ok()) {
-          out = rec.error();
-        } else if (*rec == nullptr) {
-          out = make_error("not_found", "no order '" + order_id + "'");
-        } else {
-          out = (*rec)->order;
-        }
-      })) {
-    return refused();
-  }
+Result<std::optional<Order>> AgentCore::read_log(
+    CoreRunner& reader, const std::function<Result<std::optional<Order>>()>& read) {
+  Result<std::optional<Order>> out = reader_refused();
+  if (!reader.run([&] { out = read(); })) return reader_refused();
   return out;
 }
 
-Result<Order> AgentCore::pay(const std::string& order_id, const std::string& payment_id,
-                             int64_t amount_cents) {
-  Result<detail::PayStep> first = refused();
-  if (!step([&] { first = core_->order_desk.pay(order_id, payment_id, amount_cents); }))
-    return refused();
-  if (!first.ok()) return first.error();
-  Status committed = core_->repo.wait(first->wait);  // the group commit, between the steps
-  Result<Order> out = refused();
-  if (!step([&] { out = core_->order_desk.finish_pay(order_id, *first, committed); }))
-    return refused();
+template <typename T, typename Body>
+Result<T> AgentCore::with_order_read(const std::string& order_id, Body body) {
+  Result<T> out = refused();
+  if (!step([&] { out = body(nullptr); })) return refused();
+  if (out.ok() || !must_read(out.error())) return out;
+  auto read = read_log(reader_, [&] { return core_->repo.find_order(order_id); });
+  out = refused();
+  if (!step([&] { out = body(&read); })) return refused();
   return out;
+}
+
+Result<Order> AgentCore::get_order(const std::string& order_id) {
+  return with_order_read<Order>(order_id, [&](const LogRead* read) -> Result<Order> {
+    auto rec = core_->order_desk.order_for_request(order_id, read);
+    if (!rec.ok()) return rec.error();
+    if (*rec == nullptr) return make_error("not_found", "no order '" + order_id + "'");
+    return (*rec)->order;
+  });
 }
 
 Result<Order> AgentCore::cancel(const std::string& order_id) {
-  Result<Order> out = refused();
-  if (!step([&] { out = core_->order_desk.cancel(order_id); })) return refused();
-  return out;
+  return with_order_read<Order>(
+      order_id, [&](const LogRead* read) { return core_->order_desk.cancel(order_id, read); });
 }
 
 Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispensed,
                                         const std::string& by, const std::string& note) {
   Ticket wait;
-  Result<Order> order = refused();
-  if (!step([&] {
-        order = core_->order_desk.resolve_review(order_id, dispensed, by, note);
-        if (order.ok()) wait = core_->order_desk.durable_ticket(order_id);
-      })) {
-    return refused();
-  }
+  auto order = with_order_read<Order>(order_id, [&](const LogRead* read) {
+    auto out = core_->order_desk.resolve_review(order_id, dispensed, by, note, read);
+    if (out.ok()) wait = core_->order_desk.durable_ticket(order_id);
+    return out;
+  });
   if (!order.ok()) return order;
   if (auto s = wait_durable(wait, "resolution of " + order_id); !s.ok()) return s.error();
   return order;

@@ -13,10 +13,13 @@
 //
 // Thread-safety: with a threaded runner (the vend-agent core thread) every
 // public method may be called from any thread; with InlineRunner (the
-// default) from one thread only. Methods that promise durability
-// (create_order, pay, resolve_review, provision_device, set_slot,
-// request_restock) wait for their group commit on the caller's thread,
-// between two steps, never inside one.
+// default) from one thread only. Reservations and payments are answered
+// through a callback once durable (create_order_async, pay_async: nobody
+// waits; core/order_calls.hpp drives them to their answer for tests, the
+// benchmarks and the simulation); the other methods that promise durability
+// (resolve_review, provision_device, set_slot, request_restock) wait for
+// their group commit on the caller's thread, between two steps, never
+// inside one.
 //
 // Promise kept here: a reservation takes one token from the slot's pool (the
 // one stock truth: a check-and-take on the in-memory pool, made durable by
@@ -38,6 +41,7 @@
 #include "contracts/order.hpp"
 #include "contracts/refund.hpp"
 #include "core/core_runner.hpp"
+#include "devices/known_devices.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
 #include "vend/ops.hpp"
@@ -115,8 +119,17 @@ struct AgentOptions {
   // RESERVED orders at once; one more is refused ("too_many_reservations",
   // HTTP 429), so nobody reserves a machine empty without paying. 0 = off.
   size_t max_open_reservations_per_client = 20;
-  int64_t dispatch_ttl_ms = 60 * 1000;    // command expires_at = dispatch + this
-  int64_t expiry_skew_ms = 5000;          // the devices' tolerated skew
+  int64_t dispatch_ttl_ms = 60 * 1000;  // an order's expires_at = dispatch + this
+  // The clock skew tolerated between agent and device, one bound for both:
+  // a v2 dispense command carries expires_at + this as its hard bound, and
+  // the agent decides "never dispensed" only on a device timestamp past it.
+  int64_t expiry_skew_ms = 5000;
+  // Commands go out in this protocol version: 2 (every command expires), or
+  // 1 for a fleet with firmware older than v2 (docs/protocol.md, Versioning).
+  int command_version = 2;
+  // A v2 command other than a dispense expires this long (plus
+  // expiry_skew_ms) after it is sent: the device refuses it after that.
+  int64_t command_ttl_ms = 30 * 1000;
   int64_t sweep_interval_ms = 30 * 1000;  // backstop scan of stored deadlines
   int64_t busy_retry_ms = 2000;           // re-send a command a busy device refused
   // A published dispense command without a result is sent again
@@ -214,7 +227,8 @@ struct AgentMetrics {
   int64_t tokens_removed_total = 0;           // tokens the devices no longer had
   int64_t seq_gaps_total = 0;                 // gaps skipped on the device's events_unavailable
   int64_t ledgers_replaced_total = 0;         // new device ledgers (reflash, new board)
-  int64_t retired_ledger_events_total = 0;    // events of a replaced ledger, refused
+  int64_t retired_ledger_events_total = 0;    // events of a replaced ledger (results judged)
+  int64_t diverged_events_total = 0;          // events under a seq processed with other content
   int64_t key_rotations_total = 0;            // devices that took their new key
   int64_t decommissioned_messages_total = 0;  // messages of decommissioned devices, refused
   int64_t resend_requests_total = 0;          // resend commands sent for a seq gap
@@ -239,9 +253,15 @@ struct AgentMetrics {
 class AgentCore {
  public:
   // `runner`: where the steps run; nullptr = InlineRunner (one caller
-  // thread). It must outlive the core.
+  // thread). `reader`: where the log is read for clients' requests that
+  // memory cannot answer (an order id not in memory in cluster mode or
+  // after eviction), off the core's thread; `key_reader` the same for the
+  // idempotency keys of reservations (nullptr: `reader`). Their steps are
+  // bounded (a refused one is answered "unavailable"); nullptr = the
+  // caller's thread (InlineRunner). All must outlive the core.
   AgentCore(Repository& repo, Transport& transport, const Clock& clock, Random& random, Logger& log,
-            AgentOptions options = {}, CoreRunner* runner = nullptr);
+            AgentOptions options = {}, CoreRunner* runner = nullptr, CoreRunner* reader = nullptr,
+            CoreRunner* key_reader = nullptr);
   ~AgentCore();
   AgentCore(const AgentCore&) = delete;
   AgentCore& operator=(const AgentCore&) = delete;
@@ -282,33 +302,32 @@ class AgentCore {
   std::optional<bool> storage_failed();
 
   // ---- orders (HTTP) ----
+  Result<Order> get_order(const std::string& order_id);
+
+  // Reservations and payments are answered later: `done` is called exactly
+  // once, once the answer is durable — from the core thread or the
+  // repository's writer thread, so it must be quick (complete an HTTP
+  // reply). No thread waits for the commit meanwhile. With InlineRunner
+  // `done` may run before the call returns, and a payment's second step
+  // runs on the thread that commits (the writer, unless manual_commit):
+  // tests and the simulation use CallerRunner (core/order_calls.hpp).
+  using OrderCallback = std::function<void(Result<Order>)>;
   // Reserves one item: one token leaves the pool. Idempotency keys are
   // scoped per `client` (1..128 printable ASCII, required with a key): the
   // same non-empty key from the same client returns the same order, from
   // another client it is another order. Stored as "<client>\n<key>" (no
   // printable byte is '\n', so two scopes never meet); keys stored before
   // scoping match no client.
-  Result<Order> create_order(const std::string& device, int slot, const std::string& client,
-                             const std::string& idempotency_key);
-  Result<Order> get_order(const std::string& order_id);
-
-  // create_order and pay, answered later: `done` is called exactly once,
-  // with what the blocking call would return, once the answer is durable —
-  // from the core thread or the repository's writer thread, so it must be
-  // quick (complete an HTTP reply). No thread waits for the commit
-  // meanwhile. With InlineRunner `done` may run before the call returns.
-  using OrderCallback = std::function<void(Result<Order>)>;
   void create_order_async(const std::string& device, int slot, const std::string& client,
                           const std::string& idempotency_key, OrderCallback done);
-  void pay_async(const std::string& order_id, const std::string& payment_id, int64_t amount_cents,
-                 OrderCallback done);
   // A verified payment notification. Idempotent per payment_id. RESERVED ->
   // PAID -> DISPATCHED (durable, then the command is published); EXPIRED ->
   // REFUNDED. Every notification is recorded, for an unknown order too, and
   // one that cannot be honoured gets a refund (payment_outcome says which).
-  // Returns after the group commit.
-  Result<Order> pay(const std::string& order_id, const std::string& payment_id,
-                    int64_t amount_cents);
+  // Two steps: the first commits, the second (posted after that commit)
+  // publishes the dispense and answers.
+  void pay_async(const std::string& order_id, const std::string& payment_id, int64_t amount_cents,
+                 OrderCallback done);
   Result<Order> cancel(const std::string& order_id);
   // An operator's decision on a NEEDS_REVIEW order: `dispensed` -> COMPLETED
   // (the token counts as sold), otherwise -> REFUNDED (a refund of the
@@ -393,6 +412,11 @@ class AgentCore {
   // after an agent restart). Subscribing in the shell as well is harmless.
   void on_connection(bool connected);
 
+  // Whether this core holds the machine `device` in memory (every machine
+  // it serves), as of its last step. Any thread; never waits for the core:
+  // the HTTP edge answers requests about unknown ids without a step.
+  bool knows_device(const std::string& device) const { return known_devices_.contains(device); }
+
   // Fires due deadlines, runs the periodic sweep, flushes batched acks.
   void tick();
 
@@ -419,18 +443,42 @@ class AgentCore {
       carry_out_effects();
     });
   }
-  // create_order's checks of the key and the client: the scoped key.
+  // Runs `read` (a read of the log) on `reader` and returns what it read;
+  // "unavailable" when the reader refused it.
+  Result<std::optional<Order>> read_log(CoreRunner& reader,
+                                        const std::function<Result<std::optional<Order>>()>& read);
+  // A request about an order: `body(read)` as a step, and when memory
+  // cannot answer it (kMustRead), the order is read off the core's thread
+  // and `body` runs again with what was read.
+  template <typename T, typename Body>
+  Result<T> with_order_read(const std::string& order_id, Body body);
+  // create_order_async's step: the reservation (with what was read of its
+  // key, once read), answered once durable; a key memory cannot answer is
+  // read on the reader, then this runs again.
+  void create_order_step(const std::string& device, int slot, const std::string& client,
+                         const std::string& key, const std::shared_ptr<OrderCallback>& reply,
+                         const Result<std::optional<Order>>* key_read);
+  // create_order_async's checks of the key and the client: the scoped key.
   static Result<std::string> scoped_key(const std::string& client,
                                         const std::string& idempotency_key);
   void carry_out_effects();
+  // After a step: machines added to the core's book (or a rebuilt core)
+  // into known_devices_.
+  void sync_known_devices();
   // Waits for `ticket` (between steps); a failed commit fail-stops the core
   // and gives the "unavailable" error naming `what`.
   Status wait_durable(const std::shared_future<Status>& ticket, const std::string& what);
 
   std::unique_ptr<Coordinator> core_;  // the core's state and its parts (core/coordinator.hpp)
   InlineRunner inline_runner_;
+  InlineRunner inline_reader_;
   CoreRunner& runner_;
+  CoreRunner& reader_;
+  CoreRunner& key_reader_;
   Transport& transport_;
+  KnownDevices known_devices_;
+  const Coordinator* synced_core_ = nullptr;  // whose book known_devices_ holds
+  size_t synced_devices_ = 0;                 // how many of its records
 };
 
 }  // namespace vend::agent

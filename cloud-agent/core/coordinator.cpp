@@ -37,7 +37,7 @@ Status Coordinator::start() {
   if (!loaded.ok()) return loaded.error();
   if (auto s = device_desk.load(*loaded); !s.ok()) return s;
   size_t republished = order_desk.load(*loaded);
-  payments.load_refunds(loaded->pending_refunds, clock.wall_ms());
+  payments.load_refunds(loaded->pending_refunds, clock.monotonic_ms());
   writes.started = true;
   last_sweep_mono_ms_ = clock.monotonic_ms();
   device_desk.started();

@@ -42,7 +42,7 @@ Status DeviceDesk::load(const LoadedState& loaded) {
     DeviceRecord& dev = devices_.add(d.id);
     dev.keys = DeviceKeys(std::move(key).value());
     dev.created_ms = d.created_ms;
-    dev.acks.restore(d.last_processed_seq);
+    dev.acks.restore(d.last_processed_seq, d.last_mac);
     dev.ledger_id = d.ledger_id;
     dev.decommissioned_ms = d.decommissioned_ms;
     if (!d.next_key_hex.empty()) {

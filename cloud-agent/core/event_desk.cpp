@@ -75,56 +75,18 @@ void EventDesk::on_event(const std::string& topic_device, const std::string& pay
   }
   dev.last_seen_ms = clock.wall_ms();
   observe_clock(dev, event.ts_ms);
-  if (!admit_event(dev, event, what)) return;
+  if (!admit_event(dev, event, decoded->mac, what)) return;
   if (!writes_.writable().ok()) return;  // left unacknowledged: it comes again
   Changeset changes;
   if (auto s = apply_event(dev, event, decoded->canonical, changes); !s.ok()) {
     log.warn(detail::kLog, dev.id + " " + what + " not processed yet: " + s.error().to_string());
     return;
   }
-  changes.advance_device_seq(dev.id, dev.acks.last_processed(), event.seq);
-  dev.acks.processed(event.seq, writes_.commit(std::move(changes)));
+  changes.advance_device_seq(dev.id, dev.acks.last_processed(), event.seq, decoded->mac);
+  dev.acks.processed(event.seq, writes_.commit(std::move(changes)), decoded->mac);
   schedule_ack(dev);
   ++counters.events_processed_total;
   out_.mark_device_dirty(dev.id);
-}
-
-bool EventDesk::admit_event(DeviceRecord& dev, const proto::DeviceEvent& event,
-                            const std::string& what) {
-  const device_rules::Intake intake = device_rules::decide_intake(dev, event);
-  using Action = device_rules::Intake::Action;
-  if (intake.ledger == device_rules::Intake::Ledger::kRetired) {
-    // A late event of a card or board that was replaced: its ledger is gone
-    // from the machine, so it may no longer change what the cloud believes.
-    ++counters.retired_ledger_events_total;
-    out_.reject_message(
-        dev.id, "retired_ledger",
-        what + " of retired ledger '" + event.ledger_id + "' (current '" + dev.ledger_id + "')");
-    return false;
-  }
-  if (intake.ledger != device_rules::Intake::Ledger::kCurrent) {
-    if (!writes_.writable().ok()) return false;  // unacknowledged: it comes again
-    switch_ledger(dev, event.ledger_id, intake.ledger == device_rules::Intake::Ledger::kReplaced);
-  }
-  switch (intake.action) {
-    case Action::kRefuse: return false;  // kRetired, above
-    case Action::kReack:
-      ++counters.duplicate_events_total;
-      want_ack(dev);  // its ack may have been lost
-      return false;
-    case Action::kResend:
-      if (!writes_.writable().ok()) return false;
-      out_.request_resend(dev);
-      log.debug(detail::kLog, dev.id + " " + what + " skipped: waiting for seq " +
-                                  std::to_string(dev.acks.last_processed() + 1));
-      return false;  // unacknowledged: the device resends in order
-    case Action::kSkip:
-      if (!writes_.writable().ok()) return false;
-      skip_seq_gap(dev, intake);
-      return intake.process_after_skip;  // else older held ones first
-    case Action::kProcess: return true;
-  }
-  return false;
 }
 
 Status EventDesk::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
@@ -270,54 +232,6 @@ void EventDesk::observe_clock(DeviceRecord& device, int64_t device_ts_ms) {
   }
 }
 
-// The device sends seq N+k while the cloud expects N+1. Nothing is ever
-// acknowledged past N, so the device still holds N+1.. unless it deleted
-// them on an earlier ack the cloud no longer remembers (a restored
-// database). Ask it to resend from N+1; only its signed events_unavailable
-// answer lets the seq skip, and then a full snapshot repairs the token views.
-void EventDesk::skip_seq_gap(DeviceRecord& device, const device_rules::Intake& gap) {
-  Changeset changes;
-  changes.advance_device_seq(device.id, device.acks.last_processed(), gap.skip_to);
-  device.acks.processed(gap.skip_to, writes_.commit(std::move(changes)));
-  schedule_ack(device);
-  ++counters.seq_gaps_total;
-  out_.raise_alert(
-      device.id, 0, "seq_gap", "critical",
-      "events " + std::to_string(gap.gap_from) + ".." + std::to_string(gap.skip_to) +
-          " were acknowledged to the device but are missing here (restored database?); "
-          "the device confirmed they are gone; reconciling from a full snapshot");
-  out_.request_check_snapshot(device, "gap-");
-  device.resend_requested_mono_ms = 0;
-  if (!gap.process_after_skip) out_.request_resend(device);  // from its oldest held event on
-}
-
-void EventDesk::switch_ledger(DeviceRecord& dev, const std::string& ledger_id, bool replaced) {
-  Changeset changes;
-  changes.switch_ledger(dev.id, dev.ledger_id, dev.acks.last_processed(), ledger_id,
-                        clock.wall_ms());
-  // The old ledger's commits still run in order before the new one's; its
-  // acks are moot (the device no longer holds those seqs), a failed write
-  // still stops the core through the writer's failure count.
-  Ticket switched = writes_.commit(std::move(changes));
-  const std::string old_id = dev.ledger_id;
-  const uint64_t old_seq = dev.acks.last_processed();
-  dev.retired_ledgers.insert(old_id);  // "" too: a named ledger never goes back to none
-  dev.ledger_id = ledger_id;
-  dev.acks.restart(std::move(switched));
-  dev.resend_requested_mono_ms = 0;
-  out_.mark_device_dirty(dev.id);
-  if (!replaced) {
-    log.info(detail::kLog, dev.id + ": ledger " + ledger_id);
-    return;
-  }
-  ++counters.ledgers_replaced_total;
-  out_.raise_alert(dev.id, 0, "ledger_replaced", "warning",
-                   "new ledger '" + ledger_id + "' (seq from 1) replaces ledger '" + old_id +
-                       "' at seq " + std::to_string(old_seq) +
-                       " (reflashed SD card or new board); reconciling from a full snapshot");
-  out_.request_check_snapshot(dev, "ledger-");
-}
-
 void EventDesk::want_ack(DeviceRecord& device) {
   device.acks.want_ack();
   schedule_ack(device);
@@ -361,7 +275,8 @@ void EventDesk::flush_acks() {
       return writes_.write_failed(flushed.status.error(), "event write of " + id);
     }
     if (flushed.ack_upto) {
-      (void)out_.publish_command(dev, proto::Ack{id, *flushed.ack_upto, dev.ledger_id});
+      (void)out_.publish_command(
+          dev, proto::Ack{id, *flushed.ack_upto, dev.ledger_id, std::move(flushed.ack_mac)});
     }
     // Events still committing get their ack on a later tick.
     it = flushed.still_due ? std::next(it) : acks_due_.erase(it);

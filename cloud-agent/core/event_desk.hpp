@@ -3,8 +3,10 @@
 // replaces the old one), placed in its device's event stream
 // (device_rules::decide_intake: its ledger, its seq — next, a duplicate to
 // re-ack, beyond a gap to be resent, or a gap the device says it cannot
-// fill) and applied with its seq in one changeset; the device's batched ack
-// never runs ahead of the commits. Presence statuses
+// fill, or a ledger that went back in time) and applied with its seq in one
+// changeset; the device's batched ack never runs ahead of the commits and
+// names the mac of the event it covers up to. A retired ledger's late
+// dispense result is judged, never dropped unseen. Presence statuses
 // (device_rules::decide_presence), minted tokens, faults, snapshots (whole
 // or in parts) and their reconciliation (the pure reconcile::reconcile,
 // applied here); dispense results go to the OrderDesk.
@@ -79,9 +81,23 @@ class EventDesk : public CoreEnv {
   // A verified message stamped `device_ts_ms` by the device: a skew sample;
   // raises or clears the clock_skew alert.
   void observe_clock(DeviceRecord& device, int64_t device_ts_ms);
-  // Where the event falls in its stream (device_rules::decide_intake),
-  // carried out; true when it is processed now. `what`: its name in logs.
-  bool admit_event(DeviceRecord& device, const proto::DeviceEvent& event, const std::string& what);
+  // ---- event_ledgers.cpp ----
+  // Where the event (signed `mac`) falls in its stream
+  // (device_rules::decide_intake), carried out; true when it is processed
+  // now. `what`: its name in logs.
+  bool admit_event(DeviceRecord& device, const proto::DeviceEvent& event, const std::string& mac,
+                   const std::string& what);
+  // Another event under a processed seq (device_rules kDiverged): refused,
+  // counted; the device's ledger is marked diverged (nothing more of it is
+  // processed) and an ack of what was processed, with its mac, goes out.
+  void ledger_diverged(DeviceRecord& device, const proto::DeviceEvent& event,
+                       const std::string& what);
+  // An event of a retired ledger: a dispense result is judged by the
+  // OrderDesk like any (settled, or a dispense contradiction raised), once
+  // per mac among the device's last ones; others are refused. Nothing is
+  // acknowledged.
+  void on_retired_event(DeviceRecord& device, const proto::DeviceEvent& event,
+                        const std::string& mac, const std::string& what);
   // `canonical`: the event's signed canonical JSON (kept for snapshots).
   // A snapshot's body is moved out of `event` (its token lists are not copied).
   Status apply_event(DeviceRecord& device, proto::DeviceEvent& event, const std::string& canonical,
@@ -95,6 +111,8 @@ class EventDesk : public CoreEnv {
   // `replaced` (not the device's first ledger) raises ledger_replaced and
   // asks for a full snapshot.
   void switch_ledger(DeviceRecord& device, const std::string& ledger_id, bool replaced);
+
+  // ---- event_desk.cpp ----
   void want_ack(DeviceRecord& device);
   // The device's batched ack goes out ack_interval_ms from now (if not
   // already due); it joins acks_due_, which flush_acks() walks.

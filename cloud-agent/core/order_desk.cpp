@@ -8,6 +8,7 @@
 
 #include "core/output.hpp"
 #include "core/writes.hpp"
+#include "orders/order_ids.hpp"
 
 namespace vend::agent {
 
@@ -18,29 +19,6 @@ constexpr size_t kDefaultListLimit = 100;
 constexpr size_t kMaxListLimit = 10'000;
 constexpr size_t kMaxReviewText = 256;
 
-// `digits` lowercase hex digits of `v`, most significant first, at `out`.
-void put_hex(char* out, uint64_t v, int digits) {
-  constexpr char kHex[] = "0123456789abcdef";
-  for (int i = digits - 1; i >= 0; --i, v >>= 4) out[i] = kHex[v & 0xf];
-}
-
-// "ord-", the creation time (wall ms, 12 hex digits: sorts as text until the
-// year 10889), then 128 random bits. The time first puts each new order at
-// the right edge of every B-tree keyed by order id (orders, order_events,
-// payments: one page for a whole group commit instead of one each); the
-// random tail keeps the id as unguessable as before (it is enough to cancel).
-std::string new_order_id(int64_t wall_ms, Random& random) {
-  constexpr uint64_t kMask48 = (uint64_t{1} << 48) - 1;
-  // The same text as "ord-" + "%012llx" + random.id128() (whose hex is each
-  // 64-bit draw's, most significant byte first), written in place: this runs
-  // once per reservation, and snprintf was a sixth of its instructions.
-  std::string id(4 + 12 + 32, '\0');
-  id.replace(0, 4, "ord-");
-  put_hex(id.data() + 4, static_cast<uint64_t>(std::max<int64_t>(wall_ms, 0)) & kMask48, 12);
-  put_hex(id.data() + 16, random.next_u64(), 16);
-  put_hex(id.data() + 32, random.next_u64(), 16);
-  return id;
-}
 }  // namespace
 
 size_t OrderDesk::load(const LoadedState& loaded) {
@@ -92,25 +70,33 @@ void OrderDesk::restore_order(const Order& order) {
   }
 }
 
-Result<std::optional<Order>> OrderDesk::find_by_idempotency_key(const std::string& key) {
+Result<std::optional<Order>> OrderDesk::find_by_idempotency_key(const std::string& key,
+                                                                const LogRead* read) {
   if (OrderRec* rec = orders_.find_by_key(key)) return std::optional<Order>(rec->order);
   if (orders_.all_in_memory()) return std::optional<Order>();
-  auto stored = repo.find_order_by_idempotency_key(key);
-  if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
-  if (!stored->has_value()) return std::optional<Order>();
-  auto rec = find_or_load_order((*stored)->id);
+  if (read == nullptr) return make_error(kMustRead, key);
+  if (!read->ok()) return make_error("unavailable", read->error().to_string());
+  const std::optional<Order>& stored = **read;
+  if (!stored.has_value()) return std::optional<Order>();
+  // Read off the core thread: it may have entered memory meanwhile.
+  if (OrderRec* rec = orders_.find(stored->id)) return std::optional<Order>(rec->order);
+  auto rec = adopt_stored(stored->id, stored);
   if (!rec.ok()) return rec.error();
   return std::optional<Order>((*rec)->order);
 }
 
 Result<Order> OrderDesk::create_order(const std::string& device, int slot,
                                       const std::string& client, const std::string& key,
-                                      Ticket& durable) {
+                                      Ticket& durable, const LogRead* key_read) {
   if (auto owner = owner_check(device); !owner.ok()) return owner.error();
   if (key.size() > kMaxScopedKey) return make_error("bad_request", "idempotency key too long");
   if (!writes_.started) return make_error("unavailable", "the agent core is not started");
+  // Every machine this core serves is in memory: an unknown one costs no
+  // read of the log, whatever the key.
+  if (devices_.find(device) == nullptr)
+    return make_error("not_found", "no device '" + device + "'");
   if (!key.empty()) {
-    auto existing = find_by_idempotency_key(key);
+    auto existing = find_by_idempotency_key(key, key_read);
     if (!existing.ok()) return existing.error();
     if (existing->has_value()) {
       const Order& o = **existing;
@@ -255,8 +241,8 @@ Status OrderDesk::settle_and_commit(OrderRec& rec, const rules::Settlement& sett
   return {};
 }
 
-Result<Order> OrderDesk::cancel(const std::string& order_id) {
-  auto found = find_or_load_order(order_id);
+Result<Order> OrderDesk::cancel(const std::string& order_id, const LogRead* read) {
+  auto found = order_for_request(order_id, read);
   if (!found.ok()) return found.error();
   if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
   OrderRec& rec = **found;
@@ -271,12 +257,13 @@ Result<Order> OrderDesk::cancel(const std::string& order_id) {
 }
 
 Result<Order> OrderDesk::resolve_review(const std::string& order_id, bool dispensed,
-                                        const std::string& by, const std::string& note) {
+                                        const std::string& by, const std::string& note,
+                                        const LogRead* read) {
   if (auto s = detail::check_text("by", by, kMaxReviewText, false); !s.ok()) return s.error();
   bool clean = note.size() <= kMaxReviewText;
   for (unsigned char c : note) clean = clean && c >= 0x20 && c != 0x7f;
   if (!clean) return make_error("bad_request", "note: at most 256 bytes, no control characters");
-  auto found = find_or_load_order(order_id);
+  auto found = order_for_request(order_id, read);
   if (!found.ok()) return found.error();
   if (*found == nullptr) return make_error("not_found", "no order '" + order_id + "'");
   OrderRec& rec = **found;
@@ -347,13 +334,28 @@ Result<OrderRec*> OrderDesk::find_or_load_order(const std::string& order_id) {
   // Not in memory: finished long ago (evicted), or unknown.
   auto stored = repo.find_order(order_id);
   if (!stored.ok()) return make_error("unavailable", stored.error().to_string());
-  if (!stored->has_value()) return static_cast<OrderRec*>(nullptr);
-  if (auto s = owner_check((*stored)->device); !s.ok()) return s.error();
-  if (is_open((*stored)->state)) {
+  return adopt_stored(order_id, *stored);
+}
+
+Result<OrderRec*> OrderDesk::order_for_request(const std::string& order_id, const LogRead* read) {
+  if (OrderRec* rec = orders_.find(order_id)) return rec;
+  if (orders_.all_in_memory() || !could_be_order_id(order_id, clock.wall_ms())) {
+    return static_cast<OrderRec*>(nullptr);
+  }
+  if (read == nullptr) return make_error(kMustRead, order_id);
+  if (!read->ok()) return make_error("unavailable", read->error().to_string());
+  return adopt_stored(order_id, **read);
+}
+
+Result<OrderRec*> OrderDesk::adopt_stored(const std::string& order_id,
+                                          const std::optional<Order>& stored) {
+  if (!stored.has_value()) return static_cast<OrderRec*>(nullptr);
+  if (auto s = owner_check(stored->device); !s.ok()) return s.error();
+  if (is_open(stored->state)) {
     log.error(detail::kLog, "open order " + order_id + " was not in memory");
     return make_error("unavailable", "order " + order_id + " is inconsistent; restart");
   }
-  OrderRec& rec = orders_.add_finished(**stored);
+  OrderRec& rec = orders_.add_finished(*stored);
   rec.last_write = rec.durable = detail::ready_ticket();
   return &rec;
 }

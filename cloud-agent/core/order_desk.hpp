@@ -24,6 +24,16 @@ namespace vend::agent {
 class Output;
 class Writes;
 
+// What the log held for a request (an order, or none), read off the core
+// thread by AgentCore and handed back to the desk.
+using LogRead = Result<std::optional<Order>>;
+
+// The error code of a request the desk cannot answer from memory: the
+// caller reads the log off the core thread (the message says what: an
+// order id or a scoped key) and asks again with what it read. Never an
+// answer to a client.
+inline constexpr const char* kMustRead = "must_read";
+
 class OrderDesk : public CoreEnv {
  public:
   OrderDesk(const CoreEnv& env, DeviceBook& devices, OrderBook& orders, Payments& payments,
@@ -48,17 +58,31 @@ class OrderDesk : public CoreEnv {
   // ---- reservations (order_desk.cpp) ----
   // `client`: who asks (the open-reservation cap); `key`: the scoped
   // idempotency key ("" = none). `durable`: what the answer waits for (the
-  // order's latest write; for a repeated key, that order's).
+  // order's latest write; for a repeated key, that order's). The cheap
+  // checks come first: a device this core does not hold in memory (unknown,
+  // or another instance's) is answered before the key is looked up. A key
+  // not in memory when memory may be incomplete (cluster mode, evicted
+  // orders) is kMustRead until `key_read` (find_order_by_idempotency_key of
+  // the key) is given.
   Result<Order> create_order(const std::string& device, int slot, const std::string& client,
-                             const std::string& key, Ticket& durable);
-  Result<Order> cancel(const std::string& order_id);
+                             const std::string& key, Ticket& durable,
+                             const LogRead* key_read = nullptr);
+  // Requests naming an order (order_for_request: kMustRead until `read`,
+  // find_order of the id, is given).
+  Result<Order> cancel(const std::string& order_id, const LogRead* read = nullptr);
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
-                               const std::string& note);
+                               const std::string& note, const LogRead* read = nullptr);
   std::vector<Order> list_orders(std::optional<OrderState> state, size_t limit,
                                  const std::string& device);
   // The order in memory, else read back from the log (finished long ago);
-  // null when unknown.
+  // null when unknown. Reads on the core thread: for what devices and the
+  // gateway report (authenticated), never for a client's request.
   Result<OrderRec*> find_or_load_order(const std::string& order_id);
+  // The order a client's request names, never read here: in memory; null
+  // when memory holds every order or no order can have the id
+  // (could_be_order_id); else from `read` (what the log held, read off the
+  // core thread), and kMustRead (message: the id) while it is null.
+  Result<OrderRec*> order_for_request(const std::string& order_id, const LogRead* read);
   // What an answer about the order waits for: its latest durable-promising
   // write (ready when the order is not in memory: it was read from the log).
   Ticket durable_ticket(const std::string& order_id);
@@ -114,7 +138,12 @@ class OrderDesk : public CoreEnv {
   int64_t resend_delay(uint32_t sends) const;
   // An open order of the log: in the book, its token held, its deadline set.
   void restore_order(const Order& order);
-  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key);
+  // The order of a scoped key: in memory, else from `read` (kMustRead
+  // while it is null and memory may be incomplete).
+  Result<std::optional<Order>> find_by_idempotency_key(const std::string& key, const LogRead* read);
+  // A finished order read from the log, into the book (null: none); not
+  // served here (not_owner) or open yet not in memory (inconsistent): errors.
+  Result<OrderRec*> adopt_stored(const std::string& order_id, const std::optional<Order>& stored);
   // The slot, if the device is known, has it, and is online.
   Result<StockSlot*> sellable_slot(const std::string& device, int slot);
   OrderRec& open_reservation(const std::string& device, int slot, StockSlot& slot_rec,
@@ -133,10 +162,14 @@ class OrderDesk : public CoreEnv {
   Result<std::optional<PaymentRecord>> find_payment(const std::string& payment_id);
   detail::PayStep dispatch_paid(OrderRec& rec, const std::string& payment_id, int64_t amount_cents);
   // The payment cannot be honoured (rules::decide_payment): recorded and
-  // refunded; the order keeps its state unless the payment was late (then
-  // it ends REFUNDED).
+  // refunded, with what `changes` holds already, in one commit; the order
+  // keeps its state unless the payment was late (then it ends REFUNDED).
   detail::PayStep refund_payment(OrderRec& rec, const std::string& payment_id, int64_t amount_cents,
-                                 const rules::PaymentDecision& decision);
+                                 const rules::PaymentDecision& decision, Changeset changes);
+  // A RESERVED order past its deadline whose timer has not fired, found by
+  // a payment: expired into the payment's `changes`. An order in another
+  // state is a bug: "internal", nothing changed.
+  Status expire_with_payment(OrderRec& rec, Changeset& changes);
   detail::PayStep refund_unknown_order(const std::string& order_id, const std::string& payment_id,
                                        int64_t amount_cents);
   static Order unknown_order(const std::string& order_id);

@@ -52,21 +52,40 @@ Result<PayStep> OrderDesk::pay(const std::string& order_id, const std::string& p
     // two instances never record the same payment at once.
     return make_error("not_owner", order_id);
   }
+  // One check, then one commit below: whatever the payment does (expire
+  // and refund included) is one changeset, so a queue with room for one
+  // write takes it whole, and a full one refuses it with nothing changed.
   if (auto s = writes_.writable(); !s.ok()) return s.error();
   if (*found == nullptr) return refund_unknown_order(order_id, payment_id, amount_cents);
   OrderRec& rec = **found;
   rules::PaymentDecision decision = rules::decide_payment(rec.order, amount_cents, order_now(rec));
-  // Past the deadline but the timer has not fired yet: it is expired.
-  if (decision.expire_first) expire_reservation(rec, "reservation expired");
   if (decision.kind == rules::PaymentDecision::Kind::kDispatch) {
     return dispatch_paid(rec, payment_id, amount_cents);
+  }
+  Changeset changes;
+  // Past the deadline but the timer has not fired yet: it expires first,
+  // in the refund's changeset (RESERVED -> EXPIRED -> REFUNDED).
+  if (decision.expire_first) {
+    if (Status s = expire_with_payment(rec, changes); !s.ok()) return s.error();
   }
   if (rec.order.state == OrderState::kReserved) {  // the amount is not the price
     log.warn(detail::kLog, "payment " + payment_id + " of " + std::to_string(amount_cents) +
                                " for order " + rec.order.id + " priced " +
                                std::to_string(rec.order.price_cents) + ": refunded");
   }
-  return refund_payment(rec, payment_id, amount_cents, decision);
+  return refund_payment(rec, payment_id, amount_cents, decision, std::move(changes));
+}
+
+Status OrderDesk::expire_with_payment(OrderRec& rec, Changeset& changes) {
+  auto settlement = rules::decide_expiry(rec.order, "reservation expired");
+  if (!settlement) {  // decide_payment expires RESERVED orders only: a bug
+    log.error(detail::kLog, "payment: order " + rec.order.id + " is " + to_string(rec.order.state) +
+                                ", not RESERVED: cannot expire it");
+    return make_error("internal", "order " + rec.order.id + " cannot expire");
+  }
+  settle(rec, *settlement, changes);
+  log.info(detail::kLog, "order " + rec.order.id + " expired; token back in the pool");
+  return {};
 }
 
 Order OrderDesk::unknown_order(const std::string& order_id) {
@@ -118,9 +137,9 @@ PayStep OrderDesk::dispatch_paid(OrderRec& rec, const std::string& payment_id,
 }
 
 PayStep OrderDesk::refund_payment(OrderRec& rec, const std::string& payment_id,
-                                  int64_t amount_cents, const rules::PaymentDecision& decision) {
+                                  int64_t amount_cents, const rules::PaymentDecision& decision,
+                                  Changeset changes) {
   int64_t now = clock.wall_ms();
-  Changeset changes;
   OrderState state = rec.order.state;
   changes.insert_payment(
       StoredPayment{payment_id, rec.order.id, amount_cents, decision.outcome, now});

@@ -17,15 +17,16 @@ void OrderDesk::add_refund(Changeset& changes, StoredRefund refund) {
 
 std::vector<RefundDelivery> OrderDesk::take_due_refunds(size_t max) {
   if (!writes_.started || writes_.storage_failed) return {};
-  return payments_.take_due(max, clock.wall_ms());
+  return payments_.take_due(max, clock.monotonic_ms());  // retry times are monotonic
 }
 
 void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
                                  const std::string& detail) {
   if (!writes_.writable().ok())
     return payments_.release(payment_id);  // sent again after the restart
-  int64_t now = clock.wall_ms();
-  Payments::Attempt a = payments_.attempted(payment_id, outcome, detail, now, random);
+  int64_t now = clock.wall_ms();           // stored; the retry time is monotonic
+  int64_t now_mono = clock.monotonic_ms();
+  Payments::Attempt a = payments_.attempted(payment_id, outcome, detail, now_mono, random);
   using Next = Payments::Attempt::Next;
   if (a.next == Next::kNone) return;
   ++counters.refund_attempts_total;
@@ -52,7 +53,7 @@ void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome ou
     (void)writes_.commit(std::move(changes));
     log.warn(detail::kLog, "refund " + refund_id_of(payment_id) + " attempt " +
                                std::to_string(r.attempts) + " failed (" + r.last_error +
-                               "); again in " + std::to_string(a.retry_at_ms - now) + " ms");
+                               "); again in " + std::to_string(a.retry_at_ms - now_mono) + " ms");
     return;
   }
   // Given up: money the customer is owed and the gateway would not take

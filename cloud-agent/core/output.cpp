@@ -4,6 +4,9 @@
 // change, and nothing depends on them (vend/ops.hpp, docs/asyncapi.yaml).
 #include "core/output.hpp"
 
+#include <type_traits>
+#include <variant>
+
 #include "core/writes.hpp"
 #include "ops/ops_views.hpp"
 #include "vend/crypto.hpp"
@@ -34,8 +37,40 @@ detail::Effects Output::take_effects() {
   return out;
 }
 
-Status Output::publish_command(const DeviceRecord& device, const proto::Command& command,
+// The command as it goes out: protocol options.command_version, and in v2
+// every command expires. A dispense carries the order's expiry plus the
+// skew tolerance as its one hard bound: the device runs it no later than
+// the instant the agent decides it never ran (rules::decide_overdue), so
+// the two cannot disagree whatever the device's own configuration. Other
+// commands live command_ttl_ms (plus the tolerance): a captured one cannot
+// be replayed after that.
+proto::Command Output::stamped(const proto::Command& command) const {
+  proto::Command out = command;
+  const int version = options.command_version;
+  const int64_t expires_at_ms =
+      saturating_add(clock.wall_ms(), options.command_ttl_ms + options.expiry_skew_ms);
+  std::visit(
+      [&](auto& c) {
+        c.v = version;
+        if constexpr (std::is_same_v<std::decay_t<decltype(c)>, proto::DispenseCommand>) {
+          if (version >= 2)
+            c.expires_at_ms = saturating_add(c.expires_at_ms, options.expiry_skew_ms);
+        } else {
+          c.expires_at_ms = version >= 2 ? expires_at_ms : 0;
+        }
+        // A v1 device (old firmware) refuses an ack's upto_mac as an unknown
+        // field: it checks the covered event's mac only from v2 on.
+        if constexpr (std::is_same_v<std::decay_t<decltype(c)>, proto::Ack>) {
+          if (version < 2) c.upto_mac.clear();
+        }
+      },
+      out);
+  return out;
+}
+
+Status Output::publish_command(const DeviceRecord& device, const proto::Command& unstamped,
                                const std::string& order_id) {
+  const proto::Command command = stamped(unstamped);
   if (!connected) {
     log.warn(detail::kLog, std::string(proto::type_name(command)) + " to " + device.id +
                                " not published: the broker connection is down");

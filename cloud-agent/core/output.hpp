@@ -34,10 +34,16 @@ class Output : public CoreEnv {
   detail::Effects take_effects();
 
   // ---- to devices ----
-  // Queues the signed command; not_connected while the broker connection is
-  // down (the caller keeps what it needs to re-send).
+  // Queues the signed command, stamped (protocol version, expiry: see
+  // stamped()); not_connected while the broker connection is down (the
+  // caller keeps what it needs to re-send). A dispense's expires_at_ms is
+  // the order's dispatch_expires_at_ms.
   Status publish_command(const DeviceRecord& device, const proto::Command& command,
                          const std::string& order_id = "");
+  // The command as sent: v = options.command_version; in v2 a dispense
+  // expires at its order's expiry + expiry_skew_ms, any other command at
+  // now + command_ttl_ms + expiry_skew_ms (wall clock).
+  proto::Command stamped(const proto::Command& command) const;
   // A status_request, at most once per status_request_interval_ms; none
   // while the broker connection is down (the interval is not spent).
   void request_status(DeviceRecord& device);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -41,6 +42,8 @@ struct DeviceRecord {
   int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed
   std::string last_verdict;               // of its last reconciliation
   std::string last_report;                // JSON of that report ("" = none in memory)
+  // The macs of the retired ledgers' late results judged already (bounded).
+  std::deque<std::string> late_results_judged;
 };
 
 // Non-copyable (records are referred to by address).

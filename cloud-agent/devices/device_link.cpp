@@ -32,18 +32,25 @@ AckWindow::Place AckWindow::place(uint64_t seq) const {
   return seq == last_processed_ + 1 ? Place::kNext : Place::kAhead;
 }
 
-void AckWindow::restore(uint64_t seq) { last_processed_ = committed_ = seq; }
+void AckWindow::restore(uint64_t seq, std::string mac) {
+  last_processed_ = committed_ = seq;
+  last_mac_ = committed_mac_ = std::move(mac);
+}
 
-void AckWindow::processed(uint64_t seq, Ticket ticket) {
+void AckWindow::processed(uint64_t seq, Ticket ticket, std::string mac) {
   last_processed_ = seq;
-  pending_.push_back(Pending{seq, std::move(ticket)});
+  last_mac_ = mac;
+  pending_.push_back(Pending{seq, std::move(ticket), std::move(mac)});
 }
 
 void AckWindow::restart(Ticket ticket) {
   last_processed_ = committed_ = 0;
+  last_mac_.clear();
+  committed_mac_.clear();
   pending_.clear();
-  pending_.push_back(Pending{0, std::move(ticket)});
+  pending_.push_back(Pending{0, std::move(ticket), ""});
   ack_wanted_ = false;
+  diverged_ = false;
 }
 
 bool AckWindow::schedule(int64_t now_ms, int64_t interval_ms) {
@@ -67,11 +74,13 @@ AckWindow::Flushed AckWindow::flush(int64_t now_ms, int64_t interval_ms) {
       return out;
     }
     committed_ = pending_.front().seq;
+    committed_mac_ = std::move(pending_.front().mac);
     pending_.pop_front();
     advanced = true;
   }
   if (advanced || ack_wanted_) {
     out.ack_upto = committed_;
+    out.ack_mac = committed_mac_;
     ack_wanted_ = false;
   }
   due_ms_ = pending_.empty() ? 0 : now_ms + interval_ms;

@@ -48,6 +48,9 @@ class DeviceKeys {
 // processed in memory first (last_processed), its write committed later
 // (committed: all an ack may cover, so the device never deletes an event
 // the log does not hold). Acks are batched: one per ack interval at most.
+// Each ack carries the mac of the event at its seq as processed here (""
+// when unknown: a seq skipped over a gap), so a device whose ledger went
+// back in time deletes nothing it holds under that seq.
 class AckWindow {
  public:
   using Ticket = std::shared_future<Status>;  // a write's commit (Repository's Ticket)
@@ -56,18 +59,26 @@ class AckWindow {
   // Where an event of `seq` falls: already processed, next, or beyond a gap.
   Place place(uint64_t seq) const;
   uint64_t last_processed() const { return last_processed_; }
+  // The mac of the event at last_processed() ("" = unknown).
+  const std::string& last_mac() const { return last_mac_; }
   uint64_t committed() const { return committed_; }
   // Processed events whose commit is not observed yet.
   uint64_t unacked() const { return last_processed_ - committed_; }
 
-  // Start-up: everything up to `seq` is durable.
-  void restore(uint64_t seq);
+  // Start-up: everything up to `seq` (its event's mac `mac`) is durable.
+  void restore(uint64_t seq, std::string mac = "");
   // Events up to `seq` are processed (one event, or a skip over a gap the
-  // device confirmed), their write committing under `ticket`.
-  void processed(uint64_t seq, Ticket ticket);
+  // device confirmed), their write committing under `ticket`; `mac`: the
+  // event at `seq`'s ("" for a skip).
+  void processed(uint64_t seq, Ticket ticket, std::string mac = "");
   // A new ledger: seqs start again from 1; the switch commits under `ticket`
-  // (an ack waits for it). A pending re-ack is moot.
+  // (an ack waits for it). A pending re-ack is moot; so is a divergence.
   void restart(Ticket ticket);
+
+  // The device sent another event under a processed seq: its ledger went
+  // back in time. Nothing more of this ledger is processed (restart() ends it).
+  void diverge() { diverged_ = true; }
+  bool diverged() const { return diverged_; }
 
   // A duplicate arrived: its ack may have been lost, so re-ack even without
   // progress.
@@ -83,6 +94,7 @@ class AckWindow {
   struct Flushed {
     Status status;                     // a failed event write (nothing is acked)
     std::optional<uint64_t> ack_upto;  // the ack to send, if any
+    std::string ack_mac;               // the mac of the event at ack_upto ("" = unknown)
     bool still_due = false;            // writes still committing: flush again later
   };
   // Takes the committed writes in order; an ack covers them when there is
@@ -95,9 +107,13 @@ class AckWindow {
   struct Pending {
     uint64_t seq = 0;
     Ticket ticket;
+    std::string mac;
   };
   uint64_t last_processed_ = 0;
+  std::string last_mac_;
   uint64_t committed_ = 0;
+  std::string committed_mac_;
+  bool diverged_ = false;
   std::deque<Pending> pending_;
   bool ack_wanted_ = false;
   int64_t due_ms_ = 0;  // monotonic; 0 = no ack scheduled

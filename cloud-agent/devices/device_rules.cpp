@@ -5,7 +5,8 @@
 
 namespace vend::agent::device_rules {
 
-Intake decide_intake(const DeviceRecord& device, const proto::DeviceEvent& event) {
+Intake decide_intake(const DeviceRecord& device, const proto::DeviceEvent& event,
+                     const std::string& mac) {
   Intake out;
   uint64_t last = device.acks.last_processed();
   if (event.ledger_id != device.ledger_id) {
@@ -18,9 +19,15 @@ Intake decide_intake(const DeviceRecord& device, const proto::DeviceEvent& event
     const bool replaced = !device.ledger_id.empty() || last > 0;
     out.ledger = replaced ? Intake::Ledger::kReplaced : Intake::Ledger::kFirst;
     last = 0;  // the new ledger's seqs start again
+  } else if (device.acks.diverged()) {
+    out.action = Intake::Action::kDiverged;
+    return out;
   }
   if (event.seq <= last) {
-    out.action = Intake::Action::kReack;
+    const std::string& known = device.acks.last_mac();
+    const bool other = out.ledger == Intake::Ledger::kCurrent && event.seq == last &&
+                       !known.empty() && mac != known;
+    out.action = other ? Intake::Action::kDiverged : Intake::Action::kReack;
     return out;
   }
   const uint64_t next = last + 1;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "devices/device_book.hpp"
 #include "vend/protocol.hpp"
@@ -22,11 +23,16 @@ struct Intake {
     kRetired,   // a replaced ledger's late event: refused
   };
   enum class Action {
-    kRefuse,   // kRetired: nothing else happens
-    kReack,    // processed already: its ack may have been lost, so ack again
-    kResend,   // beyond a gap: dropped unacknowledged, the device asked to resend
-    kSkip,     // the device's signed word that the gap is gone: skip to `skip_to`
-    kProcess,  // the next event: process it
+    kRefuse,    // kRetired: nothing else happens
+    kReack,     // processed already: its ack may have been lost, so ack again
+    kDiverged,  // another event under a processed seq, or any event of a ledger
+                // that did so: its ledger went back in time (restored SD card,
+                // power loss at synchronous=normal). Not processed, not a
+                // duplicate: the ack of what was processed, with its mac,
+                // makes the device start a new ledger
+    kResend,    // beyond a gap: dropped unacknowledged, the device asked to resend
+    kSkip,      // the device's signed word that the gap is gone: skip to `skip_to`
+    kProcess,   // the next event: process it
   };
   Ledger ledger = Ledger::kCurrent;
   Action action = Action::kProcess;
@@ -37,9 +43,13 @@ struct Intake {
   uint64_t gap_from = 0;
   bool process_after_skip = false;
 };
-// Where `event` falls for `device`. A new ledger's seqs count from 1, so its
-// first event is placed as if the switch were done.
-Intake decide_intake(const DeviceRecord& device, const proto::DeviceEvent& event);
+// Where `event` (signed `mac`) falls for `device`. A new ledger's seqs
+// count from 1, so its first event is placed as if the switch were done. A
+// duplicate is compared with what was processed where the record knows the
+// mac (the last processed seq); the device compares the rest against the
+// ack's mac.
+Intake decide_intake(const DeviceRecord& device, const proto::DeviceEvent& event,
+                     const std::string& mac);
 
 // A verified presence status.
 struct Presence {

@@ -12,8 +12,6 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "http";
-// Signatures remembered against replays (a few MB at most).
-constexpr size_t kMaxRememberedSignatures = 100'000;
 
 // Compares two equal-size strings without an early exit.
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -29,10 +27,10 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 int http_status_of(const std::string& code) {
   if (code == "bad_request") return 400;
-  if (code == "unauthorized" || code == "bad_signature" || code == "signature_expired") return 401;
+  if (code == "unauthorized" || code == "bad_signature") return 401;
   if (code == "not_found" || code == "unknown_slot") return 404;
   if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
-      code == "conflict" || code == "replayed" || code == "decommissioned") {
+      code == "conflict" || code == "decommissioned") {
     return 409;
   }
   if (code == "payload_too_large") return 413;
@@ -46,7 +44,8 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       options_(std::move(options)),
       clock_(clock),
       log_(log),
-      replays_(options_.payment_tolerance_s, kMaxRememberedSignatures),
+      peers_(options_.max_requests_per_peer),
+      bad_signature_log_(clock, log, RateLimitedLog::Options{60'000, 256}),
       workers_(options_.worker_threads, options_.max_queued_requests) {
   add_routes();
 }
@@ -109,6 +108,16 @@ HttpServer::Handler HttpApi::handler() {
 }
 
 void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
+  // One peer holds at most max_requests_per_peer of the queues below.
+  if (!peers_.enter(req.remote_addr)) {
+    if (options_.on_rejected) options_.on_rejected("max_requests_per_peer", req.remote_addr);
+    HttpReply busy{503, limit_error_body("unavailable",
+                                         "too many requests in flight from this address (at most " +
+                                             std::to_string(options_.max_requests_per_peer) + ")",
+                                         "max_requests_per_peer")};
+    busy.headers.emplace_back("Retry-After", "1");
+    return responder.complete(std::move(busy));
+  }
   // Shared: std::function needs a copyable job, and the responder is
   // move-only. The request stays here until the reply; its matches point
   // into its own path.
@@ -119,6 +128,7 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
       log_.debug(kLog, pending->req.method + " " + pending->req.path + " -> " +
                            std::to_string(reply.status));
     }
+    peers_.leave(pending->req.remote_addr);
     pending->responder.complete(std::move(reply));
   };
   if (route != nullptr && route->on_event_thread) return run(route, pending->req, finish);
@@ -131,7 +141,7 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
                                            std::to_string(options_.max_queued_requests) + ")",
                                        "max_queued_requests")};
   busy.headers.emplace_back("Retry-After", "1");
-  pending->responder.complete(std::move(busy));
+  finish(std::move(busy));
 }
 
 const HttpApi::Route* HttpApi::find_route(const httplib::Request& req) const {
@@ -246,6 +256,8 @@ AgentHealth HttpApi::health() const {
     HttpApiOptions::InboundFill f = options_.inbound_fill();
     h.inbound_messages = f.messages;
     h.inbound_max_messages = f.max_messages;
+    h.inbound_dropped = f.dropped;
+    h.inbound_dropped_machine_share = f.dropped_machine_share;
     h.inbound_saturated = (f.max_messages > 0 && f.messages * 10 >= f.max_messages * 9) ||
                           (f.max_bytes > 0 && f.bytes * 10 >= f.max_bytes * 9);
   }
@@ -253,7 +265,7 @@ AgentHealth HttpApi::health() const {
 }
 
 Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
-  std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics();
+  std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics() + payment_metrics();
   if (options_.server_stats) text += render_http_metrics(options_.server_stats());
   if (options_.ops_hub != nullptr) text += options_.ops_hub->render_metrics();
   if (options_.cluster_metrics) text += options_.cluster_metrics();

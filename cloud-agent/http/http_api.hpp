@@ -42,6 +42,7 @@
 #include <atomic>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -54,11 +55,12 @@
 #include "http/metrics.hpp"
 #include "http/path_pattern.hpp"
 #include "http/worker_pool.hpp"
+#include "limits/in_flight_gate.hpp"
 #include "limits/rate_limiter.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
+#include "vend/log_limiter.hpp"
 #include "vend/result.hpp"
-#include "vend/webhook.hpp"
 
 namespace vend::agent {
 
@@ -76,8 +78,9 @@ struct HttpApiOptions {
   size_t max_body_bytes = 16 * 1024;
   // For /healthz and /metrics; may be empty (reported as not connected).
   std::function<bool()> mqtt_connected;
-  // A notification signed further than this from the agent's clock is
-  // refused (signature_expired); one seen before within it is a replay.
+  // A payment notification signed further than this from the agent's clock
+  // is handled all the same (its money was taken), and counted
+  // (vend_payment_clock_skew_total) and logged: one of the clocks is wrong.
   int64_t payment_tolerance_s = 300;
   // How long the broker connection has been down, ms (0 while up); may be
   // empty (never down). Past broker_down_grace_ms /healthz answers 503.
@@ -87,6 +90,7 @@ struct HttpApiOptions {
   // either bound /healthz answers 503.
   struct InboundFill {
     size_t messages = 0, max_messages = 0, bytes = 0, max_bytes = 0;
+    uint64_t dropped = 0, dropped_machine_share = 0;  // since start
   };
   std::function<InboundFill()> inbound_fill;
   // Order rate limits: POST /v1/orders takes one token from the bucket
@@ -100,6 +104,10 @@ struct HttpApiOptions {
   // Handler threads and the requests that may wait for one (then 503).
   size_t worker_threads = 32;
   size_t max_queued_requests = 4096;
+  // Requests of one peer address in flight at once (from arrival to
+  // answer); one more is answered 503 with limit "max_requests_per_peer".
+  // 0: no limit.
+  size_t max_requests_per_peer = 1024;
   // The server's counters for /metrics, and where a refusal of the API's own
   // (max_queued_requests) is reported; either may be empty.
   std::function<HttpServerStats()> server_stats;
@@ -204,7 +212,11 @@ class HttpApi {
 
   // Rate limits (http_rate_limits.cpp): the 429 answer when an order of
   // `client` for `device` is over a limit; nullopt when it may go on.
-  std::optional<HttpReply> order_rate_limited(const std::string& device, const std::string& client);
+  // `known`: the machine is one the core holds (AgentCore::knows_device);
+  // every other id shares one bucket, "machine:?" (unknown machines are
+  // limited together, like one machine).
+  std::optional<HttpReply> order_rate_limited(const std::string& device, bool known,
+                                              const std::string& client);
   // The rate-limit counters in the Prometheus text format.
   std::string rate_limit_metrics() const;
 
@@ -232,18 +244,34 @@ class HttpApi {
   bool mqtt_connected() const;
   AgentHealth health() const;
 
-  // The notification's signature: valid, in the window, and not a replay.
-  Status verify_notification(const httplib::Request& req, const std::string& order_id);
+  // Payment notifications (http_orders.cpp). The time the notification
+  // about `order_id` was signed at, when its one Vend-Signature header
+  // matches; else bad_signature.
+  Result<int64_t> authenticate_notification(const httplib::Request& req,
+                                            const std::string& order_id);
+  // A notification signed at `signed_s` and received at `received_s` (the
+  // agent's clock, unix seconds): counted and logged when further apart
+  // than payment_tolerance_s. Thread-safe.
+  void note_signature_time(int64_t signed_s, int64_t received_s, const std::string& order_id);
+  // A notification refused for its signature: counted, and logged once per
+  // caller address per minute. Thread-safe.
+  void note_bad_signature(const httplib::Request& req, const Error& error);
+  std::string payment_metrics() const;  // Prometheus text
 
   AgentCore& core_;
   HttpApiOptions options_;
   const Clock& clock_;
   Logger& log_;
-  std::mutex replay_mu_;  // guards replays_
-  webhook::ReplayWindow replays_;
   MetricsExporter metrics_;
+  InFlightGate peers_;  // options_.max_requests_per_peer
   std::atomic<uint64_t> rate_limited_machine_{0};
   std::atomic<uint64_t> rate_limited_client_{0};
+  std::atomic<uint64_t> payment_clock_skew_{0};
+  std::atomic<uint64_t> payment_bad_signatures_{0};
+  std::mutex bad_signature_log_mu_;  // guards bad_signature_log_
+  RateLimitedLog bad_signature_log_;
+  // When a skewed notification may be logged next (monotonic ms).
+  std::atomic<int64_t> skew_log_next_ms_{std::numeric_limits<int64_t>::min()};
   std::vector<Route> routes_;  // written by the constructor only
   WorkerPool workers_;         // last: joined first, while the rest is alive
 };

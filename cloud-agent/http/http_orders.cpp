@@ -4,16 +4,20 @@
 #include "http/http_api.hpp"
 #include "http/http_json.hpp"
 #include "repository/repository.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::agent {
 
 namespace {
 
+constexpr const char* kLog = "http";
 constexpr size_t kMaxIdempotencyKey = 128;
 constexpr int64_t kMaxAmountCents = 100'000'000;
 constexpr int64_t kMaxListLimit = 1000;
 constexpr int64_t kDefaultListLimit = 100;
 constexpr size_t kMaxReviewText = 256;
+// A notification far off the agent's clock is logged at most this often.
+constexpr int64_t kSkewLogIntervalMs = 60'000;
 
 // The order id of /v1/orders/{id}...; an id no order can have is not found.
 Result<std::string> order_id_of(const httplib::Request& req) {
@@ -128,12 +132,18 @@ void HttpApi::create_order(const httplib::Request& req, Done done) {
   auto client = client_of(req);
   if (!client.ok()) return done(client.error());
   // Another instance's machine: redirected before its rate limits count it
-  // (the owner counts it when the client follows).
+  // (the owner counts it when the client follows); nobody's (its shard is
+  // moving): 503.
   if (options_.owner_url) {
     auto owner = options_.owner_url(*device);
-    if (owner && *owner != options_.self_url) return done(redirect_to_owner(req, *device));
+    if (!owner || *owner != options_.self_url) return done(redirect_to_owner(req, *device));
   }
-  if (auto limited = order_rate_limited(*device, *client)) return done(*limited);
+  // A machine the core does not hold is unknown here (the core holds every
+  // machine it serves): answered without the core, under one rate limit
+  // shared by every such id.
+  bool known = core_.knows_device(*device);
+  if (auto limited = order_rate_limited(*device, known, *client)) return done(*limited);
+  if (!known) return done(make_error("not_found", "no device '" + *device + "'"));
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
                            [done](Result<Order> order) {
@@ -150,35 +160,78 @@ Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
   return order_reply(200, *order);
 }
 
-Status HttpApi::verify_notification(const httplib::Request& req, const std::string& order_id) {
+Result<int64_t> HttpApi::authenticate_notification(const httplib::Request& req,
+                                                   const std::string& order_id) {
   if (req.get_header_value_count(webhook::kHeader) != 1) {
     return make_error("bad_signature", std::string("send exactly one ") + webhook::kHeader +
                                            " header: t=<unix seconds>,v1=<HMAC-SHA256 hex of "
                                            "'<t>.<order id>.<body>'>");
   }
-  std::string header = req.get_header_value(webhook::kHeader);
-  int64_t now_s = clock_.wall_ms() / 1000;
-  if (Status s = webhook::verify(options_.gateway_secret, header, order_id, req.body, now_s,
-                                 options_.payment_tolerance_s);
-      !s.ok()) {
-    return s;
+  return webhook::authenticate(options_.gateway_secret, req.get_header_value(webhook::kHeader),
+                               order_id, req.body);
+}
+
+// Its time decides nothing: the money was taken, so the payment is
+// recorded and honoured or refunded whatever the two clocks say. Far off
+// the agent's clock, one of them is wrong: counted, and logged at most
+// once a minute.
+void HttpApi::note_signature_time(int64_t signed_s, int64_t received_s,
+                                  const std::string& order_id) {
+  int64_t skew_s = received_s - signed_s;
+  if (skew_s >= -options_.payment_tolerance_s && skew_s <= options_.payment_tolerance_s) return;
+  uint64_t n = payment_clock_skew_.fetch_add(1, std::memory_order_relaxed) + 1;
+  int64_t now_ms = clock_.monotonic_ms();
+  int64_t next = skew_log_next_ms_.load(std::memory_order_relaxed);
+  if (now_ms < next ||
+      !skew_log_next_ms_.compare_exchange_strong(next, now_ms + kSkewLogIntervalMs)) {
+    return;
   }
-  auto sig = webhook::parse(header);  // parsed fine just above
-  std::lock_guard lock(replay_mu_);
-  if (!replays_.first_use(sig->t_s, sig->v1.front(), now_s)) {
-    return make_error("replayed", std::string("this ") + webhook::kHeader +
-                                      " was already used: sign every delivery anew");
-  }
-  return {};
+  log_.warn(kLog, "the payment notification for order " + order_id +
+                      " was signed at t=" + std::to_string(signed_s) + ", " +
+                      std::to_string(skew_s) + " s from the agent's clock (tolerance " +
+                      std::to_string(options_.payment_tolerance_s) +
+                      " s): recorded and handled all the same; check NTP on the agent and the "
+                      "gateway (" +
+                      std::to_string(n) + " such notifications so far)");
+}
+
+void HttpApi::note_bad_signature(const httplib::Request& req, const Error& error) {
+  payment_bad_signatures_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(bad_signature_log_mu_);
+  bad_signature_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
+                         "payment notification " + req.path + " from " + req.remote_addr +
+                             " refused: " + error.message);
+}
+
+std::string HttpApi::payment_metrics() const {
+  return "# HELP vend_payment_clock_skew_total Payment notifications signed further than "
+         "--payment-tolerance-s from the agent's clock (handled all the same).\n"
+         "# TYPE vend_payment_clock_skew_total counter\n"
+         "vend_payment_clock_skew_total " +
+         std::to_string(payment_clock_skew_.load(std::memory_order_relaxed)) +
+         "\n"
+         "# HELP vend_payment_bad_signatures_total Payment notifications refused: no valid "
+         "Vend-Signature for their order.\n"
+         "# TYPE vend_payment_bad_signatures_total counter\n"
+         "vend_payment_bad_signatures_total " +
+         std::to_string(payment_bad_signatures_.load(std::memory_order_relaxed)) + "\n";
 }
 
 // The signature is checked over the raw bytes before anything is parsed:
 // an unauthenticated caller learns nothing, not even whether the order
-// exists. It binds the order id of the path and the time, so a body
-// captured for one order is refused for any other and after the window.
+// exists. It binds the order id of the path, so a body captured for one
+// order is refused for any other. Nothing else is refused: an authentic
+// notification is recorded (its answer comes after the commit), and one
+// sent again -- a retry after a 503 or a lost answer, a replay -- gets the
+// recorded answer of its payment id (AgentCore::pay_async).
 void HttpApi::pay_order(const httplib::Request& req, Done done) {
+  int64_t received_s = clock_.wall_ms() / 1000;
   std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
-  if (Status s = verify_notification(req, id); !s.ok()) return done(s.error());
+  auto signed_s = authenticate_notification(req, id);
+  if (!signed_s.ok()) {
+    note_bad_signature(req, signed_s.error());
+    return done(signed_s.error());
+  }
   if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());
@@ -188,14 +241,19 @@ void HttpApi::pay_order(const httplib::Request& req, Done done) {
   if (!payment_id.ok()) return done(payment_id.error());
   auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
   if (!amount.ok()) return done(amount.error());
-  core_.pay_async(id, *payment_id, *amount, [done, id, pid = *payment_id](Result<Order> order) {
-    if (!order.ok()) return done(order.error());
-    if (order->known) return done(order_reply(200, *order));
-    // A verified payment for an order this agent never had: recorded and
-    // refunded; the gateway is told so (2xx: it need not send it again).
-    http::Json j = {{"id", id}, {"payment_id", pid}, {"payment_outcome", order->payment_outcome}};
-    done(HttpReply{200, j.dump()});
-  });
+  core_.pay_async(
+      id, *payment_id, *amount,
+      [this, done, id, pid = *payment_id, t = *signed_s, received_s](Result<Order> order) {
+        if (!order.ok()) return done(order.error());
+        note_signature_time(t, received_s, id);
+        if (order->known) return done(order_reply(200, *order));
+        // A verified payment for an order this agent never had:
+        // recorded and refunded; the gateway is told so (2xx: it
+        // need not send it again).
+        http::Json j = {
+            {"id", id}, {"payment_id", pid}, {"payment_outcome", order->payment_outcome}};
+        done(HttpReply{200, j.dump()});
+      });
 }
 
 Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {

@@ -10,13 +10,14 @@ bool is_on(const RateLimit& l) { return l.rate_per_s > 0 && l.burst >= 1; }
 
 }  // namespace
 
-std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device,
+std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device, bool known,
                                                      const std::string& client) {
   if (options_.rate_limiter == nullptr) return std::nullopt;
   std::vector<BucketRequest> buckets;
   std::vector<const char*> names;
   if (is_on(options_.machine_limit)) {
-    buckets.push_back({"machine:" + device, options_.machine_limit});
+    // '?' is no id's character: the shared bucket is no machine's.
+    buckets.push_back({known ? "machine:" + device : "machine:?", options_.machine_limit});
     names.push_back("machine");
   }
   if (is_on(options_.client_limit)) {
@@ -30,7 +31,9 @@ std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device,
       .fetch_add(1, std::memory_order_relaxed);
   const RateLimit& l = limit == "machine" ? options_.machine_limit : options_.client_limit;
   int64_t retry_s = (d.retry_after_ms + 999) / 1000;
-  std::string what = limit == "machine" ? "machine '" + device + "'" : "this client";
+  std::string what = limit == "client" ? "this client"
+                     : known           ? "machine '" + device + "'"
+                                       : "machines this agent does not know";
   HttpReply reply{
       429, limit_error_body("rate_limited",
                             "too many orders for " + what + " (" + format_double(l.rate_per_s) +

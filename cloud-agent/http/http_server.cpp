@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "http/http_server_state.hpp"
 
@@ -94,6 +97,7 @@ void* on_request_line(void* cls, const char* uri, MHD_Connection* connection) {
   ConnState* cs = conn_of(connection);
   if (cs == nullptr) return nullptr;
   cs->raw_target = uri == nullptr ? "" : uri;  // the only place MHD shows it undecoded
+  cs->raw_target_at = uri;
   std::lock_guard lock(s.mu);
   s.enter(*cs, Stage::kHeaders);
   return cs;
@@ -129,6 +133,7 @@ void on_completed(void* cls, MHD_Connection* /*connection*/, void** con_cls,
     cs->replied = false;
   }
   cs->raw_target.clear();
+  cs->raw_target_at = nullptr;
   cs->started = false;
   cs->body_too_large = false;
   cs->request = httplib::Request();
@@ -172,6 +177,41 @@ std::optional<FramingError> check_framing(const HttpServerLimits& l, const ConnS
   return check_request_head(head, l.max_target_bytes);
 }
 
+MHD_Result add_field(void* cls, MHD_ValueKind /*kind*/, const char* key, const char* value) {
+  static_cast<std::vector<std::pair<const char*, const char*>>*>(cls)->emplace_back(key, value);
+  return MHD_YES;
+}
+
+// The head as libmicrohttpd left it in its read buffer (HeadLayout), or
+// nothing when its pieces do not lie as 0.9.75 lays them out (the target
+// where the URI log callback saw it, the version after it, both inside the
+// head): then only check_request_head() applies. Offsets are differences of
+// addresses; a field MHD moved elsewhere gets one past the head's end.
+std::optional<HeadLayout> layout_of(MHD_Connection* connection, const ConnState& cs,
+                                    const char* url, const char* method, const char* version) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  if (info == nullptr || cs.raw_target_at == nullptr || url != cs.raw_target_at) return {};
+  auto base = reinterpret_cast<uintptr_t>(method);
+  auto offset = [base](const char* p) { return reinterpret_cast<uintptr_t>(p) - base; };
+  HeadLayout l;
+  size_t size = info->header_size;
+  l.method_end = std::strlen(method);
+  l.target_at = offset(url);
+  l.target_end = l.target_at + cs.raw_target.size();
+  l.version_at = offset(version);
+  l.version_end = l.version_at + std::strlen(version);
+  if (l.target_at >= l.version_at || l.version_end > size) return {};
+  l.buffer = std::string_view(method, size);
+  std::vector<std::pair<const char*, const char*>> fields;
+  MHD_get_connection_values(connection, MHD_HEADER_KIND, add_field, &fields);
+  for (const auto& [key, value] : fields) {
+    if (key == nullptr || value == nullptr) return {};
+    l.fields.push_back({key, offset(key), offset(value), offset(value) + std::strlen(value)});
+  }
+  return l;
+}
+
 // The first call of a request: its headers are complete.
 MHD_Result on_headers(HttpServer::State& s, MHD_Connection* connection, ConnState& cs,
                       const char* url, const char* method, const char* version) {
@@ -187,6 +227,11 @@ MHD_Result on_headers(HttpServer::State& s, MHD_Connection* connection, ConnStat
     return refuse(s, cs, 503, "unavailable",
                   "too many open connections (at most " + std::to_string(l.max_connections) + ")",
                   "max_connections");
+  }
+  if (std::optional<HeadLayout> layout = layout_of(connection, cs, url, method, version)) {
+    if (std::optional<FramingError> bad = check_head_layout(*layout)) {
+      return refuse_framing(s, cs, *bad);
+    }
   }
   if (std::optional<FramingError> bad = check_framing(l, cs)) return refuse_framing(s, cs, *bad);
   if (header_bytes(cs.request) > l.max_header_bytes) {
@@ -384,6 +429,7 @@ HttpServerStats HttpServer::stats() const {
   out.rejected_header_timeout = s.header_timeout.load();
   out.rejected_body_timeout = s.body_timeout.load();
   out.rejected_max_queued_requests = s.max_queued_requests.load();
+  out.rejected_max_requests_per_peer = s.max_requests_per_peer.load();
   out.idle_closed = s.idle_closed.load();
   for (size_t i = 0; i < kFramingProblemCount; ++i) out.framing_errors[i] = s.framing[i].load();
   {
@@ -395,8 +441,11 @@ HttpServerStats HttpServer::stats() const {
 
 void HttpServer::note_rejected(const std::string& limit, const std::string& source) {
   if (limit == "max_queued_requests") ++state_->max_queued_requests;
+  if (limit == "max_requests_per_peer") ++state_->max_requests_per_peer;
   std::lock_guard lock(state_->mu);
-  state_->log_refusal(source, limit, "no handler free");
+  state_->log_refusal(
+      source, limit,
+      limit == "max_requests_per_peer" ? "too many requests in flight from it" : "no handler free");
 }
 
 }  // namespace vend::agent

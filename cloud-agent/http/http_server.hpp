@@ -151,7 +151,8 @@ struct HttpServerStats {
   uint64_t rejected_max_body_bytes = 0;
   uint64_t rejected_header_timeout = 0;
   uint64_t rejected_body_timeout = 0;
-  uint64_t rejected_max_queued_requests = 0;  // reported by the handler (note_rejected)
+  uint64_t rejected_max_queued_requests = 0;    // reported by the handler (note_rejected)
+  uint64_t rejected_max_requests_per_peer = 0;  // the same
   uint64_t idle_closed = 0;
   uint64_t open_streams = 0;  // streaming replies being sent now
   // Requests refused for their framing, by FramingProblem.

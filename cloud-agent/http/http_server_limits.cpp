@@ -291,7 +291,8 @@ std::string render_http_metrics(const HttpServerStats& s) {
       {"max_body_bytes", s.rejected_max_body_bytes},
       {"header_timeout_ms", s.rejected_header_timeout},
       {"body_timeout_ms", s.rejected_body_timeout},
-      {"max_queued_requests", s.rejected_max_queued_requests}};
+      {"max_queued_requests", s.rejected_max_queued_requests},
+      {"max_requests_per_peer", s.rejected_max_requests_per_peer}};
   for (const auto& [limit, n] : rows) {
     out += std::string("vend_http_rejected_total{limit=\"") + limit + "\"} " + std::to_string(n) +
            "\n";

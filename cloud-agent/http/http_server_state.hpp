@@ -87,8 +87,11 @@ struct ConnState {
   int64_t ended_seen_since_ms = -1;
   // The current request.
   std::string raw_target;  // as received: not percent-decoded, not cut at %00
-  bool started = false;    // the access handler has seen its headers
-  bool replied = false;    // a refusal is queued: nothing else may be written (under mu)
+  // Where MHD's C string of the target starts in its read buffer: compared
+  // with the other pieces' addresses (HeadLayout), never read through.
+  const char* raw_target_at = nullptr;
+  bool started = false;  // the access handler has seen its headers
+  bool replied = false;  // a refusal is queued: nothing else may be written (under mu)
   bool body_too_large = false;
   httplib::Request request;
   std::shared_ptr<detail::Exchange> exchange;
@@ -112,6 +115,7 @@ struct HttpServer::State {
   std::atomic<uint64_t> open{0}, accepted{0}, requests{0}, idle_closed{0};
   std::atomic<uint64_t> max_connections{0}, max_header_bytes{0}, max_body_bytes{0};
   std::atomic<uint64_t> header_timeout{0}, body_timeout{0}, max_queued_requests{0};
+  std::atomic<uint64_t> max_requests_per_peer{0};
   std::array<std::atomic<uint64_t>, kFramingProblemCount> framing{};  // by FramingProblem
 
   // Streaming replies being sent (for their ticks and stop()).

@@ -63,7 +63,12 @@ void render_reconcile(const AgentMetrics& m, std::string& out) {
                     "Device ledgers replaced by a new one (reflashed SD card, new board).",
                     m.ledgers_replaced_total);
   prometheus_scalar(out, "vend_device_retired_ledger_events_total", "counter",
-                    "Events of a replaced device ledger, refused.", m.retired_ledger_events_total);
+                    "Events of a replaced device ledger (refused; dispense results judged).",
+                    m.retired_ledger_events_total);
+  prometheus_scalar(out, "vend_device_diverged_events_total", "counter",
+                    "Device events under a processed seq with other content (a ledger that "
+                    "went back in time), refused.",
+                    m.diverged_events_total);
   prometheus_scalar(out, "vend_device_key_rotations_total", "counter",
                     "Devices that signed with their new key (the old one revoked).",
                     m.key_rotations_total);
@@ -163,6 +168,14 @@ void render_health(const AgentHealth& h, std::string& out) {
   prometheus_scalar(out, "vend_inbound_saturated", "gauge",
                     "1 when the inbound queue is at 90% of its bound or more.",
                     h.inbound_saturated ? 1 : 0);
+  out +=
+      "# HELP vend_inbound_dropped_total MQTT messages dropped before the core: the queue was "
+      "full, "
+      "or their machine had its share waiting.\n# TYPE vend_inbound_dropped_total counter\n";
+  out += "vend_inbound_dropped_total{reason=\"queue_full\"} " +
+         std::to_string(h.inbound_dropped - h.inbound_dropped_machine_share) + "\n";
+  out += "vend_inbound_dropped_total{reason=\"machine_share\"} " +
+         std::to_string(h.inbound_dropped_machine_share) + "\n";
 }
 }  // namespace
 

@@ -39,11 +39,13 @@ class Histogram {
 struct AgentHealth {
   bool storage_failed = false;  // the repository fail-stopped (AgentCore::health)
   bool mqtt_connected = false;
-  int64_t mqtt_down_ms = 0;         // how long the broker has been down; 0 while up
-  bool broker_down = false;         // down longer than the grace
-  size_t inbound_messages = 0;      // waiting in the inbound queue
-  size_t inbound_max_messages = 0;  // its bound (0: unknown)
-  bool inbound_saturated = false;   // at >= 90% of its message or byte bound
+  int64_t mqtt_down_ms = 0;                    // how long the broker has been down; 0 while up
+  bool broker_down = false;                    // down longer than the grace
+  size_t inbound_messages = 0;                 // waiting in the inbound queue
+  size_t inbound_max_messages = 0;             // its bound (0: unknown)
+  bool inbound_saturated = false;              // at >= 90% of its message or byte bound
+  uint64_t inbound_dropped = 0;                // messages dropped since start, all reasons
+  uint64_t inbound_dropped_machine_share = 0;  // of those: past their machine's share
   // "storage_failed", "broker_down", "inbound_saturated": why it is not ok.
   std::vector<std::string> reasons() const;
 };

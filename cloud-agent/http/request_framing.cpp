@@ -185,6 +185,15 @@ Check check_codings(const std::vector<std::string_view>& codings, std::string_vi
   return std::nullopt;
 }
 
+// RFC 9112 2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT; the agent speaks 1.x.
+Check check_version(std::string_view version) {
+  bool ok = version.size() == 8 && version.substr(0, 7) == "HTTP/1." && version[7] >= '0' &&
+            version[7] <= '9';
+  if (ok) return std::nullopt;
+  return error(400, FramingProblem::kBadRequestLine,
+               "the request line's version is '" + std::string(version) + "', not HTTP/1.x");
+}
+
 Check check_transfer_encoding(const RequestHead& head, const std::vector<std::string_view>& te,
                               bool has_content_length) {
   if (te.empty()) return std::nullopt;
@@ -204,6 +213,52 @@ Check check_transfer_encoding(const RequestHead& head, const std::vector<std::st
   return check_codings(codings_of(te.front()), te.front());
 }
 
+// The bytes of [from, to) of a head that are not NUL: what a NUL hid.
+bool hides_bytes(std::string_view buffer, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    if (buffer[i] != '\0') return true;
+  }
+  return false;
+}
+
+// A line end: [end, next) must be exactly the two NULs of a CRLF.
+Check check_line_end(std::string_view buffer, size_t end, size_t next, const std::string& line) {
+  size_t gap = next - end;
+  if (gap == 1) {
+    return error(400, FramingProblem::kBareLf, "the " + line + " ends with a bare LF, not CRLF");
+  }
+  if (gap > 2 || hides_bytes(buffer, end, next)) {
+    return error(400, FramingProblem::kNulByte, "a NUL byte in the " + line);
+  }
+  return std::nullopt;
+}
+
+Check check_request_line_layout(const HeadLayout& l) {
+  size_t size = l.buffer.size();
+  bool in_order = l.method_end < l.target_at && l.target_at <= l.target_end &&
+                  l.target_end < l.version_at && l.version_at <= l.version_end &&
+                  l.version_end <= size;
+  if (!in_order) {
+    return error(400, FramingProblem::kBadRequestLine,
+                 "the request line is not method, target, version");
+  }
+  if (l.target_at - l.method_end > 1 || hides_bytes(l.buffer, l.method_end, l.target_at)) {
+    bool spaces = l.buffer.substr(l.method_end, l.target_at - l.method_end).find(' ') !=
+                  std::string_view::npos;
+    if (spaces) {
+      return error(400, FramingProblem::kBadRequestLine,
+                   "more than one space between the method and the target");
+    }
+    return error(400, FramingProblem::kNulByte, "a NUL byte in the request line's method");
+  }
+  if (l.version_at - l.target_end > 1 || hides_bytes(l.buffer, l.target_end, l.version_at)) {
+    return error(
+        400, FramingProblem::kNulByte,
+        "a NUL byte in the request target at " + std::to_string(l.target_end - l.target_at));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* framing_problem_name(FramingProblem problem) {
@@ -217,6 +272,9 @@ const char* framing_problem_name(FramingProblem problem) {
       return "content_length_with_transfer_encoding";
     case FramingProblem::kBadTransferEncoding: return "bad_transfer_encoding";
     case FramingProblem::kUnsupportedTransferCoding: return "unsupported_transfer_coding";
+    case FramingProblem::kBadRequestLine: return "bad_request_line";
+    case FramingProblem::kNulByte: return "nul_byte";
+    case FramingProblem::kBareLf: return "bare_lf";
     case FramingProblem::kIncompleteRequest: return "incomplete_request";
     case FramingProblem::kRefusedByParser: return "refused_by_parser";
   }
@@ -233,12 +291,16 @@ const std::array<FramingProblem, kFramingProblemCount>& all_framing_problems() {
       FramingProblem::kContentLengthWithTransferEncoding,
       FramingProblem::kBadTransferEncoding,
       FramingProblem::kUnsupportedTransferCoding,
+      FramingProblem::kBadRequestLine,
+      FramingProblem::kNulByte,
+      FramingProblem::kBareLf,
       FramingProblem::kIncompleteRequest,
       FramingProblem::kRefusedByParser};
   return all;
 }
 
 std::optional<FramingError> check_request_head(const RequestHead& head, size_t max_target_bytes) {
+  if (Check c = check_version(head.version)) return c;
   if (Check c = check_target(head.target, max_target_bytes)) return c;
   for (const HeaderField& f : head.fields) {
     if (Check c = check_field(f)) return c;
@@ -246,6 +308,40 @@ std::optional<FramingError> check_request_head(const RequestHead& head, size_t m
   std::vector<std::string_view> lengths = values_of(head, "Content-Length");
   if (Check c = check_content_length(lengths)) return c;
   return check_transfer_encoding(head, values_of(head, "Transfer-Encoding"), !lengths.empty());
+}
+
+std::optional<FramingError> check_head_layout(const HeadLayout& l) {
+  if (Check c = check_request_line_layout(l)) return c;
+  size_t size = l.buffer.size();
+  // A folded field (obs-fold) is copied elsewhere by libmicrohttpd, out of
+  // the head's order: its gaps say nothing, so this comes first.
+  size_t line_start = l.version_end;
+  for (const HeadLayout::Field& f : l.fields) {
+    bool in_order = f.name_at > line_start && f.name_at < f.value_at && f.value_at <= f.value_end &&
+                    f.value_end <= size;
+    if (!in_order) {
+      return error(400, FramingProblem::kBadHeader,
+                   "a header line continues the one before it (obs-fold, RFC 9112 5.2)");
+    }
+    line_start = f.value_end;
+  }
+  size_t end = l.version_end;
+  std::string line = "request line";
+  for (const HeadLayout::Field& f : l.fields) {
+    if (Check c = check_line_end(l.buffer, end, f.name_at, line)) return c;
+    end = f.value_end;
+    line = "header line of " + std::string(f.name);
+  }
+  // The last line's end and the empty line's: CRLF CRLF.
+  size_t gap = size - end;
+  if (gap > 4 || hides_bytes(l.buffer, end, size)) {
+    return error(400, FramingProblem::kNulByte, "a NUL byte in or after the " + line);
+  }
+  if (gap < 4) {
+    return error(400, FramingProblem::kBareLf,
+                 "the " + line + " or the empty line after it ends with a bare LF, not CRLF");
+  }
+  return std::nullopt;
 }
 
 }  // namespace vend::agent

@@ -1,6 +1,7 @@
 // WorkerPool: a fixed number of threads running jobs from a bounded queue.
-// HttpApi runs its handlers here (they block on AgentCore's group commit) so
-// that the HTTP event threads never wait.
+// HttpApi runs every route but the customers' order and payment here (they
+// wait for AgentCore: a step on the core thread, an operator call's group
+// commit) so that the HTTP event threads never wait.
 #pragma once
 
 #include <condition_variable>

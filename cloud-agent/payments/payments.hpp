@@ -58,6 +58,8 @@ class Payments {
   void committed(const Ticket& recorded);
   // The submit was refused: what was staged is not recorded anywhere.
   void drop_staged();
+  // Every now_ms below is monotonic: retry times are intervals, and a step
+  // of the wall clock must neither stall nor rush a refund.
   // After a restart, the log's PENDING refunds, due at once (a delivery in
   // flight at the crash is sent again: the gateway deduplicates).
   void load_refunds(const std::vector<StoredRefund>& pending, int64_t now_ms);

@@ -83,8 +83,8 @@ struct PgCommands {
   }
   void operator()(const change::AdvanceDeviceSeq& c) const {
     // Seqs are stored as their 64-bit pattern, as in SQLite.
-    add("advance_device_seq",
-        {num(static_cast<int64_t>(c.to)), c.device, num(static_cast<int64_t>(c.from)), what()});
+    add("advance_device_seq", {num(static_cast<int64_t>(c.to)), c.mac, c.device,
+                               num(static_cast<int64_t>(c.from)), what()});
   }
   void operator()(const change::SwitchLedger& c) const {
     add("retire_ledger", {c.device, c.from, num(static_cast<int64_t>(c.from_seq)), num(c.at_ms)});

@@ -93,7 +93,7 @@ Result<Scope> scope_of(const LoadQuery& q, const LoadFilter& only) {
 Status load_devices(const LoadQuery& q, const Scope& scope, LoadedState& out) {
   auto devices =
       q("SELECT d.id, d.key_hex, d.created_ms, COALESCE(s.last_processed_seq, 0), d.next_key_hex, "
-        "d.decommissioned_ms, COALESCE(s.ledger_id, '') FROM devices d "
+        "d.decommissioned_ms, COALESCE(s.ledger_id, ''), COALESCE(s.last_mac, '') FROM devices d "
         "LEFT JOIN device_seq s ON s.device = d.id WHERE " +
             scope.in_scope("d.id") + " ORDER BY d.id",
         Params{scope.devices});
@@ -110,7 +110,8 @@ Status load_devices(const LoadQuery& q, const Scope& scope, LoadedState& out) {
     std::string id = devices->text(i, 0);
     out.devices.push_back({id, devices->text(i, 1), devices->int64(i, 2),
                            static_cast<uint64_t>(devices->int64(i, 3)), devices->text(i, 4),
-                           devices->int64(i, 5), devices->text(i, 6), std::move(by_device[id])});
+                           devices->int64(i, 5), devices->text(i, 6), std::move(by_device[id]),
+                           devices->text(i, 7)});
   }
   return {};
 }

@@ -216,13 +216,18 @@ CREATE INDEX payments_of_unknown_orders ON payments(order_id)
   WHERE outcome = 'unknown_order_refunded';
 )sql";
 
+// v6: the mac of each device's last processed event (SQLite's v10).
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE device_seq ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4}, {5, kSchemaV5}};
-constexpr int kLatest = 5;
+const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
+                                 {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
+constexpr int kLatest = 6;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -314,13 +319,15 @@ const std::vector<NamedStatement>& write_statements() {
        "WHERE payment_id = $5 AND state = 'PENDING' RETURNING 1) "
        "SELECT vend_expect_one((SELECT count(*) FROM u), $6)"},
       {"advance_device_seq",
-       "WITH u AS (UPDATE device_seq SET last_processed_seq = $1 WHERE device = $2 AND "
-       "last_processed_seq = $3 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $4)"},
+       "WITH u AS (UPDATE device_seq SET last_processed_seq = $1, last_mac = $2 WHERE device = $3 "
+       "AND last_processed_seq = $4 RETURNING 1) "
+       "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
       {"retire_ledger",
        "INSERT INTO retired_ledgers(device, ledger_id, last_processed_seq, retired_ms) "
        "VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING"},
       {"switch_ledger",
-       "WITH u AS (UPDATE device_seq SET ledger_id = $1, last_processed_seq = 0 WHERE device = $2 "
+       "WITH u AS (UPDATE device_seq SET ledger_id = $1, last_processed_seq = 0, last_mac = '' "
+       "WHERE device = $2 "
        "AND ledger_id = $3 AND last_processed_seq = $4 RETURNING 1) "
        "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
       {"set_next_key",

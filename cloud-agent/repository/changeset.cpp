@@ -60,9 +60,10 @@ void Changeset::update_refund(const std::string& payment_id, RefundState state, 
   changes_.push_back(change::UpdateRefund{payment_id, state, attempts, last_error, at_ms});
 }
 
-void Changeset::advance_device_seq(const std::string& device, uint64_t from, uint64_t to) {
+void Changeset::advance_device_seq(const std::string& device, uint64_t from, uint64_t to,
+                                   const std::string& mac) {
   fence_device(device);
-  changes_.push_back(change::AdvanceDeviceSeq{device, from, to});
+  changes_.push_back(change::AdvanceDeviceSeq{device, from, to, mac});
 }
 
 void Changeset::switch_ledger(const std::string& device, const std::string& from, uint64_t from_seq,

@@ -92,8 +92,10 @@ class Changeset {
   void update_refund(const std::string& payment_id, RefundState state, int attempts,
                      const std::string& last_error, int64_t at_ms);
   // The device's last processed event seq goes from `from` to `to`
-  // (conditional, like a transition).
-  void advance_device_seq(const std::string& device, uint64_t from, uint64_t to);
+  // (conditional, like a transition); `mac`: the event at `to`'s, kept to
+  // tell a duplicate from another event under that seq ("" = unknown).
+  void advance_device_seq(const std::string& device, uint64_t from, uint64_t to,
+                          const std::string& mac = "");
   // The device's events now come from ledger `to` (seq from 1): ledger `from`
   // (at seq `from_seq`; conditional, like a transition) is retired.
   void switch_ledger(const std::string& device, const std::string& from, uint64_t from_seq,

@@ -181,11 +181,11 @@ struct SqliteApply {
     // Seqs are stored as their 64-bit pattern (SQLite integers are signed).
     return run(
         w,
-        "UPDATE device_seq SET last_processed_seq = ? WHERE device = ? AND "
+        "UPDATE device_seq SET last_processed_seq = ?, last_mac = ? WHERE device = ? AND "
         "last_processed_seq = ?",
         [&](sql::Statement& s) {
-          s.bind(1, static_cast<int64_t>(c.to)).bind(2, c.device);
-          s.bind(3, static_cast<int64_t>(c.from));
+          s.bind(1, static_cast<int64_t>(c.to)).bind(2, c.mac).bind(3, c.device);
+          s.bind(4, static_cast<int64_t>(c.from));
         },
         1, what());
   }
@@ -202,7 +202,8 @@ struct SqliteApply {
     if (!s.ok()) return s;
     return run(
         w,
-        "UPDATE device_seq SET ledger_id = ?, last_processed_seq = 0 WHERE device = ? AND "
+        "UPDATE device_seq SET ledger_id = ?, last_processed_seq = 0, last_mac = '' "
+        "WHERE device = ? AND "
         "ledger_id = ? AND last_processed_seq = ?",
         [&](sql::Statement& st) {
           st.bind(1, c.to).bind(2, c.device).bind(3, c.from);

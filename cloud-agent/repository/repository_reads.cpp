@@ -108,7 +108,8 @@ Status load_devices(sql::Database& db, const Scope& scope, LoadedState& out) {
   auto s = query(
       db,
       "SELECT d.id, d.key_hex, d.created_ms, COALESCE(q.last_processed_seq, 0), "
-      "d.next_key_hex, d.decommissioned_ms, COALESCE(q.ledger_id, '') "
+      "d.next_key_hex, d.decommissioned_ms, COALESCE(q.ledger_id, ''), "
+      "COALESCE(q.last_mac, '') "
       "FROM devices d LEFT JOIN device_seq q ON q.device = d.id WHERE " +
           scope.in_scope("d.id") + " ORDER BY d.id",
       [&](sql::Statement& st) { scope.bind(st); },
@@ -120,7 +121,8 @@ Status load_devices(sql::Database& db, const Scope& scope, LoadedState& out) {
                                st.column_text(4),
                                st.column_int64(5),
                                st.column_text(6),
-                               {}});
+                               {},
+                               st.column_text(7)});
       });
   if (!s.ok()) return s;
   std::map<std::string, std::vector<std::string>> retired;

@@ -329,11 +329,19 @@ Status rewrite_state_checks(sql::Database& db) {
   return written.ok() ? off : written;
 }
 
+// v10: the mac of each device's last processed event, so that a duplicate
+// seq with other content (a device ledger that went back in time) is told
+// from a resend, and each ack names the event it covers up to.
+constexpr const char* kSchemaV10 = R"sql(
+ALTER TABLE device_seq ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
+)sql";
+
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {
-      {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-      {4, kSchemaV4}, {5, kSchemaV5}, {6, "", rewrite_state_checks},
-      {7, kSchemaV7}, {8, kSchemaV8}, {9, kSchemaV9}};
+  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2},
+                                                  {3, kSchemaV3}, {4, kSchemaV4},
+                                                  {5, kSchemaV5}, {6, "", rewrite_state_checks},
+                                                  {7, kSchemaV7}, {8, kSchemaV8},
+                                                  {9, kSchemaV9}, {10, kSchemaV10}};
   return all;
 }
 

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "vend/thread_name.hpp"
+#include "vend/topics.hpp"
 
 namespace vend::agent {
 
@@ -59,7 +60,11 @@ bool CoreThread::post(std::function<void()> step) {
 }
 
 void CoreThread::push_message(const Message& message) {
-  (void)inbox_.push_message(message, message.topic.size() + message.payload.size());
+  // Each machine's share of the queue is bounded: its device id is the
+  // source (a topic of no device counts as its own source).
+  auto device = topics::parse_device_topic(message.topic);
+  std::string_view source = device.ok() ? std::string_view(device->device) : message.topic;
+  (void)inbox_.push_message(message, message.topic.size() + message.payload.size(), source);
 }
 
 void CoreThread::push_connection(bool connected) { inbox_.push_connection(connected); }

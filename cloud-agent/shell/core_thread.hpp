@@ -6,8 +6,14 @@
 //
 // Bounded: messages beyond the inbox's limits are dropped and counted (the
 // devices re-send unacknowledged events; a warning with the count is logged
-// from this thread); a step that does not fit is refused (run() returns
-// false and the caller answers 503). Connection changes are never dropped.
+// from this thread), and so are a machine's beyond its share
+// (Limits::max_messages_per_source; the source is the device id of the
+// topic). Paho acknowledges a QoS 1 message once it is queued or dropped
+// here, so what is dropped is not redelivered by the broker: a device's
+// events are re-sent by its outbox until the core acks them (after their
+// commit); a dropped status stays retained at the broker, sent again on
+// the core's next subscribe and asked for by its status probes; a step that does not fit is refused
+// (run() returns false and the caller answers 503). Connection changes are never dropped.
 //
 // Lifecycle: construct, attach the handlers, start(); before start() (and on
 // the core thread itself) run() runs the step at once on the caller's thread,
@@ -55,6 +61,7 @@ class CoreThread final : public CoreRunner {
 
   Inbox<Message>::Fill fill() const { return inbox_.fill(); }
   uint64_t dropped() const { return inbox_.dropped_total(); }
+  uint64_t dropped_over_share() const { return inbox_.dropped_over_share_total(); }
 
  private:
   void loop();

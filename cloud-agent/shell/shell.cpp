@@ -23,6 +23,7 @@
 #include "repository/repository.hpp"
 #include "shell/cluster_node.hpp"
 #include "shell/core_thread.hpp"
+#include "shell/reader_thread.hpp"
 #include "shell/refund_sender.hpp"
 #include "shell/shell_options.hpp"
 #include "vend/connect_retry.hpp"
@@ -38,6 +39,8 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "agent";
+// Messages of one machine waiting in the inbound queue at once (5% of it).
+constexpr size_t kInboundPerDevice = 500;
 
 // Blocks the stop signals in the calling thread, before any other thread
 // exists: every thread inherits the mask, and only wait_for_stop() sees them.
@@ -92,6 +95,8 @@ class AgentProcess {
   // The core's one thread; outlives the transport that feeds it and the core
   // that runs on it.
   std::unique_ptr<CoreThread> core_thread_;
+  // Reads of the log for clients' requests, off the core thread.
+  std::unique_ptr<ReaderThread> reader_;
   std::unique_ptr<PahoTransport> transport_;
   // The console's event stream and plots, fed with every ops message the
   // core publishes (the tee between the core and Paho).
@@ -192,6 +197,7 @@ Status AgentProcess::start(std::ostream& out) {
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
+  ao.command_version = static_cast<int>(options_.command_version);
   ao.dispatch_review_ms = options_.review_after_s * 1000;
   ao.refund_max_attempts = static_cast<int>(options_.refund_max_attempts);
   ao.reconcile_interval_ms = options_.reconcile_interval_s * 1000;
@@ -199,8 +205,11 @@ Status AgentProcess::start(std::ostream& out) {
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
   ao.max_open_reservations_per_client = static_cast<size_t>(options_.max_open_reservations);
   ao.instance_id = options_.instance_id;
-  core_thread_ =
-      std::make_unique<CoreThread>(CoreThread::Limits{}, std::chrono::milliseconds(10), log_);
+  CoreThread::Limits inbound;  // 10,000 messages, 64 MiB, 10,000 calls
+  // One machine's share: a buggy or hostile one cannot fill the queue the
+  // fleet shares (what is dropped is re-sent: core_thread.hpp).
+  inbound.max_messages_per_source = kInboundPerDevice;
+  core_thread_ = std::make_unique<CoreThread>(inbound, std::chrono::milliseconds(10), log_);
   series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
   OpsHubOptions hub_options;  // shell_options.hpp: the --ops-stream-* options
   hub_options.max_subscribers = static_cast<size_t>(options_.ops_stream_max_subscribers);
@@ -213,7 +222,9 @@ Status AgentProcess::start(std::ostream& out) {
     series->offer(kind, payload);
   });
   tee_ = std::make_unique<OpsTee>(*transport_, *hub_);
-  core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, ao, core_thread_.get());
+  reader_ = std::make_unique<ReaderThread>();
+  core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, ao, core_thread_.get(),
+                                      &reader_->lookups(), &reader_->reservations());
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
   if (cluster_) {
@@ -279,11 +290,14 @@ Result<int> AgentProcess::bind_http() {
   ho.broker_down_grace_ms = options_.broker_down_grace_s * 1000;
   ho.inbound_fill = [this] {
     Inbox<Message>::Fill f = core_thread_->fill();  // set before HTTP starts
-    return HttpApiOptions::InboundFill{f.messages, f.max_messages, f.bytes, f.max_bytes};
+    return HttpApiOptions::InboundFill{
+        f.messages,  f.max_messages,          f.bytes,
+        f.max_bytes, core_thread_->dropped(), core_thread_->dropped_over_share()};
   };
   ho.payment_tolerance_s = options_.payment_tolerance_s;
   ho.worker_threads = static_cast<size_t>(options_.http_threads);
   ho.max_queued_requests = static_cast<size_t>(options_.http_max_queued);
+  ho.max_requests_per_peer = static_cast<size_t>(options_.http_max_per_peer);
   ho.max_body_bytes = static_cast<size_t>(options_.http_max_body_bytes);
   ho.server_stats = [this] { return server_->stats(); };
   ho.ops_hub = hub_.get();
@@ -397,6 +411,7 @@ void AgentProcess::stop() {
   if (stopped_) return;
   stopped_ = true;
   if (server_) server_->stop();  // no new requests; running ones finish
+  if (reader_) reader_->stop();  // queued reads run; their steps reach the core thread
   if (connector_) connector_->stop();
   refunds_.reset();  // an answer in flight is applied; the rest stays PENDING
   // What was queued runs; later input is refused (devices re-send what is

@@ -124,6 +124,7 @@ const std::map<std::string, Setter>& valued_options() {
       {"--reservation-ttl-s",
        set_int(&ShellOptions::reservation_ttl_s, "--reservation-ttl-s", 1, 86400)},
       {"--dispatch-ttl-s", set_int(&ShellOptions::dispatch_ttl_s, "--dispatch-ttl-s", 5, 3600)},
+      {"--command-version", set_int(&ShellOptions::command_version, "--command-version", 1, 2)},
       {"--refund-url", set_text(&ShellOptions::refund_url)},
       {"--refund-max-attempts",
        set_int(&ShellOptions::refund_max_attempts, "--refund-max-attempts", 1, 1000)},
@@ -146,6 +147,8 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::http_max_connections, "--http-max-connections", 1, 1'000'000)},
       {"--http-max-queued",
        set_int(&ShellOptions::http_max_queued, "--http-max-queued", 1, 1 << 20)},
+      {"--http-max-per-peer",
+       set_int(&ShellOptions::http_max_per_peer, "--http-max-per-peer", 0, 1 << 20)},
       {"--http-max-header-bytes",
        set_int(&ShellOptions::http_max_header_bytes, "--http-max-header-bytes", 1024, 1 << 20)},
       {"--http-max-body-bytes",
@@ -457,8 +460,11 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --insecure-no-auth            operator endpoints without a token (local demos only)
   --reservation-ttl-s N         an unpaid order expires after N s (300; 1..86400)
   --payment-tolerance-s N       a payment notification signed more than N s from the
-                                agent's clock is refused (300; 1..86400)
+                                agent's clock is counted and logged, and honoured all the
+                                same (300; 1..86400)
   --dispatch-ttl-s N            a dispense command expires N s after payment (60; 5..3600)
+  --command-version 1|2         protocol version of commands (2: every command expires;
+                                1 only for firmware before v2, docs/protocol.md)
   --refund-url URL              the payment gateway's refund endpoint (http[s]://…); every
                                 refund is POSTed there, signed, until it answers 2xx (none:
                                 refunds are recorded but not delivered)
@@ -480,6 +486,7 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
   --http-event-threads N        HTTP event (epoll) threads (2; 1..64)
   --http-max-connections N      open connections at once; more get 503 (20000)
   --http-max-queued N           requests waiting for a handler thread; more get 503 (4096)
+  --http-max-per-peer N         requests in flight per peer address; more get 503 (1024; 0 off)
   --http-max-header-bytes N     request line and headers; more get 431 (8192)
   --http-max-body-bytes N       request body; more gets 413 (16384)
   --http-header-timeout-ms N    headers not complete in N ms after the request line: 408

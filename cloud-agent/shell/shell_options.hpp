@@ -38,6 +38,7 @@ struct ShellOptions {
   int64_t reservation_ttl_s = 300;
   int64_t payment_tolerance_s = 300;
   int64_t dispatch_ttl_s = 60;
+  int64_t command_version = 2;  // protocol version of commands (1: firmware before v2)
   int64_t review_after_s = 30 * 60;
   std::string refund_url;  // empty: refunds are recorded, not delivered
   int64_t refund_max_attempts = 20;
@@ -52,6 +53,7 @@ struct ShellOptions {
   int64_t http_event_threads = 2;
   int64_t http_max_connections = 20'000;
   int64_t http_max_queued = 4096;
+  int64_t http_max_per_peer = 1024;  // requests in flight per peer address; 0: no limit
   int64_t http_max_header_bytes = 8192;
   int64_t http_max_body_bytes = 16'384;
   int64_t http_header_timeout_ms = 10'000;

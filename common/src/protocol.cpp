@@ -24,9 +24,9 @@ bool is_id_char(char c) {
          c == '_' || c == '-';
 }
 
-Json message_base(const char* type) {
+Json message_base(const char* type, int version = kVersion) {
   Json j = Json::object();
-  j["v"] = kVersion;
+  j["v"] = version;
   j["type"] = type;
   return j;
 }
@@ -71,6 +71,7 @@ void add_fields(Json& j, const Ack& c) {
   j["device"] = c.device;
   j["upto_seq"] = c.upto_seq;
   if (!c.ledger_id.empty()) j["ledger_id"] = c.ledger_id;
+  if (!c.upto_mac.empty()) j["upto_mac"] = c.upto_mac;
 }
 
 void add_fields(Json& j, const ResendRequest& c) {
@@ -121,8 +122,11 @@ void add_fields(Json& j, const Fault& f) {
 }
 
 Json to_json(const Command& command) {
-  Json j = message_base(type_name(command));
+  int version = command_version(command);
+  Json j = message_base(type_name(command), version);
   std::visit([&j](const auto& c) { add_fields(j, c); }, command);
+  // v2: every command expires (a dispense carries its expiry in v1 too).
+  if (version >= 2) j["expires_at_ms"] = command_expires_at_ms(command);
   return j;
 }
 
@@ -185,6 +189,14 @@ std::string encode(const DeviceEvent& event, std::string_view mac_hex) {
 }
 std::string encode(const PresenceStatus& status, std::string_view mac_hex) {
   return encode_with_mac(status, mac_hex);
+}
+
+int command_version(const Command& command) {
+  return std::visit([](const auto& c) { return c.v; }, command);
+}
+
+int64_t command_expires_at_ms(const Command& command) {
+  return std::visit([](const auto& c) { return c.expires_at_ms; }, command);
 }
 
 const std::string& command_device(const Command& command) {

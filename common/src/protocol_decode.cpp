@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "json_reader.hpp"
@@ -28,6 +30,8 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // ---- Message bodies -------------------------------------------------------
 
 constexpr std::array<std::string_view, 3> kBaseFields = {"v", "type", "mac"};
+// A v2 command: every type carries expires_at_ms.
+constexpr std::array<std::string_view, 4> kCommandV2Fields = {"v", "type", "mac", "expires_at_ms"};
 constexpr std::array<std::string_view, 8> kEnvelopeFields = {
     "v", "type", "mac", "device", "seq", "boot_id", "ts_ms", "ledger_id"};
 
@@ -63,6 +67,7 @@ Command read_ack(FieldReader& r) {
   c.device = r.id("device");
   c.upto_seq = r.uint64_in("upto_seq", 0);
   if (r.has("ledger_id")) c.ledger_id = r.token("ledger_id");
+  if (r.has("upto_mac")) c.upto_mac = r.hex64("upto_mac");
   return c;
 }
 
@@ -197,7 +202,8 @@ constexpr std::array<std::string_view, 5> kDispenseFields = {"device", "order_id
 constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
-constexpr std::array<std::string_view, 3> kAckFields = {"device", "upto_seq", "ledger_id"};
+constexpr std::array<std::string_view, 4> kAckFields = {"device", "upto_seq", "ledger_id",
+                                                        "upto_mac"};
 constexpr std::array<std::string_view, 3> kResendFields = {"device", "from_seq", "ledger_id"};
 constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
 constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};
@@ -229,18 +235,25 @@ constexpr std::array<MessageType<EventBody>, 5> kEventTypes = {{
 
 // ---- Decoding -------------------------------------------------------------
 
-std::optional<Error> check_version(const Json& object) {
+// `v` is an integer in 1..max_version; `version` (when given) receives it.
+std::optional<Error> check_version(const Json& object, int max_version, int* version) {
   auto it = object.find("v");
   if (it == object.end()) return Error{kErrMissingField, "missing field 'v'"};
   if (!it->is_number_integer()) return Error{kErrWrongType, "field 'v' must be an integer"};
-  if (!it->is_number_unsigned() || it->get<uint64_t>() != static_cast<uint64_t>(kVersion)) {
-    return Error{kErrBadVersion, "field 'v' is " + it->dump() + ", only 1 is supported"};
+  uint64_t v = it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  if (v < 1 || v > static_cast<uint64_t>(max_version)) {
+    return Error{kErrBadVersion,
+                 "field 'v' is " + it->dump() + ", only " +
+                     (max_version == 1 ? std::string("1") : "1.." + std::to_string(max_version)) +
+                     " is supported"};
   }
+  if (version != nullptr) *version = static_cast<int>(v);
   return std::nullopt;
 }
 
 // Size, JSON syntax, object, version: what every message shares.
-std::optional<Error> parse_message(std::string_view payload, Json& object) {
+std::optional<Error> parse_message(std::string_view payload, Json& object,
+                                   int max_version = kVersion, int* version = nullptr) {
   if (payload.size() > kMaxPayloadBytes) {
     return Error{kErrOversize, "payload of " + std::to_string(payload.size()) + " bytes exceeds " +
                                    std::to_string(kMaxPayloadBytes)};
@@ -248,7 +261,7 @@ std::optional<Error> parse_message(std::string_view payload, Json& object) {
   std::string why = internal::parse_strict(payload, object);
   if (!why.empty()) return Error{kErrBadJson, std::move(why)};
   if (!object.is_object()) return Error{kErrBadJson, "payload is not a JSON object"};
-  return check_version(object);
+  return check_version(object, max_version, version);
 }
 
 // The canonical JSON of a parsed message: every field but "mac", dumped
@@ -291,14 +304,29 @@ Result<const MessageType<Body>*> find_type(const Json& object,
 
 Result<Decoded<Command>> decode_command_unguarded(std::string_view payload) {
   Json object;
-  if (auto error = parse_message(payload, object)) return *std::move(error);
+  int version = 1;
+  if (auto error = parse_message(payload, object, kCommandVersion, &version)) {
+    return *std::move(error);
+  }
   auto type = find_type(object, kCommandTypes, "command");
   if (!type.ok()) return type.error();
   std::string canonical = canonical_without_mac(object);
   FieldReader r(object, (*type)->name);
-  r.only(kBaseFields, (*type)->fields);
+  if (version >= 2) {
+    r.only(kCommandV2Fields, (*type)->fields);
+  } else {
+    r.only(kBaseFields, (*type)->fields);
+  }
   std::string mac = r.hex64("mac");
   Command command = (*type)->read(r);
+  std::visit(
+      [&](auto& c) {
+        c.v = version;
+        if (version >= 2 && !std::is_same_v<std::decay_t<decltype(c)>, DispenseCommand>) {
+          c.expires_at_ms = r.int64_in("expires_at_ms", 1, kInt64Max);
+        }
+      },
+      command);
   if (r.failed()) return r.take_error();
   return Decoded<Command>{std::move(command), std::move(mac), std::move(canonical)};
 }

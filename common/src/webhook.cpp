@@ -1,8 +1,6 @@
 #include "vend/webhook.hpp"
 
-#include <algorithm>
 #include <charconv>
-#include <cstdlib>
 
 #include "vend/crypto.hpp"
 
@@ -89,8 +87,8 @@ Result<Signature> parse(std::string_view header) {
   return out;
 }
 
-Status verify(std::string_view secret, std::string_view header, std::string_view subject,
-              std::string_view body, int64_t now_s, int64_t tolerance_s) {
+Result<int64_t> authenticate(std::string_view secret, std::string_view header,
+                             std::string_view subject, std::string_view body) {
   auto sig = parse(header);
   if (!sig.ok()) return sig.error();
   std::string want = mac_hex(secret, sig->t_s, subject, body);
@@ -101,24 +99,7 @@ Status verify(std::string_view secret, std::string_view header, std::string_view
                                       " does not match: v1 must be the HMAC-SHA256 of "
                                       "'<t>.<subject>.<body>' under the gateway secret"};
   }
-  if (std::llabs(now_s - sig->t_s) > tolerance_s) {
-    return Error{"signature_expired", std::string(kHeader) + " t=" + std::to_string(sig->t_s) +
-                                          " is more than " + std::to_string(tolerance_s) +
-                                          " s from the agent's clock (" + std::to_string(now_s) +
-                                          ")"};
-  }
-  return {};
-}
-
-bool ReplayWindow::first_use(int64_t t_s, const std::string& v1, int64_t now_s) {
-  while (!order_.empty() && (order_.front().first < now_s || seen_.size() >= max_)) {
-    seen_.erase(order_.front().second);
-    order_.pop_front();
-  }
-  if (!seen_.insert(v1).second) return false;
-  // Kept until the signature could no longer pass the tolerance check.
-  order_.emplace_back(std::max(t_s, now_s) + window_s_, v1);
-  return true;
+  return sig->t_s;
 }
 
 }  // namespace vend::webhook

@@ -196,10 +196,14 @@ void parse_sim(ObjectReader r, SimulatedMachineOptions& sim) {
   r.number("jam_probability", 0.0, 1.0, sim.jam_probability);
 }
 
+// The skew an agent that sends v1 commands tolerates on a dispense's expiry.
+constexpr int64_t kV1AgentSkewMs = 5000;
+
 void parse_core(ObjectReader r, CoreOptions& core) {
   r.only({"expiry_skew_ms", "dispense_queue_max", "motor_timeout_ms", "outbox_max",
           "outbox_drain_per_s", "outbox_window", "retransmit_ms", "reconnect_jitter_max_ms",
-          "snapshot_interval_ms", "presence_interval_ms", "auto_confirm_restock"});
+          "snapshot_interval_ms", "presence_interval_ms", "auto_confirm_restock",
+          "accept_v1_commands"});
   r.integer("expiry_skew_ms", int64_t{0}, int64_t{3'600'000}, core.expiry_skew_ms);
   r.integer("dispense_queue_max", 1, 1000, core.dispense_queue_max);
   r.integer("motor_timeout_ms", int64_t{100}, int64_t{600'000}, core.motor_timeout_ms);
@@ -214,6 +218,13 @@ void parse_core(ObjectReader r, CoreOptions& core) {
   }
   r.integer("presence_interval_ms", int64_t{0}, int64_t{86'400'000}, core.presence_interval_ms);
   r.boolean("auto_confirm_restock", core.auto_confirm_restock);
+  r.boolean("accept_v1_commands", core.accept_v1_commands);
+  // A v1 dispense is decided "never run" by the agent at expires_at_ms + 5 s:
+  // the device must not run it later than that.
+  if (core.accept_v1_commands && core.expiry_skew_ms > kV1AgentSkewMs) {
+    r.add("expiry_skew_ms", "must be at most " + std::to_string(kV1AgentSkewMs) +
+                                " with accept_v1_commands (the agent's tolerance)");
+  }
 }
 
 void parse_connection(ObjectReader& r, DeviceConfig& c) {

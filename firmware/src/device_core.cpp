@@ -25,7 +25,7 @@ DeviceCore::DeviceCore(Ledger& ledger, Hal hal, Transport& transport, const Cloc
       options_(options),
       refusals_(ledger, clock, log, stats_),
       storage_(ledger, clock, log),
-      sender_(ledger, transport, clock, log, options_, refusals_, stats_),
+      sender_(ledger, transport, clock, random, log, options_, refusals_, stats_),
       dispenser_(ledger, hal, clock, log, options_, storage_, sender_, refusals_, stats_) {}
 
 Message DeviceCore::presence(const Identity& identity, bool online, int64_t now_ms) {
@@ -74,7 +74,29 @@ CommandOutcome DeviceCore::on_command(std::string_view payload) {
   if (!crypto::verify(identity().key, decoded->canonical, decoded->mac)) {
     return refusals_.refuse(type, proto::reason::kBadMac, "signature does not verify");
   }
+  if (auto refused = check_fresh(command, type)) return *refused;
   return route(command);
+}
+
+// After the signature: a signed command is only as good as it is fresh. A
+// v1 one carries no expiry (but a dispense), so a captured one could be
+// replayed forever: refused unless configured for an old agent. A v2
+// dispense's expiry is the Dispenser's (it answers REJECTED expired).
+std::optional<CommandOutcome> DeviceCore::check_fresh(const proto::Command& command,
+                                                      const std::string& type) {
+  if (proto::command_version(command) < 2) {
+    if (options_.accept_v1_commands) return std::nullopt;
+    return refusals_.refuse(type, "old_version",
+                            "v1 command (set core.accept_v1_commands for an agent before v2)");
+  }
+  if (std::holds_alternative<proto::DispenseCommand>(command)) return std::nullopt;
+  int64_t expires_at_ms = proto::command_expires_at_ms(command);
+  if (past_deadline(clock_.wall_ms(), expires_at_ms, 0)) {
+    return refusals_.refuse(type, proto::reason::kExpired,
+                            "expired at " + std::to_string(expires_at_ms) + ", now " +
+                                std::to_string(clock_.wall_ms()));
+  }
+  return std::nullopt;
 }
 
 CommandOutcome DeviceCore::route(const proto::Command& command) {
@@ -125,6 +147,14 @@ CommandOutcome DeviceCore::handle_status_request() {
 }
 
 CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request) {
+  int64_t now = clock_.wall_ms();
+  while (!recent_requests_.empty() &&
+         (recent_requests_.size() >= kRecentRequests || recent_requests_.front().second < now)) {
+    recent_requests_.pop_front();
+  }
+  for (const auto& [id, expires_at_ms] : recent_requests_) {
+    if (id == request.request_id) return CommandOutcome{"snapshot_request", "duplicate", id};
+  }
   if (sender_.outbox_full()) {
     return refusals_.refuse("snapshot_request", "outbox_full", request.request_id);
   }
@@ -135,6 +165,7 @@ CommandOutcome DeviceCore::handle_snapshot(const proto::SnapshotRequest& request
     return refusals_.refuse("snapshot_request", "storage", seq.error().to_string());
   }
   sender_.mark_dirty();
+  if (request.v >= 2) recent_requests_.emplace_back(request.request_id, request.expires_at_ms);
   return CommandOutcome{"snapshot_request", "done", request.request_id};
 }
 

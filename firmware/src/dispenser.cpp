@@ -85,7 +85,7 @@ std::optional<std::string> Dispenser::check(const proto::DispenseCommand& c) {
     return std::string(proto::reason::kUnknownToken);
   }
   if ((*token)->first != TokenState::kAvailable) return std::string(proto::reason::kTokenConsumed);
-  if (past_deadline(clock_.wall_ms(), c.expires_at_ms, options_.expiry_skew_ms)) {
+  if (past_deadline(clock_.wall_ms(), c.expires_at_ms, 0)) {  // c: bounded()
     return std::string(proto::reason::kExpired);
   }
   return std::nullopt;
@@ -96,7 +96,16 @@ CommandOutcome Dispenser::refuse_storage(const Error& error) {
                           error.to_string());
 }
 
-CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& c) {
+proto::DispenseCommand Dispenser::bounded(const proto::DispenseCommand& c) const {
+  proto::DispenseCommand out = c;
+  if (c.v < 2) out.expires_at_ms = saturating_add(c.expires_at_ms, options_.expiry_skew_ms);
+  return out;
+}
+
+CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& command) {
+  // One bound from here on, checked and stored: a v2 command's own, a v1
+  // one's plus this device's tolerance.
+  const proto::DispenseCommand c = bounded(command);
   auto prior = ledger_.find_dispense(c.order_id);
   if (!prior.ok()) return refusals_.refuse("dispense", "storage", prior.error().to_string());
   if (prior->has_value()) return repeat_result(**prior);
@@ -176,7 +185,10 @@ void Dispenser::start_next() {
     auto row = ledger_.find_dispense(order_id);
     if (!row.ok() || !row->has_value() || (*row)->state != DispenseState::kAccepted) continue;
     const DispenseRow& d = **row;
-    if (past_deadline(clock_.wall_ms(), d.expires_at_ms, options_.expiry_skew_ms)) {
+    // The stored expiry is the hard bound (bounded()). A row accepted by
+    // firmware before it, without the skew added, expires up to the skew
+    // early: the token goes back, never a late run.
+    if (past_deadline(clock_.wall_ms(), d.expires_at_ms, 0)) {
       // Expired while waiting: the motor never moved, the token goes back
       // (CONSUMED -> AVAILABLE).
       auto r = ledger_.finish_dispense(order_id, DispenseState::kRejected, proto::reason::kExpired,

@@ -33,11 +33,13 @@ bool for_other_ledger(const std::string& named, const Identity& self) {
 
 }  // namespace
 
-EventSender::EventSender(Ledger& ledger, Transport& transport, const Clock& clock, Logger& log,
-                         const CoreOptions& options, Refusals& refusals, CoreStats& stats)
+EventSender::EventSender(Ledger& ledger, Transport& transport, const Clock& clock, Random& random,
+                         Logger& log, const CoreOptions& options, Refusals& refusals,
+                         CoreStats& stats)
     : ledger_(ledger),
       transport_(transport),
       clock_(clock),
+      random_(random),
       log_(log),
       options_(options),
       refusals_(refusals),
@@ -74,12 +76,37 @@ CommandOutcome EventSender::on_ack(const proto::Ack& ack) {
     return refusals_.refuse("ack", "other_ledger",
                             "ack for ledger " + ack.ledger_id + ", this is " + self.ledger_id);
   }
-  auto dropped = ledger_.acknowledge(ack.upto_seq);
-  if (!dropped.ok()) return refusals_.refuse("ack", "bad_ack", dropped.error().message);
+  auto dropped = ledger_.acknowledge(ack.upto_seq, ack.upto_mac);
+  if (!dropped.ok()) {
+    if (dropped.error().code == "ledger_regressed") return start_new_ledger(ack, dropped.error());
+    return refusals_.refuse("ack", "bad_ack", dropped.error().message);
+  }
   acked_ = std::max(acked_, ack.upto_seq);
   sent_upto_ = std::max(sent_upto_, ack.upto_seq);
   VEND_ASSERT(acked_ <= sent_upto_);
   return CommandOutcome{"ack", "done", std::to_string(*dropped)};
+}
+
+// The cloud processed events of this ledger that the file does not hold:
+// their seqs are taken, by other events. Seqs from 1 under a new id are the
+// board-replacement path on the cloud's side (the old ledger retired, a full
+// snapshot reconciled); the held events go out again under the new id.
+CommandOutcome EventSender::start_new_ledger(const proto::Ack& ack, const Error& regressed) {
+  const std::string old_id = ledger_.identity().ledger_id;
+  const std::string new_id = random_.id128();
+  proto::Fault why{"ledger_regressed",
+                   "ledger " + old_id + " went back in time (" + regressed.message +
+                       "); its held events continue as ledger " + new_id,
+                   0};
+  auto last = ledger_.start_new_ledger(new_id, why, clock_.wall_ms());
+  if (!last.ok()) {
+    return refusals_.refuse("ack", "storage", last.error().to_string());  // the next ack retries
+  }
+  acked_ = sent_upto_ = 0;
+  unavailable_reported_at_.reset();
+  dirty_ = true;
+  log_.warn(kLog, "ack up to " + std::to_string(ack.upto_seq) + ": " + why.message);
+  return CommandOutcome{"ack", "new_ledger", new_id};
 }
 
 Result<uint64_t> EventSender::oldest_held_seq() {

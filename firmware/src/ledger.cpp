@@ -16,15 +16,6 @@ const char* to_string(DispenseState state) { return kDispenseStates[static_cast<
 
 namespace {
 
-Result<std::string> stored_ledger_id(sql::Database& db) {
-  auto st = db.prepare("SELECT ledger_id FROM ledger_identity WHERE one = 1");
-  if (!st.ok()) return st.error();
-  auto row = st->step();
-  if (!row.ok()) return row.error();
-  if (!*row) return std::string();
-  return st->column_text(0);
-}
-
 // Events written before the ledger had an id (older firmware) are signed
 // again with it, so that every event still held names the ledger: the cloud
 // then sees one ledger, never a mix of "" and the new id.

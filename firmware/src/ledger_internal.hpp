@@ -66,6 +66,18 @@ inline DispenseRow read_dispense(const sql::Statement& st) {
   return row;
 }
 
+// The ledger's id as stored ("" before the first signing opener names it).
+// Read in each event's transaction, so that a process that opened the ledger
+// before the daemon started a new one signs its events with the new id.
+inline Result<std::string> stored_ledger_id(sql::Database& db) {
+  auto st = db.prepare("SELECT ledger_id FROM ledger_identity WHERE one = 1");
+  if (!st.ok()) return st.error();
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  if (!*row) return std::string();
+  return st->column_text(0);
+}
+
 inline constexpr const char* kDispenseColumns =
     "order_id, slot, token, state, reason, expires_at_ms, token_consumed";
 

@@ -119,24 +119,6 @@ Result<proto::DispenseResult> Ledger::record_rejection(const proto::DispenseComm
   });
 }
 
-Result<int> Ledger::acknowledge(uint64_t upto_seq) {
-  return in_transaction<int>(db_, [&]() -> Result<int> {
-    auto last = last_seq();
-    if (!last.ok()) return last.error();
-    if (upto_seq > *last) {
-      return make_error("ack_beyond_seq", "ack up to " + std::to_string(upto_seq) +
-                                              " but the last event is " + std::to_string(*last));
-    }
-    auto deleted = run(db_, "DELETE FROM outbox WHERE seq <= ?",
-                       [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(upto_seq)); });
-    if (!deleted.ok()) return deleted;
-    auto up = run(db_, "UPDATE meta SET value = max(value, ?) WHERE key = 'acked_seq'",
-                  [&](sql::Statement& st) { st.bind(1, static_cast<int64_t>(upto_seq)); });
-    if (!up.ok()) return up.error();
-    return deleted;
-  });
-}
-
 Result<std::map<int, int>> Ledger::sense_counts(InventorySensor* inventory) {
   std::map<int, int> sensed;
   if (inventory == nullptr) return sensed;

@@ -30,9 +30,17 @@ Result<int64_t> next_position(sql::Database& db, int slot) {
 }  // namespace
 
 Result<uint64_t> Ledger::append_event_in_tx(const proto::EventBody& body, int64_t now_ms) {
+  return append_signed_in_tx(body, now_ms, identity_.boot_id);
+}
+
+Result<uint64_t> Ledger::append_signed_in_tx(const proto::EventBody& body, int64_t ts_ms,
+                                             const std::string& boot_id) {
   auto last = last_seq();
   if (!last.ok()) return last.error();
-  proto::DeviceEvent event{identity_.device_id, *last + 1, identity_.boot_id, now_ms, body,
+  auto ledger_id = stored_ledger_id(db_);  // the daemon may have started a new ledger
+  if (!ledger_id.ok()) return ledger_id.error();
+  identity_.ledger_id = std::move(ledger_id).value();
+  proto::DeviceEvent event{identity_.device_id, *last + 1, boot_id, ts_ms, body,
                            identity_.ledger_id};
   std::string canonical = proto::encode_canonical(event);
   std::string payload = proto::encode(event, crypto::sign(identity_.key, canonical));
@@ -49,7 +57,7 @@ Result<uint64_t> Ledger::append_event_in_tx(const proto::EventBody& body, int64_
                         st.bind(1, static_cast<int64_t>(event.seq))
                             .bind(2, proto::type_name(body))
                             .bind(3, payload)
-                            .bind(4, now_ms);
+                            .bind(4, ts_ms);
                       });
   if (!inserted.ok()) return inserted.error();
   return event.seq;

@@ -68,7 +68,9 @@ std::map<std::string, Setter> fault_fields(FaultRates& f) {
           {"agent_pause", number(f.agent_pause)},
           {"agent_db_partition", number(f.agent_db_partition)},
           {"agent_clock_skew", number(f.agent_clock_skew)},
-          {"max_agent_drift_ppm", number(f.max_agent_drift_ppm)}};
+          {"max_agent_drift_ppm", number(f.max_agent_drift_ppm)},
+          {"agent_clock_step", number(f.agent_clock_step)},
+          {"max_agent_step_ms", number(f.max_agent_step_ms)}};
 }
 
 Status apply(const Json& object, std::map<std::string, Setter> fields, const std::string& where,
@@ -102,6 +104,9 @@ Status validate(const WorldOptions& o, const std::string& path) {
   }
   if (o.faults.max_agent_drift_ppm < 0 || o.faults.max_agent_drift_ppm > 100'000) {
     return bad("faults.max_agent_drift_ppm must be 0..100000");
+  }
+  if (o.faults.max_agent_step_ms < 1000 || o.faults.max_agent_step_ms > 86'400'000) {
+    return bad("faults.max_agent_step_ms must be 1000..86400000");
   }
   return {};
 }

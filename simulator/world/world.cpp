@@ -24,6 +24,9 @@ constexpr int64_t kSettleQuietCheckEvery = 20;
 // (nothing answered may be lost), and customers answer far less often than
 // steps happen: crashes there are this much likelier than at other points.
 constexpr double kAfterAnswerCrashFactor = 20;
+// Inside a customer's call: after its commit, before its next step (a
+// payment's dispense) or its answer; and with the answer given, not received.
+constexpr double kInCallCrashFactor = 20;
 
 agent::AgentOptions world_agent_options() {
   agent::AgentOptions o;
@@ -146,9 +149,14 @@ Status World::one_step(bool workload) {
   if (workload) {
     if (Status s = faults_->step(step_); !s.ok()) return s;
   }
-  workload_->step(agents_, workload, [this, workload] {
-    if (workload) faults_->maybe_crash_agent(kAfterAnswerCrashFactor);
-  });
+  workload_->step(
+      agents_, workload,
+      [this, workload] {
+        if (workload) faults_->maybe_crash_agent(kAfterAnswerCrashFactor);
+      },
+      [this, workload](WorldAgent& agent, agent::CallPoint point, const std::string& call) {
+        return workload && faults_->maybe_crash_in_call(agent, point, call, kInCallCrashFactor);
+      });
   // The agent may die between any two parts of a step, losing every write
   // nobody waited for (its group commit had not happened yet).
   if (workload) faults_->maybe_crash_agent();
@@ -282,6 +290,7 @@ void World::count_outcomes() {
   report_.agents = static_cast<int>(agents_.size());
   report_.agent_pauses = f.agent_pauses;
   report_.agent_db_partitions = f.agent_db_partitions;
+  report_.agent_clock_steps = f.agent_clock_steps;
   report_.fenced_writes = agents_.fenced_writes();
 }
 

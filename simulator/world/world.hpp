@@ -29,7 +29,7 @@
 // With agents > 1 the agent is several instances sharing one database with
 // shard leases and a write fence, customers routed to the owner, and the
 // instances crash, pause, lose the database and drift (docs/simulator.md,
-// "Several agents"; simulator/src/world_agents.hpp).
+// "Several agents"; world_agents.hpp).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +69,13 @@ struct FaultRates {
   double agent_db_partition = 0.0005;
   double agent_clock_skew = 0.0005;
   int64_t max_agent_drift_ppm = 2000;
+  // Per step, every world: an agent's wall clock is stepped (NTP, `date -s`)
+  // by 1 s..max_agent_step_ms, forward or back, and stepped back again
+  // 5..400 steps later. Its deadlines run on the monotonic clock, so the
+  // step decides no order; commands it stamps meanwhile expire early or
+  // late on the machines' true clocks, and the checker holds either way.
+  double agent_clock_step = 0.0003;
+  int64_t max_agent_step_ms = 120'000;
 };
 
 struct WorldOptions {
@@ -123,6 +130,7 @@ struct WorldReport {
   // Several agents: pauses, database partitions, and writes the fence refused.
   int agents = 1;
   int64_t agent_pauses = 0, agent_db_partitions = 0, fenced_writes = 0;
+  int64_t agent_clock_steps = 0;
   std::string summary() const;  // one line
 };
 

@@ -67,7 +67,9 @@ Status WorldAgent::start_single() {
   if (!repo.ok()) return repo.error();
   repo_ = std::move(repo).value();
   client_ = bus_.make_client(kAgentClientId);
-  core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_);
+  runner_ = std::make_unique<agent::CallerRunner>();
+  core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_,
+                                             runner_.get());
   if (Status s = core_->start(); !s.ok()) return s;
   for (const std::string& filter : {topics::all_device_evt(), topics::all_device_status()}) {
     if (Status s = client_->subscribe(filter, 1); !s.ok()) return s;
@@ -141,7 +143,9 @@ bool WorldAgent::try_join() {
   for (const agent::Grant& g : keeper_->held()) held.insert(g.shard);
   if (s.ok()) {
     client_ = bus_.make_client(client_id(), std::nullopt, true);  // clean session
-    core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_);
+    runner_ = std::make_unique<agent::CallerRunner>();
+    core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_,
+                                               runner_.get());
     s = core_->start(ownership(held));
   }
   if (!s.ok()) {
@@ -223,6 +227,7 @@ void WorldAgent::stop_process(const std::string& why, bool leave) {
   core_.reset();
   client_.reset();
   repo_.reset();
+  runner_.reset();
   rebuild_due_ = false;
   begin_process();  // systemd starts it again
   next_try_mono_ms_ = clock_.monotonic_ms() + kRestartDelayMs;
@@ -236,6 +241,7 @@ void WorldAgent::crash() {
   core_.reset();
   client_.reset();
   repo_.reset();
+  runner_.reset();  // with the steps the dying core had queued
   starting_ = paused_ = rebuild_due_ = false;
   inbox_.clear();
   keeper_.reset();
@@ -273,6 +279,11 @@ void WorldAgent::tick() {
     if (!core_) return;
   }
   core_->tick();
+}
+
+Result<agent::Order> WorldAgent::call_order(const agent::OrderCall& start,
+                                            const agent::CrashAt& crash_at) {
+  return agent::call_order(*runner_, *repo_, start, crash_at);
 }
 
 void WorldAgent::flush() {

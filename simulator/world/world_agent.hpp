@@ -1,8 +1,9 @@
 // One cloud agent of the deterministic world: AgentCore over a Repository
 // (manual commit: writes commit when the core waits for them or the world
-// flushes) and a bus client. A crash drops the core, every write not
-// committed yet and the bus connection; the database stays and is reopened
-// by start(), which rebuilds the timers from it.
+// flushes), a CallerRunner (a step posted after a commit runs when the world
+// drives the call on: core/order_calls.hpp) and a bus client. A crash drops the core, every write
+// not committed yet and the bus connection; the database stays and is reopened by start(), which
+// rebuilds the timers from it.
 //
 // Cluster mode (an InstanceSetup, several agents sharing one database):
 // the instance has its own bus client (vend-agent-<id>, clean session; the
@@ -29,6 +30,7 @@
 
 #include "cluster/lease_keeper.hpp"
 #include "core/agent_core.hpp"
+#include "core/order_calls.hpp"
 #include "repository/repository.hpp"
 #include "vend/in_memory_bus.hpp"
 #include "world/skewed_clock.hpp"
@@ -78,6 +80,12 @@ class WorldAgent {
 
   // REQUIRES: up().
   agent::AgentCore& core() { return *core_; }
+  // A customer's reservation or payment through the asynchronous path,
+  // driven to its answer (agent::call_order); `crash_at` may crash this
+  // agent between a commit and its next step or answer, and the call is
+  // then answered "unavailable" (the customer heard nothing).
+  // REQUIRES: serving().
+  Result<agent::Order> call_order(const agent::OrderCall& start, const agent::CrashAt& crash_at);
 
   // ---- cluster mode ----
   bool clustered() const { return instance_.has_value(); }
@@ -124,6 +132,7 @@ class WorldAgent {
   Logger& log_;
   Trace& trace_;
   std::optional<InstanceSetup> instance_;
+  std::unique_ptr<agent::CallerRunner> runner_;  // outlives core_ and repo_
   std::unique_ptr<agent::Repository> repo_;
   std::unique_ptr<InMemoryClient> client_;
   std::unique_ptr<agent::AgentCore> core_;

@@ -7,8 +7,9 @@ WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
                          Random& random, Logger& log, Trace& trace)
     : shard_count_(o.shards), random_(random), trace_(trace) {
   if (o.agents <= 1) {
-    agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus, clock,
-                                                   random, log, trace));
+    clocks_.push_back(std::make_unique<SkewedClock>(clock));  // no drift: one clock to step
+    agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus,
+                                                   *clocks_.back(), random, log, trace));
     return;
   }
   db_ = std::make_unique<SharedDatabase>(db_path, clock);
@@ -53,9 +54,13 @@ WorldAgent* WorldAgents::serving(const std::string& instance) {
 }
 
 Status WorldAgents::route(const std::function<Status(agent::AgentCore&)>& call) {
+  return route_agent([&call](WorldAgent& agent) { return call(agent.core()); });
+}
+
+Status WorldAgents::route_agent(const std::function<Status(WorldAgent&)>& call) {
   if (!clustered()) {
     if (!agents_[0]->up()) return make_error("unavailable", "the agent is down");
-    return call(agents_[0]->core());
+    return call(*agents_[0]);
   }
   std::vector<WorldAgent*> live;
   for (auto& a : agents_) {
@@ -63,7 +68,7 @@ Status WorldAgents::route(const std::function<Status(agent::AgentCore&)>& call) 
   }
   if (live.empty()) return make_error("unavailable", "no agent instance is serving");
   WorldAgent* target = live[static_cast<size_t>(random_.range(0, live.size() - 1))];
-  Status s = call(target->core());
+  Status s = call(*target);
   if (s.ok() || s.error().code != "not_owner") return s;
   // One redirect, as an HTTP client follows the 307.
   std::string owner = target->redirect_for(s.error().message);
@@ -72,7 +77,7 @@ Status WorldAgents::route(const std::function<Status(agent::AgentCore&)>& call) 
     return make_error("unavailable", s.error().message + ": its shard is moving (asked " +
                                          target->instance_id() + ")");
   }
-  s = call(next->core());
+  s = call(*next);
   if (!s.ok() && s.error().code == "not_owner") {
     return make_error("unavailable", s.error().message + ": redirected from " +
                                          target->instance_id() + " to " + owner +

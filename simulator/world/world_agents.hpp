@@ -45,11 +45,15 @@ class WorldAgents {
   bool clustered() const { return db_ != nullptr; }
   size_t size() const { return agents_.size(); }
   WorldAgent& at(size_t i) { return *agents_[i]; }
+  // Agent i's own clock (its wall clock can be skewed and stepped).
+  SkewedClock& clock_of(size_t i) { return *clocks_[i]; }
 
   // Some instance takes calls now.
   bool up() const;
   // `call` on the instance serving what it names (see above).
   Status route(const std::function<Status(agent::AgentCore&)>& call);
+  // The same, given the instance (a customer's call, which may crash it).
+  Status route_agent(const std::function<Status(WorldAgent&)>& call);
   // Every serving instance (its refund sender).
   void each_core(const std::function<void(agent::AgentCore&)>& fn);
 

@@ -83,6 +83,7 @@ Status WorldFaults::step(int64_t step) {
   if (random_.chance(rates_.clock_skew)) {
     skew_clock(*machines_[random_.range(0, machines_.size() - 1)]);
   }
+  if (random_.chance(rates_.agent_clock_step)) step_agent_clock();
   if (!agents_.clustered()) {
     if (agents_.at(0).up() && random_.chance(rates_.agent_crash)) crash_agent(agents_.at(0));
     return {};
@@ -99,9 +100,7 @@ Status WorldFaults::heal_all() {
     if (Status s = heal(); !s.ok()) return s;
   }
   for (auto& m : machines_) m->clock().set_skew(0);
-  if (agents_.clustered()) {
-    for (size_t i = 0; i < agents_.size(); ++i) agents_.at(i).own_clock().set_skew(0);
-  }
+  for (size_t i = 0; i < agents_.size(); ++i) agents_.clock_of(i).set_skew(0);
   trace_.add("faults healed");
   return {};
 }
@@ -175,6 +174,17 @@ void WorldFaults::maybe_crash_agent(double rate_factor) {
   }
   if (!random_.chance(rates_.agent_crash * rate_factor)) return;
   if (WorldAgent* a = pick_healthy_instance()) crash_agent(*a);
+}
+
+bool WorldFaults::maybe_crash_in_call(WorldAgent& agent, agent::CallPoint point,
+                                      const std::string& call, double rate_factor) {
+  if (!enabled_ || faulted_agents_.count(&agent)) return false;
+  if (!random_.chance(rates_.agent_crash * rate_factor)) return false;
+  trace_.add("fault agent crash in " + call +
+             (point == agent::CallPoint::kCommitted ? ": committed, its next step not run"
+                                                    : ": answered, the answer not received"));
+  crash_agent(agent);
+  return true;
 }
 
 void WorldFaults::crash_agent(WorldAgent& agent) {
@@ -261,6 +271,26 @@ void WorldFaults::skew_clock(WorldMachine& m) {
   m.clock().set_skew(skew);
   ++counters_.skews;
   trace_.add("fault skew " + m.id() + " " + std::to_string(skew) + " ms");
+}
+
+// An NTP step or a hand-set clock: the agent's wall clock jumps and, a while
+// later, jumps back. Monotonic time goes on; the machines' clocks are untouched.
+void WorldFaults::step_agent_clock() {
+  size_t i = static_cast<size_t>(random_.range(0, agents_.size() - 1));
+  if (!stepped_clocks_.insert(i).second) return;  // one step at a time per agent
+  int64_t step = random_.range(1000, rates_.max_agent_step_ms) * (random_.chance(0.5) ? 1 : -1);
+  SkewedClock& clock = agents_.clock_of(i);
+  clock.set_skew(clock.skew() + step);
+  ++counters_.agent_clock_steps;
+  std::string name = agents_.clustered() ? agents_.at(i).instance_id() : std::string("agent");
+  trace_.add("fault step clock " + name + " " + std::to_string(step) + " ms");
+  schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, i, step, name] {
+    SkewedClock& c = agents_.clock_of(i);
+    c.set_skew(c.skew() - step);
+    stepped_clocks_.erase(i);
+    trace_.add("heal step clock " + name);
+    return Status{};
+  });
 }
 
 }  // namespace vend::sim

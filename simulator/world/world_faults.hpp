@@ -21,7 +21,7 @@ namespace vend::sim {
 
 struct FaultCounters {
   int64_t machine_crashes = 0, agent_crashes = 0, partitions = 0, offline = 0, skews = 0;
-  int64_t agent_pauses = 0, agent_db_partitions = 0;
+  int64_t agent_pauses = 0, agent_db_partitions = 0, agent_clock_steps = 0;
 };
 
 class WorldFaults {
@@ -41,6 +41,14 @@ class WorldFaults {
   // the crash loses what was not committed yet. Several agents: one
   // instance, drawn by the seed.
   void maybe_crash_agent(double rate_factor = 1);
+  // An agent crash inside a customer's call served by `agent`, at the
+  // agent_crash rate times `rate_factor`: at kCommitted (the reservation or
+  // the payment's first step committed, its answer or the payment's second
+  // step — publishing the dispense — not run yet) or at kAnswered (the
+  // answer given, not received). True when `agent` crashed; never while
+  // it is under another fault. `call` names the call in the trace.
+  bool maybe_crash_in_call(WorldAgent& agent, agent::CallPoint point, const std::string& call,
+                           double rate_factor);
   // Heals everything now and stops injecting (the settle phase).
   Status heal_all();
   const FaultCounters& counters() const { return counters_; }
@@ -60,6 +68,7 @@ class WorldFaults {
   void pause_instance(WorldAgent& agent);
   void partition_instance(WorldAgent& agent);
   void skew_clock(WorldMachine& m);
+  void step_agent_clock();
   Status publish_late_will(const Message& will);
 
   FaultRates rates_;
@@ -73,6 +82,7 @@ class WorldFaults {
   std::multimap<int64_t, Heal> heals_;          // step -> healing, FIFO per step
   std::set<std::string> faulted_;               // machines under a fault
   std::set<WorldAgent*> faulted_agents_;        // instances under a fault
+  std::set<size_t> stepped_clocks_;             // agents whose wall clock is stepped
   std::unique_ptr<InMemoryClient> late_wills_;  // publishes wills the broker sent late
   FaultCounters counters_;
 };

@@ -20,8 +20,10 @@ WorldWorkload::WorldWorkload(const WorldOptions& options, int64_t reservation_tt
       trace_(trace) {}
 
 void WorldWorkload::step(WorldAgents& agents, bool new_orders,
-                         const std::function<void()>& after_answer) {
+                         const std::function<void()>& after_answer,
+                         const CrashInCall& crash_in_call) {
   if (!agents.up()) return;
+  crash_in_call_ = crash_in_call;
   if (clock_.wall_ms() >= next_restock_ms_) {
     restock(agents);
     next_restock_ms_ = clock_.wall_ms() + kRestockCheckMs;
@@ -33,6 +35,13 @@ void WorldWorkload::step(WorldAgents& agents, bool new_orders,
     if (c.act_at_ms <= clock_.wall_ms()) act(agents, c, after_answer);
   }
   std::erase_if(customers_, [](const Customer& c) { return c.act_at_ms < 0; });
+}
+
+agent::CrashAt WorldWorkload::crash_at(WorldAgent& agent, std::string call) {
+  if (!crash_in_call_) return {};
+  return [this, &agent, call = std::move(call)](agent::CallPoint point) {
+    return crash_in_call_(agent, point, call);
+  };
 }
 
 WorldWorkload::Plan WorldWorkload::pick_plan() {
@@ -52,8 +61,12 @@ void WorldWorkload::create_order(WorldAgents& agents, const std::function<void()
   const std::string& device = devices_[random_.range(0, devices_.size() - 1)];
   int slot = static_cast<int>(random_.range(1, options_.slots));
   Result<agent::Order> order = make_error("unavailable", "not called");
-  Status routed = agents.route([&](agent::AgentCore& core) {
-    order = core.create_order(device, slot, "", "");
+  Status routed = agents.route_agent([&](WorldAgent& agent) {
+    order = agent.call_order(
+        [&](agent::AgentCore::OrderCallback done) {
+          agent.core().create_order_async(device, slot, "", "", std::move(done));
+        },
+        crash_at(agent, "order " + device + "/" + std::to_string(slot)));
     return status_of(order);
   });
   std::string where = device + "/" + std::to_string(slot);
@@ -76,8 +89,12 @@ bool WorldWorkload::pay(WorldAgents& agents, Customer& c, const std::string& pay
                         const std::function<void()>& after_answer) {
   constexpr int kMaxPayRetries = 60;
   Result<agent::Order> paid = make_error("unavailable", "not called");
-  Status routed = agents.route([&](agent::AgentCore& core) {
-    paid = core.pay(c.order_id, payment_id, c.price_cents);
+  Status routed = agents.route_agent([&](WorldAgent& agent) {
+    paid = agent.call_order(
+        [&](agent::AgentCore::OrderCallback done) {
+          agent.core().pay_async(c.order_id, payment_id, c.price_cents, std::move(done));
+        },
+        crash_at(agent, "pay " + c.order_id + " " + payment_id));
     return status_of(paid);
   });
   if (routed.ok()) answered_payments_[c.order_id].push_back(payment_id);

@@ -10,7 +10,9 @@
 #include <string>
 
 #include "agent_rig.hpp"
+#include "orders/order_ids.hpp"
 #include "test_support.hpp"
+#include "vend/random.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::agent {
@@ -25,16 +27,19 @@ AgentCore::Ownership only(std::set<std::string> devices) {
   return [devices](const std::string& key) { return devices.count(key) != 0; };
 }
 
-// The rig's agent restarted as one of several instances, owning `owns`.
+// The rig's agent restarted as one of several instances, owning `owns`;
+// `reader`: where it reads the log for clients' requests (null: inline).
 void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
-                    AgentOptions options = vend::agent::test::test_agent_options()) {
+                    AgentOptions options = vend::agent::test::test_agent_options(),
+                    CoreRunner* reader = nullptr) {
   rig.crash_agent();
   auto r = Repository::open(rig.dir.file("agent.db"), rig.repo_options, rig.log);
   REQUIRE(r.ok());
   rig.repo = std::move(r).value();
+  rig.runner = std::make_unique<CallerRunner>();
   rig.client = rig.bus.make_client("vend-agent-a", std::nullopt, true);
-  rig.core =
-      std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log, options);
+  rig.core = std::make_unique<AgentCore>(*rig.repo, *rig.client, rig.clock, rig.random, rig.log,
+                                         options, rig.runner.get(), reader);
   rig.client->on_message([&rig](const Message& m) { rig.core->on_message(m); });
   rig.client->on_connection([&rig](bool up) { rig.core->on_connection(up); });
   REQUIRE(rig.core->start(std::move(owns)).ok());
@@ -42,12 +47,28 @@ void restart_owning(AgentRig& rig, AgentCore::Ownership owns,
   rig.bus.deliver_all();
 }
 
+// The reader of a core: runs each read inline and counts it; refuses every
+// one while `refuse`.
+struct CountingReader final : CoreRunner {
+  InlineRunner inner;
+  int reads = 0;
+  bool refuse = false;
+  bool run(const std::function<void()>& step) override {
+    ++reads;
+    return !refuse && inner.run(step);
+  }
+  bool post(std::function<void()> step) override {
+    ++reads;
+    return !refuse && inner.post(std::move(step));
+  }
+};
+
 // A cancelled (finished) order of vm-2, a machine stocked with one token.
 Order cancelled_order(AgentRig& rig) {
   DeviceSim& two = rig.add_device("vm-2", kSlots);
   two.restock(1, 1);
   REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 1; }));
-  auto order = rig.core->create_order("vm-2", 1, "", "");
+  auto order = rig.create_order("vm-2", 1, "", "");
   REQUIRE(order.ok());
   REQUIRE(rig.core->cancel(order->id).ok());
   return *order;
@@ -73,7 +94,7 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   one.restock(1, 3);
   two.restock(1, 3);
   REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
-  auto open_two = rig.core->create_order("vm-2", 1, "", "");  // stays RESERVED
+  auto open_two = rig.create_order("vm-2", 1, "", "");  // stays RESERVED
   REQUIRE(open_two.ok());
 
   restart_owning(rig, only({"vm-1"}));
@@ -81,7 +102,7 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
 
   // Requests about vm-2 name it, for the HTTP front's redirect.
-  auto order = rig.core->create_order("vm-2", 1, "", "");
+  auto order = rig.create_order("vm-2", 1, "", "");
   REQUIRE_FALSE(order.ok());
   CHECK(order.error().code == "not_owner");
   CHECK(order.error().message == "vm-2");
@@ -94,9 +115,9 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK(rig.core->request_restock("vm-2", 1, 1).error().code == "not_owner");
 
   // Its machine sells as before.
-  auto sold = rig.core->create_order("vm-1", 1, "", "");
+  auto sold = rig.create_order("vm-1", 1, "", "");
   REQUIRE(sold.ok());
-  REQUIRE(rig.core->pay(sold->id, "pay-1", sold->price_cents).ok());
+  REQUIRE(rig.pay(sold->id, "pay-1", sold->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(sold->id) == OrderState::kCompleted; }));
 
   // vm-2's events reach no instance here: not subscribed (its status is
@@ -119,13 +140,13 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
   CHECK(rig.pool("vm-2", 1) == 2);
   CHECK(rig.pool("vm-1", 1) == 2);
-  REQUIRE(rig.core->pay(open_two->id, "pay-2", open_two->price_cents).ok());
+  REQUIRE(rig.pay(open_two->id, "pay-2", open_two->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(open_two->id) == OrderState::kCompleted; }));
 
   // restrict(): vm-1 stops being served at once (before its lease goes).
   rig.core->restrict(only({"vm-2"}));
-  CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "not_owner");
-  CHECK(rig.core->create_order("vm-2", 1, "", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "", "").error().code == "not_owner");
+  CHECK(rig.create_order("vm-2", 1, "", "").ok());
   // A rebuild without it forgets it.
   REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
   CHECK(listed(rig) == std::set<std::string>{"vm-2"});
@@ -141,7 +162,7 @@ TEST_CASE("cluster mode: start and rebuild load only the few most recent finishe
   REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 3; }));
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {
-    auto order = rig.core->create_order("vm-2", 1, "", "");
+    auto order = rig.create_order("vm-2", 1, "", "");
     REQUIRE(order.ok());
     REQUIRE(rig.core->cancel(order->id).ok());
     ids.push_back(order->id);
@@ -167,11 +188,81 @@ TEST_CASE("cluster mode: start and rebuild load only the few most recent finishe
   }
 }
 
+TEST_CASE(
+    "cluster mode: a client's request reads the log only on the reader, and only when the "
+    "order could exist") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 5);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 5; }));
+  auto keyed = rig.create_order("vm-2", 1, "id:c", "k-1");
+  REQUIRE(keyed.ok());
+  REQUIRE(rig.core->cancel(keyed->id).ok());
+
+  // Memory holds no finished order and never all of the log (cluster mode).
+  CountingReader reader;
+  restart_owning(rig, only({"vm-2", "vm-9"}), no_recent_orders(), &reader);
+  REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));
+
+  // Ids no order can have, and a machine this core would serve but does
+  // not know (before its key is looked up): not_found, nothing read.
+  CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
+  CHECK(rig.core->cancel("ord-" + std::string(44, 'f')).error().code == "not_found");
+  CHECK(rig.create_order("vm-9", 1, "id:c", "k-1").error().code == "not_found");
+  CHECK(reader.reads == 0);
+
+  // An id that could exist: read on the reader (none: not_found).
+  SeededRandom ids(3);
+  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "not_found");
+  CHECK(reader.reads == 1);
+  // A finished order evicted from memory: read once, then in memory.
+  auto read = rig.core->get_order(keyed->id);
+  REQUIRE(read.ok());
+  CHECK(read->state == OrderState::kCancelled);
+  CHECK(reader.reads == 2);
+  CHECK(rig.core->get_order(keyed->id).ok());
+  CHECK(reader.reads == 2);
+  // A key memory does not hold: read on the reader; the same order again.
+  auto again = rig.create_order("vm-2", 1, "id:c", "k-1");
+  REQUIRE(again.ok());
+  CHECK(again->id == keyed->id);
+  CHECK(reader.reads == 2);  // its order was in memory already (read above)
+  std::optional<Result<Order>> answered;
+  rig.core->create_order_async("vm-2", 1, "id:c", "k-2",
+                               [&](Result<Order> o) { answered.emplace(std::move(o)); });
+  // Answered from the commit callback: the key's read, the step it posts
+  // back (run when the caller pumps), then the commit.
+  rig.repo->flush();
+  rig.runner->pump();
+  rig.repo->flush();
+  REQUIRE(answered.has_value());
+  REQUIRE(answered->ok());
+  CHECK((*answered)->state == OrderState::kReserved);
+  const std::string reserved = (*answered)->id;
+  CHECK(reader.reads == 3);
+  CHECK(rig.pool("vm-2", 1) == 4);
+
+  // The reader refuses (saturated): unavailable, nothing reserved; what
+  // memory answers is answered as before.
+  reader.refuse = true;
+  CHECK(rig.create_order("vm-2", 1, "id:c", "k-3").error().code == "unavailable");
+  answered.reset();
+  rig.core->create_order_async("vm-2", 1, "id:c", "k-4",
+                               [&](Result<Order> o) { answered.emplace(std::move(o)); });
+  REQUIRE(answered.has_value());
+  CHECK(answered->error().code == "unavailable");
+  CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "unavailable");
+  CHECK(rig.pool("vm-2", 1) == 4);
+  CHECK(rig.core->get_order(reserved).ok());              // open, in memory: nothing to read
+  CHECK(rig.create_order("vm-2", 1, "", "").ok());  // no key: nothing to read
+  CHECK(rig.pool("vm-2", 1) == 3);
+}
+
 TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays its machine's") {
   AgentRig rig;
   // A payment for a cancelled order: refunded.
   const Order order = cancelled_order(rig);
-  auto paid = rig.core->pay(order.id, "pay-late", order.price_cents);
+  auto paid = rig.pay(order.id, "pay-late", order.price_cents);
   REQUIRE(paid.ok());
   REQUIRE(rig.core->take_metrics().refunds_pending == 1);
 
@@ -186,13 +277,13 @@ TEST_CASE("cluster mode: an order nobody has is its id's owner's; a refund stays
   // A payment for an order id no instance has: only the owner of that id
   // records and refunds it, so two instances never write the same payment.
   restart_owning(rig, only({"vm-2"}));
-  auto elsewhere = rig.core->pay("ord-nobody", "pay-u", 150);
+  auto elsewhere = rig.pay("ord-nobody", "pay-u", 150);
   REQUIRE_FALSE(elsewhere.ok());
   CHECK(elsewhere.error().code == "not_owner");
   CHECK(elsewhere.error().message == "ord-nobody");
   CHECK(rig.core->take_metrics().refunds_pending == 1);  // vm-2's, nothing new
   restart_owning(rig, only({"vm-2", "ord-nobody"}));
-  auto here = rig.core->pay("ord-nobody", "pay-u", 150);
+  auto here = rig.pay("ord-nobody", "pay-u", 150);
   REQUIRE(here.ok());
   CHECK_FALSE(here->known);
   CHECK(here->payment_outcome == "unknown_order_refunded");

@@ -35,9 +35,9 @@ DeviceSim& stocked_device(AgentRig& rig, int count, const std::string& id = "vm-
 }
 
 Order paid_order(AgentRig& rig, const std::string& device = "vm-1", int slot = 1) {
-  auto o = rig.core->create_order(device, slot, "", "");
+  auto o = rig.create_order(device, slot, "", "");
   REQUIRE(o.ok());
-  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  auto paid = rig.pay(o->id, "pay-" + o->id, o->price_cents);
   REQUIRE(paid.ok());
   CHECK(paid->state == OrderState::kDispatched);
   return *paid;
@@ -58,7 +58,7 @@ TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
   DeviceSim& dev = stocked_device(rig, 3);
   rig.check_stock_invariant();
 
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   CHECK(o->state == OrderState::kReserved);
   CHECK(o->price_cents == 150);
@@ -66,7 +66,7 @@ TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
   CHECK(rig.slot("vm-1", 1).reserved == 1);
   rig.check_stock_invariant();
 
-  auto paid = rig.core->pay(o->id, "pay-1", 150);
+  auto paid = rig.pay(o->id, "pay-1", 150);
   REQUIRE(paid.ok());
   CHECK(paid->state == OrderState::kDispatched);
   CHECK(paid->payment_outcome == "applied");
@@ -103,8 +103,7 @@ TEST_CASE("a reservation is answered only once it is durable") {
     return Status{};
   });
   REQUIRE(blocker.ok());
-  auto answer =
-      std::async(std::launch::async, [&] { return rig.core->create_order("vm-1", 1, "", ""); });
+  auto answer = std::async(std::launch::async, [&] { return rig.create_order("vm-1", 1, "", ""); });
   CHECK(answer.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   gate.set_value();
   auto order = answer.get();
@@ -118,13 +117,13 @@ TEST_CASE("a reservation is answered only once it is durable") {
 TEST_CASE("never more reservations than tokens: sold out when the pool is empty") {
   AgentRig rig;
   stocked_device(rig, 3);
-  for (int i = 0; i < 3; ++i) REQUIRE(rig.core->create_order("vm-1", 1, "", "").ok());
-  auto fourth = rig.core->create_order("vm-1", 1, "", "");
+  for (int i = 0; i < 3; ++i) REQUIRE(rig.create_order("vm-1", 1, "", "").ok());
+  auto fourth = rig.create_order("vm-1", 1, "", "");
   REQUIRE_FALSE(fourth.ok());
   CHECK(fourth.error().code == "sold_out");
   CHECK(rig.pool("vm-1", 1) == 0);
   CHECK(rig.slot("vm-1", 1).reserved == 3);
-  auto empty_slot = rig.core->create_order("vm-1", 2, "", "");
+  auto empty_slot = rig.create_order("vm-1", 2, "", "");
   CHECK(empty_slot.error().code == "sold_out");
   CHECK(rig.core->take_metrics().reservations_rejected_total == 2);
 }
@@ -132,17 +131,17 @@ TEST_CASE("never more reservations than tokens: sold out when the pool is empty"
 TEST_CASE("bad requests get their own error codes") {
   AgentRig rig;
   stocked_device(rig, 1);
-  CHECK(rig.core->create_order("vm-404", 1, "", "").error().code == "not_found");
-  CHECK(rig.core->create_order("vm-1", 9, "", "").error().code == "unknown_slot");
+  CHECK(rig.create_order("vm-404", 1, "", "").error().code == "not_found");
+  CHECK(rig.create_order("vm-1", 9, "", "").error().code == "unknown_slot");
   CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
   CHECK(rig.core->provision_device("vm-1", kSlots).error().code == "conflict");
   CHECK(rig.core->provision_device("bad/id", kSlots).error().code == "bad_request");
   CHECK(rig.core->provision_device("vm-2", {{0, "x", 1, 1}}).error().code == "bad_request");
   CHECK(rig.core->provision_device("vm-2", {{1, "x", -1, 1}}).error().code == "bad_request");
   CHECK(rig.core->request_restock("vm-1", 1, 0).error().code == "bad_request");
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  CHECK(rig.core->pay(o->id, "", 150).error().code == "bad_request");
+  CHECK(rig.pay(o->id, "", 150).error().code == "bad_request");
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
 }
 
@@ -151,13 +150,13 @@ TEST_CASE("bad requests get their own error codes") {
 TEST_CASE("payments that cannot be honoured are recorded and refunded") {
   AgentRig rig;
   stocked_device(rig, 1);
-  auto unknown = rig.core->pay("ord-nope", "p-unknown", 150);
+  auto unknown = rig.pay("ord-nope", "p-unknown", 150);
   REQUIRE(unknown.ok());
   CHECK_FALSE(unknown->known);
   CHECK(unknown->payment_outcome == "unknown_order_refunded");
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  auto wrong = rig.core->pay(o->id, "p-1", 149);
+  auto wrong = rig.pay(o->id, "p-1", 149);
   REQUIRE(wrong.ok());
   CHECK(wrong->payment_outcome == "amount_mismatch_refunded");
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -169,10 +168,10 @@ TEST_CASE("payments that cannot be honoured are recorded and refunded") {
   // After a restart, the same notifications get the same answers, once.
   rig.crash_agent();
   rig.start_agent();
-  auto again = rig.core->pay("ord-nope", "p-unknown", 150);
+  auto again = rig.pay("ord-nope", "p-unknown", 150);
   REQUIRE(again.ok());
   CHECK(again->payment_outcome == "unknown_order_refunded");
-  CHECK(rig.core->pay(o->id, "p-1", 149)->payment_outcome == "amount_mismatch_refunded");
+  CHECK(rig.pay(o->id, "p-1", 149)->payment_outcome == "amount_mismatch_refunded");
   CHECK(rig.db().refunds_of("ord-nope")->size() == 1);
   CHECK(rig.core->health().ok());
 }
@@ -180,38 +179,38 @@ TEST_CASE("payments that cannot be honoured are recorded and refunded") {
 TEST_CASE("the same idempotency key returns the same order") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto a = rig.core->create_order("vm-1", 1, "client-1", "key-1");
-  auto b = rig.core->create_order("vm-1", 1, "client-1", "key-1");
+  auto a = rig.create_order("vm-1", 1, "client-1", "key-1");
+  auto b = rig.create_order("vm-1", 1, "client-1", "key-1");
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(a->id == b->id);
   CHECK(rig.slot("vm-1", 1).pool == 2);
-  CHECK(rig.core->create_order("vm-1", 2, "client-1", "key-1").error().code == "conflict");
+  CHECK(rig.create_order("vm-1", 2, "client-1", "key-1").error().code == "conflict");
 }
 
 // A guessed key must not hand out someone else's order: keys are per client.
 TEST_CASE("idempotency keys are scoped per client") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto mine = rig.core->create_order("vm-1", 1, "id:phone-a", "key-1");
-  auto theirs = rig.core->create_order("vm-1", 1, "id:phone-b", "key-1");
+  auto mine = rig.create_order("vm-1", 1, "id:phone-a", "key-1");
+  auto theirs = rig.create_order("vm-1", 1, "id:phone-b", "key-1");
   REQUIRE(mine.ok());
   REQUIRE(theirs.ok());
   CHECK(mine->id != theirs->id);
   CHECK(rig.slot("vm-1", 1).pool == 1);
-  CHECK(rig.core->create_order("vm-1", 1, "id:phone-b", "key-1")->id == theirs->id);
-  CHECK(rig.core->create_order("vm-1", 1, "id:phone-a", "key-1")->id == mine->id);
+  CHECK(rig.create_order("vm-1", 1, "id:phone-b", "key-1")->id == theirs->id);
+  CHECK(rig.create_order("vm-1", 1, "id:phone-a", "key-1")->id == mine->id);
   CHECK(rig.slot("vm-1", 1).pool == 1);
   // A key needs a client; a client with a newline could forge a scope.
-  CHECK(rig.core->create_order("vm-1", 1, "", "key-2").error().code == "bad_request");
-  CHECK(rig.core->create_order("vm-1", 1, "a\nb", "key-2").error().code == "bad_request");
-  CHECK(rig.core->create_order("vm-1", 1, "id:phone-a", "bad key").error().code == "bad_request");
+  CHECK(rig.create_order("vm-1", 1, "", "key-2").error().code == "bad_request");
+  CHECK(rig.create_order("vm-1", 1, "a\nb", "key-2").error().code == "bad_request");
+  CHECK(rig.create_order("vm-1", 1, "id:phone-a", "bad key").error().code == "bad_request");
 }
 
 TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.run_for(1900);
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -222,11 +221,11 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
   rig.check_stock_invariant();
 
   SUBCASE("a late payment is refunded") {
-    auto late = rig.core->pay(o->id, "pay-late", 150);
+    auto late = rig.pay(o->id, "pay-late", 150);
     REQUIRE(late.ok());
     CHECK(late->state == OrderState::kRefunded);
     CHECK(late->payment_outcome == "late_payment_refunded");
-    auto again = rig.core->pay(o->id, "pay-late", 150);
+    auto again = rig.pay(o->id, "pay-late", 150);
     REQUIRE(again.ok());
     CHECK(again->payment_outcome == "late_payment_refunded");
     auto refunds = rig.db().refunds_of(o->id);
@@ -236,10 +235,10 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
     CHECK(rig.slot("vm-1", 1).pool == 3);  // the token stays for sale
   }
   SUBCASE("a payment racing the timer finds the reservation expired") {
-    auto o2 = rig.core->create_order("vm-1", 1, "", "");
+    auto o2 = rig.create_order("vm-1", 1, "", "");
     REQUIRE(o2.ok());
     rig.clock.advance(2500);  // no tick: the wheel has not fired yet
-    auto late = rig.core->pay(o2->id, "pay-2", 150);
+    auto late = rig.pay(o2->id, "pay-2", 150);
     REQUIRE(late.ok());
     CHECK(late->state == OrderState::kRefunded);
     CHECK(rig.slot("vm-1", 1).pool == 3);
@@ -249,7 +248,7 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
 TEST_CASE("cancel returns the token; a payment after it is refunded") {
   AgentRig rig;
   stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto c = rig.core->cancel(o->id);
   REQUIRE(c.ok());
@@ -257,7 +256,7 @@ TEST_CASE("cancel returns the token; a payment after it is refunded") {
   CHECK(rig.core->cancel(o->id).ok());  // repeated
   CHECK(rig.slot("vm-1", 1).pool == 2);
   rig.check_stock_invariant();
-  auto late = rig.core->pay(o->id, "pay-c", 150);
+  auto late = rig.pay(o->id, "pay-c", 150);
   REQUIRE(late.ok());
   CHECK(late->state == OrderState::kRefunded);
   auto paid = paid_order(rig);
@@ -267,25 +266,25 @@ TEST_CASE("cancel returns the token; a payment after it is refunded") {
 TEST_CASE("duplicate payments: same id same answer, another id refunded") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  auto first = rig.core->pay(o->id, "pay-1", 150);
+  auto first = rig.pay(o->id, "pay-1", 150);
   REQUIRE(first.ok());
-  auto repeat = rig.core->pay(o->id, "pay-1", 150);
+  auto repeat = rig.pay(o->id, "pay-1", 150);
   REQUIRE(repeat.ok());
   CHECK(repeat->state == OrderState::kDispatched);
   CHECK(repeat->payment_outcome == "applied");
 
-  auto second = rig.core->pay(o->id, "pay-2", 150);
+  auto second = rig.pay(o->id, "pay-2", 150);
   REQUIRE(second.ok());
   CHECK(second->payment_outcome == "duplicate_payment_refunded");
   CHECK(second->state == OrderState::kDispatched);
   CHECK(second->payment_id == "pay-1");
-  CHECK(rig.core->pay(o->id, "pay-2", 150)->payment_outcome == "duplicate_payment_refunded");
+  CHECK(rig.pay(o->id, "pay-2", 150)->payment_outcome == "duplicate_payment_refunded");
 
-  auto other = rig.core->create_order("vm-1", 1, "", "");
+  auto other = rig.create_order("vm-1", 1, "", "");
   REQUIRE(other.ok());
-  CHECK(rig.core->pay(other->id, "pay-1", 150).error().code == "conflict");
+  CHECK(rig.pay(other->id, "pay-1", 150).error().code == "conflict");
 
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
   auto refunds = rig.db().refunds_of(o->id);
@@ -333,11 +332,11 @@ TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
     rig.bus.disconnect("vm-1");
     rig.bus.deliver_all();
     CHECK_FALSE(rig.online("vm-1"));
-    CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "device_offline");
+    CHECK(rig.create_order("vm-1", 1, "", "").error().code == "device_offline");
     REQUIRE(rig.bus.reconnect("vm-1"));
     rig.bus.deliver_all();
     CHECK(rig.online("vm-1"));
-    CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
+    CHECK(rig.create_order("vm-1", 1, "", "").ok());
   }
   SUBCASE("the will of an old session, arriving after the new online, is ignored") {
     proto::PresenceStatus stale{"vm-1", old_boot, false, rig.clock.wall_ms()};
@@ -354,7 +353,7 @@ TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
     rig.bus.deliver_all();
     CHECK(rig.online("vm-1"));
     CHECK(rig.log.contains("stale offline will"));
-    CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
+    CHECK(rig.create_order("vm-1", 1, "", "").ok());
   }
 }
 
@@ -433,10 +432,10 @@ TEST_CASE("a busy device gets the command again and dispenses it") {
   fw::CoreOptions options = rig_test::test_device_options();
   options.dispense_queue_max = 1;
   stocked_device(rig, 3, "vm-1", options);
-  auto a = rig.core->create_order("vm-1", 1, "", "");
-  auto b = rig.core->create_order("vm-1", 1, "", "");
-  REQUIRE(rig.core->pay(a->id, "pa", 150).ok());
-  REQUIRE(rig.core->pay(b->id, "pb", 150).ok());
+  auto a = rig.create_order("vm-1", 1, "", "");
+  auto b = rig.create_order("vm-1", 1, "", "");
+  REQUIRE(rig.pay(a->id, "pa", 150).ok());
+  REQUIRE(rig.pay(b->id, "pb", 150).ok());
   REQUIRE(rig.run_until([&] {
     return rig.state_of(a->id) == OrderState::kCompleted &&
            rig.state_of(b->id) == OrderState::kCompleted;
@@ -472,13 +471,13 @@ TEST_CASE("no result for too long: NEEDS_REVIEW, then an operator resolves it") 
   options.dispatch_review_ms = 20'000;
   AgentRig rig(options);
   DeviceSim& dev = stocked_device(rig, 2);
-  auto ra = rig.core->create_order("vm-1", 1, "", "");
-  auto rb = rig.core->create_order("vm-1", 1, "", "");
+  auto ra = rig.create_order("vm-1", 1, "", "");
+  auto rb = rig.create_order("vm-1", 1, "", "");
   REQUIRE((ra.ok() && rb.ok()));
   dev.power_cut();  // gone for good, before the commands arrive
   rig.bus.deliver_all();
-  auto a = rig.core->pay(ra->id, "pay-a", ra->price_cents);
-  auto b = rig.core->pay(rb->id, "pay-b", rb->price_cents);
+  auto a = rig.pay(ra->id, "pay-a", ra->price_cents);
+  auto b = rig.pay(rb->id, "pay-b", rb->price_cents);
   REQUIRE((a.ok() && b.ok()));
   REQUIRE(rig.run_until([&] { return rig.state_of(a->id) == OrderState::kNeedsReview; }, 40'000));
   REQUIRE(rig.run_until([&] { return rig.state_of(b->id) == OrderState::kNeedsReview; }, 1000));
@@ -559,11 +558,11 @@ TEST_CASE("a restock not yet minted when the agent restarted is sent again, and 
 TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, counters rebuilt") {
   AgentRig rig;
   DeviceSim& dev = stocked_device(rig, 5);
-  auto reserved = rig.core->create_order("vm-1", 1, "client-1", "key-r");
+  auto reserved = rig.create_order("vm-1", 1, "client-1", "key-r");
   REQUIRE(reserved.ok());
   rig.bus.disconnect("vm-1", false);  // the command will wait in the device's session
   Order dispatched = paid_order(rig);
-  auto done = rig.core->create_order("vm-1", 2, "", "");
+  auto done = rig.create_order("vm-1", 2, "", "");
   CHECK(done.error().code == "sold_out");
 
   rig.crash_agent();
@@ -576,7 +575,7 @@ TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, count
   CHECK(rig.slot("vm-1", 1).reserved == 1);
   CHECK(rig.slot("vm-1", 1).dispatched == 1);
   rig.check_stock_invariant();  // rebuilt from the log
-  CHECK(rig.core->create_order("vm-1", 1, "client-1", "key-r")->id == reserved->id);
+  CHECK(rig.create_order("vm-1", 1, "client-1", "key-r")->id == reserved->id);
 
   REQUIRE(rig.bus.reconnect("vm-1"));
   REQUIRE(rig.run_until([&] {
@@ -603,7 +602,7 @@ TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, count
     CHECK(rig.slot("vm-1", 1).pool == 4);
     CHECK(rig.slot("vm-1", 1).sold == 1);
     rig.check_stock_invariant();
-    auto again = rig.core->pay(dispatched.id, "pay-" + dispatched.id, 150);
+    auto again = rig.pay(dispatched.id, "pay-" + dispatched.id, 150);
     REQUIRE(again.ok());
     CHECK(again->payment_outcome == "applied");
     CHECK(again->state == OrderState::kCompleted);
@@ -632,8 +631,8 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
   options.finished_orders_max = 1;
   AgentRig rig(options);
   stocked_device(rig, 3);
-  auto a = rig.core->create_order("vm-1", 1, "client-1", "key-a");
-  auto b = rig.core->create_order("vm-1", 1, "client-1", "key-b");
+  auto a = rig.create_order("vm-1", 1, "client-1", "key-a");
+  auto b = rig.create_order("vm-1", 1, "client-1", "key-b");
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   REQUIRE(rig.run_until([&] { return rig.count_in_state(OrderState::kExpired) == 2; }));
@@ -643,15 +642,15 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
   REQUIRE(listed.ok());
   CHECK(listed->size() == 1);  // only the newest stays in memory
   CHECK(rig.state_of(a->id) == OrderState::kExpired);
-  CHECK(rig.core->create_order("vm-1", 1, "client-1", "key-a")->id == a->id);
+  CHECK(rig.create_order("vm-1", 1, "client-1", "key-a")->id == a->id);
   // Read back from the repository, the key is still the client's own.
-  auto other = rig.core->create_order("vm-1", 1, "client-2", "key-a");
+  auto other = rig.create_order("vm-1", 1, "client-2", "key-a");
   REQUIRE(other.ok());
   CHECK(other->id != a->id);
-  auto late = rig.core->pay(a->id, "pay-a", 150);
+  auto late = rig.pay(a->id, "pay-a", 150);
   REQUIRE(late.ok());
   CHECK(late->state == OrderState::kRefunded);
-  CHECK(rig.core->pay(a->id, "pay-a", 150)->payment_outcome == "late_payment_refunded");
+  CHECK(rig.pay(a->id, "pay-a", 150)->payment_outcome == "late_payment_refunded");
   rig.check_stock_invariant();
 }
 
@@ -662,7 +661,7 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
   auto view = rig.core->devices().front();
   std::vector<std::string> existing;
   {
-    auto o = rig.core->create_order("vm-1", 1, "", "");
+    auto o = rig.create_order("vm-1", 1, "", "");
     REQUIRE(o.ok());
     existing.push_back(o->token);
     REQUIRE(rig.core->cancel(o->id).ok());
@@ -695,7 +694,7 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
 TEST_CASE("a write the log refuses stops the core until a restart") {
   AgentRig rig;
   stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   {
     // Someone changes the log behind the core's back.
@@ -711,7 +710,7 @@ TEST_CASE("a write the log refuses stops the core until a restart") {
   CHECK(health.error().code == "unavailable");
   int64_t pool = rig.slot("vm-1", 1).pool;
   for (int i = 0; i < 5; ++i) {
-    CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "unavailable");
+    CHECK(rig.create_order("vm-1", 1, "", "").error().code == "unavailable");
   }
   CHECK(rig.slot("vm-1", 1).pool == pool);  // no token moved
   CHECK(rig.core->take_metrics().storage_failed);
@@ -793,7 +792,7 @@ TEST_CASE("a forged retained offline, then an agent restart: the device is sella
   rig.bus.deliver_all();
   // The retained forgery is rejected; the device is asked for its own status.
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 500));
-  CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "", "").ok());
   CHECK(rig.core->take_metrics().status_requests_total >= 1);
 }
 
@@ -829,7 +828,7 @@ TEST_CASE("a replayed genuine offline will of the live session is corrected at o
   Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
   publish_retained_status(rig, will.payload);
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
-  CHECK(rig.core->create_order("vm-1", 1, "", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "", "").ok());
 }
 
 namespace {
@@ -894,21 +893,21 @@ TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reserv
   o.max_open_reservations_per_client = 2;
   AgentRig rig(o);
   stocked_device(rig, 5);
-  auto a = rig.core->create_order("vm-1", 1, "app-1", "");
-  auto b = rig.core->create_order("vm-1", 1, "app-1", "");
+  auto a = rig.create_order("vm-1", 1, "app-1", "");
+  auto b = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE(a.ok());
   REQUIRE(b.ok());
-  auto third = rig.core->create_order("vm-1", 1, "app-1", "");
+  auto third = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE_FALSE(third.ok());
   CHECK(third.error().code == "too_many_reservations");
-  CHECK(rig.core->create_order("vm-1", 1, "app-2", "").ok());  // another client
+  CHECK(rig.create_order("vm-1", 1, "app-2", "").ok());  // another client
   // The same idempotent request again is the same order, not a new one.
-  auto keyed = rig.core->create_order("vm-1", 1, "app-2", "k-1");
+  auto keyed = rig.create_order("vm-1", 1, "app-2", "k-1");
   REQUIRE(keyed.ok());
-  CHECK(rig.core->create_order("vm-1", 1, "app-2", "k-1")->id == keyed->id);
+  CHECK(rig.create_order("vm-1", 1, "app-2", "k-1")->id == keyed->id);
   // Cancelling (or paying) one frees a place.
   REQUIRE(rig.core->cancel(a->id).ok());
-  CHECK(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "app-1", "").ok());
   CHECK(rig.slot("vm-1", 1).reserved == 4);
 }
 
@@ -917,29 +916,29 @@ TEST_CASE("the reservation cap survives a restart: stored open reservations coun
   o.max_open_reservations_per_client = 2;
   AgentRig rig(o);
   stocked_device(rig, 5);
-  auto a = rig.core->create_order("vm-1", 1, "app-1", "");
+  auto a = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE(a.ok());
-  REQUIRE(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+  REQUIRE(rig.create_order("vm-1", 1, "app-1", "").ok());
   rig.crash_agent();
   rig.step();
   rig.start_agent();
   rig.bus.deliver_all();
-  auto third = rig.core->create_order("vm-1", 1, "app-1", "");
+  auto third = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE_FALSE(third.ok());
   CHECK(third.error().code == "too_many_reservations");
-  CHECK(rig.core->create_order("vm-1", 1, "app-2", "").ok());  // another client
-  REQUIRE(rig.core->cancel(a->id).ok());                       // a restored one frees a place
-  CHECK(rig.core->create_order("vm-1", 1, "app-1", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "app-2", "").ok());  // another client
+  REQUIRE(rig.core->cancel(a->id).ok());                 // a restored one frees a place
+  CHECK(rig.create_order("vm-1", 1, "app-1", "").ok());
 }
 
 TEST_CASE(
     "order ids start with their creation time, so later orders sort after, then 128 random bits") {
   AgentRig rig;
   stocked_device(rig, 3);
-  auto first = rig.core->create_order("vm-1", 1, "", "");
+  auto first = rig.create_order("vm-1", 1, "", "");
   REQUIRE(first.ok());
   rig.step(1000);
-  auto second = rig.core->create_order("vm-1", 1, "", "");
+  auto second = rig.create_order("vm-1", 1, "", "");
   REQUIRE(second.ok());
   for (const Order* o : {&*first, &*second}) {
     REQUIRE(o->id.size() == 4 + 12 + 32);  // within proto::kMaxIdLength

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/agent_core.hpp"
+#include "core/order_calls.hpp"
 #include "repository/repository.hpp"
 #include "sim_hal/sim_hal.hpp"
 #include "test_support.hpp"
@@ -117,6 +119,25 @@ class DeviceSim {
     boot();
   }
 
+  // The firmware is stopped, its ledger file copied to `to` (a backup of
+  // the SD card), and started again.
+  void back_up_ledger(const std::string& to) {
+    power_cut();
+    REQUIRE(std::filesystem::copy_file(path_, to));
+    boot();
+  }
+
+  // The firmware is stopped and an older copy of its ledger file put back
+  // (a card restored or cloned from a backup): the ledger id is the same,
+  // its seqs are those of the copy. The items in the spirals stay.
+  void restore_ledger(const std::string& from) {
+    power_cut();
+    for (const char* suffix : {"-wal", "-shm"}) std::remove((path_ + suffix).c_str());
+    REQUIRE(
+        std::filesystem::copy_file(from, path_, std::filesystem::copy_options::overwrite_existing));
+    boot();
+  }
+
   // An operator loads `count` items and confirms them at the machine.
   std::vector<std::string> restock(int slot, int count) {
     // Local restock ids are unique per ledger, as vend-firmware's random ones.
@@ -163,14 +184,16 @@ class AgentRig {
     core.reset();
     client.reset();
     repo.reset();
+    runner.reset();
   }
 
   void start_agent() {
     auto r = Repository::open(dir.file("agent.db"), repo_options, log);
     REQUIRE(r.ok());
     repo = std::move(r).value();
+    runner = std::make_unique<CallerRunner>();
     client = bus.make_client(kAgentClient, std::nullopt, false);
-    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_);
+    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_, runner.get());
     client->on_message([this](const Message& m) { core->on_message(m); });
     client->on_connection([this](bool up) { core->on_connection(up); });
     // No subscribe here: the core subscribes on every connect.
@@ -186,6 +209,22 @@ class AgentRig {
     core.reset();
     client.reset();
     repo.reset();
+    runner.reset();
+  }
+
+  // The customer's calls, through the asynchronous path the HTTP API takes,
+  // answered once durable (core/order_calls.hpp).
+  Result<Order> create_order(const std::string& device, int slot, const std::string& client_id,
+                             const std::string& idempotency_key) {
+    return call_order(*runner, *repo, [&](AgentCore::OrderCallback done) {
+      core->create_order_async(device, slot, client_id, idempotency_key, std::move(done));
+    });
+  }
+  Result<Order> pay(const std::string& order_id, const std::string& payment_id,
+                    int64_t amount_cents) {
+    return call_order(*runner, *repo, [&](AgentCore::OrderCallback done) {
+      core->pay_async(order_id, payment_id, amount_cents, std::move(done));
+    });
   }
 
   // Provisions a device with the agent and boots its firmware.
@@ -208,7 +247,13 @@ class AgentRig {
   void step(int64_t ms = 10) {
     clock.advance(ms);
     for (auto& d : devices) d->tick();
-    if (core) core->tick();
+    if (core) {
+      core->tick();
+      // The writer's commits of this step, and what they post back to the
+      // core (acks, answers), land before virtual time moves on.
+      repo->flush();
+      runner->pump();
+    }
     bus.deliver_all();
   }
 
@@ -291,6 +336,7 @@ class AgentRig {
   SeededRandom random{42};
   MemoryLogger log;
   RepositoryOptions repo_options;
+  std::unique_ptr<CallerRunner> runner;  // the core's: its steps run on the test's thread
   std::unique_ptr<Repository> repo;
   std::unique_ptr<InMemoryClient> client;
   std::unique_ptr<AgentCore> core;

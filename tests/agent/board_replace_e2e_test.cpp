@@ -3,13 +3,15 @@
 // vend-firmware (simulated HAL, restocks confirmed at once) and vendctl.
 // The SD card is wiped (a new ledger, seq from 1) and every event of the new
 // ledger reaches the pools; the key is rotated by file; the machine is
-// decommissioned.
+// decommissioned. An older copy of ledger.db is put back (a restored card):
+// the device goes on as a new ledger, no event is lost, a paid order completes.
 #include <doctest/doctest.h>
 #include <httplib.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "test_support.hpp"
+#include "vend/webhook.hpp"
 
 namespace vend::agent {
 namespace {
@@ -212,6 +215,132 @@ TEST_CASE("operations runbook with the real binaries: reflash, key rotation, dec
 
   daemon->signal(SIGTERM);
   CHECK(daemon->wait(10s) == 0);
+  agent.signal(SIGTERM);
+  CHECK(agent.wait(10s) == 0);
+}
+
+TEST_CASE("a restored ledger.db with the real binaries: a new ledger, and sales go on") {
+  test::TempDir dir;
+  test::MosquittoServer broker;
+  int http_port = test::free_port();
+  std::string http = "127.0.0.1:" + std::to_string(http_port);
+  test::Child agent(
+      {test::binary_path("cloud-agent/vend-agent"), "--http", http, "--mqtt", broker.url(), "--db",
+       dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
+       "--gateway-secret-file", dir.file("gateway.secret")},
+      dir.file("agent.log"));
+  auto logs = [&] {
+    return test::read_file(dir.file("agent.log")) + "\n--- firmware ---\n" +
+           test::read_file(dir.file("firmware.log"));
+  };
+  REQUIRE_MESSAGE(
+      eventually([&] { return test::read_file(dir.file("operator.token")).size() > 0; }, 10s),
+      logs());
+  OperatorApi api(http_port, trim(test::read_file(dir.file("operator.token"))));
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        httplib::Client c("127.0.0.1", http_port);
+                        auto r = c.Get("/healthz");
+                        return r && r->status == 200;
+                      },
+                      10s),
+                  logs());
+  Json provisioned = api.post("/v1/devices",
+                              std::string(R"({"id":")") + kDevice +
+                                  R"(","slots":[{"slot":1,"product":"cola",)"
+                                  R"("price_cents":150,"capacity":20}]})",
+                              201);
+  test::write_private_file(dir.file("device.key"), provisioned["key"].get<std::string>() + "\n");
+  test::write_file(dir.file("device.json"), device_config(broker.url()));
+  const std::string firmware = test::binary_path("firmware/vend-firmware");
+  auto start_firmware = [&] {
+    auto child = std::make_unique<test::Child>(
+        std::vector<std::string>{firmware, "--config", dir.file("device.json")},
+        dir.file("firmware.log"));
+    REQUIRE_MESSAGE(eventually([&] { return api.device().value("online", false); }, 15s), logs());
+    return child;
+  };
+  auto stop_firmware = [&](std::unique_ptr<test::Child>& daemon) {
+    daemon->signal(SIGTERM);
+    REQUIRE(daemon->wait(10s) == 0);
+    daemon.reset();
+    REQUIRE_MESSAGE(eventually([&] { return !api.device().value("online", true); }, 15s), logs());
+  };
+  auto restock = [&](int count) {
+    api.post(std::string("/v1/devices/") + kDevice + "/restock",
+             R"({"slot":1,"count":)" + std::to_string(count) + "}", 202);
+  };
+  auto machine_status = [&] {
+    test::Child status({firmware, "status", "--config", dir.file("device.json"), "--json"},
+                       dir.file("status.out"));
+    REQUIRE(status.wait(20s) == 0);
+    std::string text = test::read_file(dir.file("status.out"));
+    std::remove(dir.file("status.out").c_str());
+    return Json::parse(text);
+  };
+  auto settled = [&](int64_t pool) {
+    Json machine = machine_status();
+    Json d = api.device();
+    return machine["outbox_depth"] == 0 && d["last_processed_seq"] == machine["last_seq"] &&
+           d["ledger_id"] == machine["ledger_id"] && api.pool() == pool;
+  };
+
+  auto daemon = start_firmware();
+  restock(3);
+  REQUIRE_MESSAGE(eventually([&] { return settled(3); }, 20s), logs());
+  // The card is backed up with the firmware stopped (a clean stop leaves no WAL).
+  stop_firmware(daemon);
+  for (const char* suffix : {"", "-wal"}) {
+    std::filesystem::path from = dir.file("ledger.db") + suffix;
+    if (std::filesystem::exists(from)) {
+      std::filesystem::copy_file(from, dir.file("backup.db") + suffix);
+    }
+  }
+  daemon = start_firmware();
+  restock(2);
+  REQUIRE_MESSAGE(eventually([&] { return settled(5); }, 20s), logs());
+  const std::string ledger_id = machine_status()["ledger_id"];
+
+  // The backup is copied back, the firmware stopped meanwhile: seq 1 again.
+  stop_firmware(daemon);
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    std::filesystem::remove(dir.file("ledger.db") + suffix);
+    std::filesystem::path from = dir.file("backup.db") + suffix;
+    if (std::filesystem::exists(from)) {
+      std::filesystem::copy_file(from, dir.file("ledger.db") + suffix);
+    }
+  }
+  REQUIRE(machine_status()["ledger_id"] == ledger_id);
+  daemon = start_firmware();
+  restock(1);  // seq 2 again, another event
+  // The device went on as a new ledger; its tokens event was processed; the
+  // two tokens minted after the backup left the pool (the card lost them).
+  REQUIRE_MESSAGE(eventually([&] { return settled(4); }, 30s), logs());
+  CHECK(machine_status()["ledger_id"] != ledger_id);
+  CHECK(api.metrics().find("vend_device_ledgers_replaced_total 1\n") != std::string::npos);
+  CHECK(test::read_file(dir.file("firmware.log")).find("went back in time") != std::string::npos);
+
+  // A customer pays an order: it completes.
+  Json order =
+      api.post("/v1/orders", std::string(R"({"device":")") + kDevice + R"(","slot":1})", 201);
+  const std::string id = order["id"];
+  const std::string secret = trim(test::read_file(dir.file("gateway.secret")));
+  const std::string body = R"({"payment_id":"pay-restored-1","amount_cents":150})";
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  httplib::Client customer("127.0.0.1", http_port);
+  auto paid = customer.Post(("/v1/orders/" + id + "/payment").c_str(),
+                            {{"Vend-Signature", webhook::sign(secret, now_s, id, body)}}, body,
+                            "application/json");
+  REQUIRE(paid);
+  INFO(paid->body);
+  REQUIRE(paid->status == 200);
+  REQUIRE_MESSAGE(
+      eventually([&] { return api.get("/v1/orders/" + id)["state"] == "COMPLETED"; }, 15s), logs());
+  CHECK(api.pool() == 3);
+
+  stop_firmware(daemon);
   agent.signal(SIGTERM);
   CHECK(agent.wait(10s) == 0);
 }

@@ -91,9 +91,9 @@ TEST_CASE("a reflashed SD card: the new ledger's events from seq 1 are all proce
   rig.check_stock_invariant();
 
   // Sales go on from the new ledger's tokens.
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
   CHECK(rig.pool("vm-1", 1) == 5);
 }
@@ -170,9 +170,9 @@ TEST_CASE("a replacement board: same id and key, a blank ledger; an order in fli
   const std::string old_ledger = old_board.ledger->identity().ledger_id;
   // An order is paid; the board dies before its dispense command reaches
   // it, so the command waits in the machine's broker session.
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
   old_board.power_cut();
   rig.run_for(100);
   CHECK(rig.state_of(o->id) == OrderState::kDispatched);
@@ -238,9 +238,9 @@ TEST_CASE("key rotation: the old key works until the device signs with the new o
   REQUIRE(rig.run_until([&] { return rig.online("vm-1") && !pending(); }));
   CHECK(rig.core->take_metrics().key_rotations_total == 1);
   // Commands are signed with the new key now: a sale completes.
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
 
   // The old key is revoked: what it signs is refused, also after a restart.
@@ -268,15 +268,15 @@ TEST_CASE("decommission: out of sale, reservations cancelled, key revoked, id ke
   REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-1", 2) == 1; }));
 
   // A paid order in flight: the machine may still dispense it, so not yet.
-  auto paid = rig.core->create_order("vm-1", 1, "", "");
+  auto paid = rig.create_order("vm-1", 1, "", "");
   REQUIRE(paid.ok());
-  REQUIRE(rig.core->pay(paid->id, "pay-1", paid->price_cents).ok());
+  REQUIRE(rig.pay(paid->id, "pay-1", paid->price_cents).ok());
   auto refused = rig.core->decommission_device("vm-1");
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == "conflict");
   REQUIRE(rig.run_until([&] { return rig.state_of(paid->id) == OrderState::kCompleted; }));
 
-  auto reserved = rig.core->create_order("vm-1", 1, "", "");
+  auto reserved = rig.create_order("vm-1", 1, "", "");
   REQUIRE(reserved.ok());
   auto done = rig.core->decommission_device("vm-1");
   REQUIRE(done.ok());
@@ -286,7 +286,7 @@ TEST_CASE("decommission: out of sale, reservations cancelled, key revoked, id ke
   CHECK(rig.pool("vm-1", 1) == 0);
   CHECK(rig.pool("vm-1", 2) == 0);
   CHECK(rig.slot("vm-1", 1).burned == 2);
-  CHECK(rig.core->create_order("vm-1", 2, "", "").error().code == "decommissioned");
+  CHECK(rig.create_order("vm-1", 2, "", "").error().code == "decommissioned");
   CHECK(rig.core->request_restock("vm-1", 1, 1).error().code == "decommissioned");
   CHECK(rig.core->rotate_key("vm-1").error().code == "decommissioned");
   CHECK(rig.core->decommission_device("vm-1").error().code == "conflict");
@@ -301,7 +301,7 @@ TEST_CASE("decommission: out of sale, reservations cancelled, key revoked, id ke
   CHECK(rig.core->provision_device("vm-1", kSlots).error().code == "conflict");
   rig.crash_agent();
   rig.start_agent();
-  CHECK(rig.core->create_order("vm-1", 2, "", "").error().code == "decommissioned");
+  CHECK(rig.create_order("vm-1", 2, "", "").error().code == "decommissioned");
   bool listed = false;
   for (const auto& d : rig.core->devices()) listed = listed || (d.id == "vm-1" && d.decommissioned);
   CHECK(listed);

@@ -27,6 +27,7 @@
 
 #include "cluster/pg_lease_store.hpp"
 #include "core/agent_core.hpp"
+#include "core/order_calls.hpp"
 #include "postgres/postgres_repository.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
@@ -133,7 +134,9 @@ TEST_CASE("a saturated core keeps its leases and its membership") {
   int64_t gained = a.metric("vend_cluster_shards_gained_total");
 
   a.runner.refuse = true;  // every step refused, as with a full queue
-  auto order = a.core->create_order("vm-1", 1, "client", "");
+  auto order = call_order([&](AgentCore::OrderCallback done) {
+    a.core->create_order_async("vm-1", 1, "client", "", std::move(done));
+  });
   REQUIRE_FALSE(order.ok());
   CHECK(order.error().code == "unavailable");  // 503: load shed
   std::this_thread::sleep_for(std::chrono::milliseconds(3 * kLeaseMs));

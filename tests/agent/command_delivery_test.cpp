@@ -30,9 +30,9 @@ DeviceSim& stocked_device(AgentRig& rig, int count) {
 }
 
 Order paid_order(AgentRig& rig) {
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  auto paid = rig.core->pay(o->id, "pay-" + o->id, o->price_cents);
+  auto paid = rig.pay(o->id, "pay-" + o->id, o->price_cents);
   REQUIRE(paid.ok());
   REQUIRE(paid->state == OrderState::kDispatched);
   return *paid;
@@ -135,7 +135,7 @@ TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
   AgentRig rig;
   stocked_device(rig, 2);
   rig.clock.set_wall_skew(-10 * 60 * 1000);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.run_for(1500);  // the reservation TTL is 2 s
   CHECK(rig.state_of(o->id) == OrderState::kReserved);
@@ -149,7 +149,7 @@ TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews noth
   drops.to_drop = 1000;  // no result: the order stays DISPATCHED
   install(rig, drops);
   Order paid = paid_order(rig);
-  auto reserved = rig.core->create_order("vm-1", 1, "", "");
+  auto reserved = rig.create_order("vm-1", 1, "", "");
   REQUIRE(reserved.ok());
   rig.run_for(100);
   rig.clock.set_wall_skew(40 * 60 * 1000);
@@ -207,4 +207,69 @@ TEST_CASE("presence converges when the answer to the first status request is los
   rig.start_agent();
   CHECK(rig.run_until([&] { return rig.online("vm-1"); }, 10'000));
   CHECK(dropped == 1);
+}
+
+namespace {
+
+// Every command the agent sent to vm-1, decoded.
+struct CommandLog {
+  std::vector<proto::Command> sent;
+  InMemoryBus::Fault operator()(const InMemoryBus::Envelope& e) {
+    if (e.message.topic == topics::device_cmd("vm-1")) {
+      auto decoded = proto::decode_command(e.message.payload);
+      REQUIRE(decoded.ok());
+      sent.push_back(decoded->message);
+    }
+    return InMemoryBus::Fault::deliver();
+  }
+};
+
+}  // namespace
+
+// One skew bound: the device used to add its own core.expiry_skew_ms (up to
+// an hour) to the order's expiry while the agent settled the order as never
+// run at expiry + 5 s. The v2 command carries expiry + 5 s as its bound.
+TEST_CASE("every command goes out v2 with an expiry; a dispense's is the order's plus the skew") {
+  AgentRig rig;
+  CommandLog log;
+  rig.bus.set_filter([&log](const InMemoryBus::Envelope& e) { return log(e); });
+  stocked_device(rig, 2);
+  Order paid = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return rig.state_of(paid.id) == OrderState::kCompleted; }, 3000));
+  REQUIRE(rig.core->request_reconcile("vm-1").ok());
+  rig.run_for(200);
+  bool saw_dispense = false;
+  bool saw_other = false;
+  for (const proto::Command& c : log.sent) {
+    CAPTURE(proto::encode_canonical(c));
+    CHECK(proto::command_version(c) == 2);
+    if (auto* d = std::get_if<proto::DispenseCommand>(&c)) {
+      saw_dispense = true;
+      CHECK(d->expires_at_ms == paid.dispatch_expires_at_ms + rig_test::kSkewMs);
+    } else {
+      saw_other = true;
+      CHECK(proto::command_expires_at_ms(c) > rig.clock.wall_ms() - 1000);
+      CHECK(proto::command_expires_at_ms(c) <=
+            rig.clock.wall_ms() + AgentOptions{}.command_ttl_ms + rig_test::kSkewMs);
+    }
+  }
+  CHECK(saw_dispense);
+  CHECK(saw_other);
+}
+
+TEST_CASE("command_version 1: commands as before v2, for firmware that accepts only those") {
+  AgentOptions options = rig_test::test_agent_options();
+  options.command_version = 1;
+  AgentRig rig(options);
+  CommandLog log;
+  rig.bus.set_filter([&log](const InMemoryBus::Envelope& e) { return log(e); });
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  REQUIRE(rig.online("vm-1"));
+  dev.restock(1, 1);
+  rig.run_for(300);
+  REQUIRE_FALSE(log.sent.empty());
+  for (const proto::Command& c : log.sent) {
+    CHECK(proto::command_version(c) == 1);
+    CHECK(proto::command_expires_at_ms(c) == 0);
+  }
 }

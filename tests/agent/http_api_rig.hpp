@@ -82,9 +82,10 @@ class Agent {
     std::atomic<size_t> inbound_messages{0};
   };
 
-  // `workers`: the API's handler threads (HttpApiOptions::worker_threads).
-  explicit Agent(size_t workers = 32) : transport_(bus_) {
-    auto repo = Repository::open(dir_.file("agent.db"), RepositoryOptions{}, log_);
+  // `workers`: the API's handler threads (HttpApiOptions::worker_threads);
+  // `repo_options`: the repository's (a small queue_max fills it at will).
+  explicit Agent(size_t workers = 32, RepositoryOptions repo_options = {}) : transport_(bus_) {
+    auto repo = Repository::open(dir_.file("agent.db"), repo_options, log_);
     REQUIRE_MESSAGE(repo.ok(), vend::test::error_text(repo));
     repo_ = std::move(repo).value();
     hub_.add_listener([this](const std::string& kind, const std::string& payload) {
@@ -136,6 +137,7 @@ class Agent {
   int port() const { return port_; }
   std::string db_path() const { return dir_.file("agent.db"); }
   Repository& repo() { return *repo_; }
+  const MemoryLogger& log() const { return log_; }
   void disconnect_broker() { transport_.disconnect(); }
   OpsHub& hub() { return hub_; }
   OpsSeries& series() { return series_; }

@@ -183,24 +183,20 @@ TEST_CASE("auth: operator bearer token and payment signature") {
                401, "bad_signature");
   // Signed for another order: a captured notification cannot pay this one.
   expect_error(post_json(agent, path, body, signed_for("ord-another", body)), 401, "bad_signature");
-  // Signed too long ago (or too far ahead).
-  expect_error(post_json(agent, path, body, signed_for(id, body, now_s() - 301)), 401,
-               "signature_expired", "300 s");
-  expect_error(post_json(agent, path, body, signed_for(id, body, now_s() + 301)), 401,
-               "signature_expired");
   // Signed but malformed is a 400, after the signature.
   std::string bad = R"({"payment_id":"pay-9"})";
   expect_error(post_json(agent, path, bad, signed_for(id, bad)), 400, "bad_request",
                "missing field 'amount_cents'");
-  // Uppercase hex is the same signature; the very same request again is a replay.
+  // Uppercase hex is the same signature. The very same request again, or
+  // signed anew, gets the payment's recorded answer
+  // (http_payments_test.cpp).
   httplib::Headers good = signed_for(id, body);
   std::string sig = good.begin()->second;
   for (char& c : sig) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   sig[0] = 't';
   sig[sig.find("V1=")] = 'v';
   CHECK(post_json(agent, path, body, {{"Vend-Signature", sig}})->status == 200);
-  expect_error(post_json(agent, path, body, {{"Vend-Signature", sig}}), 409, "replayed");
-  // A gateway's retry signs anew and gets the recorded answer.
+  CHECK(body_of(post_json(agent, path, body, {{"Vend-Signature", sig}}))["payment_id"] == "pay-9");
   CHECK(body_of(post_json(agent, path, body, signed_for(id, body, now_s() - 1)))["payment_id"] ==
         "pay-9");
 }

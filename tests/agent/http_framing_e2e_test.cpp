@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "raw_socket.hpp"
 #include "test_support.hpp"
@@ -206,6 +207,58 @@ TEST_CASE("the other framing errors: stacked codings, headers, targets") {
     expect_refused(out, 414, "target_too_long");
     CHECK(out.find("\"limit\":\"max_target_bytes\"") != std::string::npos);
   }
+}
+
+// What libmicrohttpd's C strings hide (it cuts a piece at a raw NUL) and the
+// line ends it accepts alone (a bare LF), told by where it left each piece of
+// the head (check_head_layout()). One agent for all: each answer closes.
+TEST_CASE("raw NUL bytes, bare LF line ends, folded and double-spaced lines") {
+  using namespace std::string_literals;
+  Agent agent;
+  struct Shape {
+    const char* what;
+    std::string raw;
+    const char* problem;
+  };
+  const std::vector<Shape> shapes = {
+      {"a raw NUL in the request target", "GET /healthz\0junk HTTP/1.1\r\nHost: x\r\n\r\n"s,
+       "nul_byte"},
+      {"a raw NUL in the method", "GE\0T /healthz HTTP/1.1\r\nHost: x\r\n\r\n"s, "nul_byte"},
+      {"a raw NUL in the last field's value",
+       "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n"s, "nul_byte"},
+      {"a raw NUL in a field's value", "GET /healthz HTTP/1.1\r\nX-A: a\0b\r\nHost: x\r\n\r\n"s,
+       "nul_byte"},
+      {"a line starting with NUL, hiding a Transfer-Encoding",
+       post("/v1/orders", "Content-Length: 26\r\n\0Transfer-Encoding: chunked\r\n"s, kOrder),
+       "nul_byte"},
+      {"bare LF line ends", "GET /healthz HTTP/1.1\nHost: x\n\n", "bare_lf"},
+      {"one bare LF among CRLFs", "GET /healthz HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n", "bare_lf"},
+      {"a bare LF ending the head", "GET /healthz HTTP/1.1\r\nHost: x\r\n\n", "bare_lf"},
+      {"a folded field (obs-fold)", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",
+       "bad_header"},
+      {"two spaces after the method", "GET  /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+       "bad_request_line"},
+  };
+  for (const Shape& shape : shapes) {
+    INFO(shape.what);
+    expect_refused(agent.exchange(shape.raw), 400, shape.problem);
+  }
+  // The same requests with CRLF and no NUL are routed.
+  std::string ok =
+      agent.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: ab\r\nConnection: close\r\n\r\n");
+  CHECK(status_of(ok) == 200);
+  std::string metrics = agent.metrics();
+  INFO(metrics);
+  CHECK(metrics.find("vend_http_framing_errors_total{problem=\"nul_byte\"} 5\n") !=
+        std::string::npos);
+  CHECK(metrics.find("vend_http_framing_errors_total{problem=\"bare_lf\"} 3\n") !=
+        std::string::npos);
+  CHECK(metrics.find("vend_http_framing_errors_total{problem=\"bad_request_line\"} 1\n") !=
+        std::string::npos);
+  std::string log = agent.log();
+  INFO(log);
+  CHECK(count_of(log, "request refused (nul_byte)") == 1);
+  CHECK(count_of(log, "request refused (bare_lf)") == 1);
 }
 
 // Shapes libmicrohttpd refused before this check existed: they stay refused

@@ -1,9 +1,11 @@
 // The order rate limits of the HTTP API: POST /v1/orders over the machine's
 // or the client's bucket is answered 429 with Retry-After and the limit's
 // name, counted in /metrics; a dead Redis lets orders through (fail open).
-// The limiter runs on a ManualClock, so waits are exact. Orders name a
-// device the core does not know: an order the limits let through is
-// answered 404 by the core, one they stop never reaches it.
+// The limiter runs on a ManualClock, so waits are exact. Orders name
+// machines the core knows but that are offline: an order the limits let
+// through is answered 409 device_offline by the core, one they stop never
+// reaches it. Machine ids the core does not know share one bucket and are
+// answered 404 without the core.
 #include <doctest/doctest.h>
 #include <httplib.h>
 
@@ -41,6 +43,9 @@ class LimitedAgent {
                                         &core_thread_);
     REQUIRE(core_->start().ok());
     core_thread_.start(CoreThread::Handlers{});
+    for (const char* id : {"vm-x", "vm-y", "vm-z"}) {
+      REQUIRE(core_->provision_device(id, {{1, "cola", 150, 10}}).ok());
+    }
     HttpApiOptions options;
     options.operator_token = "operator-token-for-tests-0123456789";
     options.gateway_secret = "gateway-secret-for-tests";
@@ -94,11 +99,12 @@ class LimitedAgent {
   int port_ = 0;
 };
 
-// Let through by the limits: the core's answer for an unknown device.
+// Let through by the limits: the core's answer for an offline machine.
 void expect_passed(const httplib::Result& r) {
   REQUIRE(r);
   INFO(r->body);
-  CHECK(r->status == 404);
+  CHECK(r->status == 409);
+  CHECK(Json::parse(r->body)["error"]["code"] == "device_offline");
   CHECK_FALSE(r->has_header("Retry-After"));
 }
 
@@ -201,6 +207,31 @@ TEST_CASE("bad requests take no token; a limit with rate 0 is off") {
   expect_passed(agent.order("vm-x", "phone-a"));
   expect_limited(agent.order("vm-x", "phone-a"), "client", "1");
   for (int i = 0; i < 20; ++i) expect_passed(agent.order("vm-x", "phone-" + std::to_string(i)));
+}
+
+TEST_CASE("machine ids the core does not know share one bucket; answered 404 without the core") {
+  ManualClock clock;
+  EmbeddedRateLimiter limiter(clock);
+  LimitedAgent agent(limiter, RateLimit{1, 3}, RateLimit{1000, 1000});
+  // Every new id would have held a full bucket of its own: a flood of random
+  // ids was never limited, and each reached the core.
+  for (int i = 0; i < 3; ++i) {
+    auto r = agent.order("vm-random-" + std::to_string(i), "phone-" + std::to_string(i));
+    REQUIRE(r);
+    CHECK(r->status == 404);
+    CHECK(Json::parse(r->body)["error"]["code"] == "not_found");
+  }
+  auto r = agent.order("vm-random-9", "phone-9");
+  expect_limited(r, "machine", "1");
+  CHECK(Json::parse(r->body)["error"]["message"].get<std::string>().find(
+            "machines this agent does not know") != std::string::npos);
+  CHECK(limiter.bucket_count() <= 1 + 4);  // the shared one and the clients'
+  // A known machine keeps its own bucket.
+  expect_passed(agent.order("vm-x", "phone-10"));
+  clock.advance(1000);
+  auto again = agent.order("vm-random-10", "phone-11");
+  REQUIRE(again);
+  CHECK(again->status == 404);
 }
 
 TEST_CASE("a dead Redis lets every order through, counted in /metrics") {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "agent_rig.hpp"
+#include "fresh_command.hpp"
 #include "vend/ops.hpp"
 #include "vend/sqlite.hpp"
 
@@ -64,7 +65,8 @@ const ops::SlotReconcile& slot_of(const ops::ReconcileReport& r, int slot) {
 }
 
 // A command to the device, signed with its key as the agent would.
-void send_to_device(DeviceSim& dev, const proto::Command& command) {
+void send_to_device(DeviceSim& dev, const proto::Command& unstamped) {
+  proto::Command command = vend::test::fresh_command(unstamped, SystemClock().wall_ms());
   std::string mac = crypto::sign(dev.key, proto::encode_canonical(command));
   dev.core->on_command(proto::encode(command, mac));
 }
@@ -95,9 +97,9 @@ Order completed_after_backup(AgentRig& rig, DeviceSim& dev, const std::string& b
     bool dispense = e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
     return dispense ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
   });
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", 150).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", 150).ok());
   backup_agent_db(rig, backup);
   rig.bus.set_filter({});
   send_to_device(dev, proto::DispenseCommand{"vm-1", o->id, 1, o->token,
@@ -111,7 +113,7 @@ Order completed_after_backup(AgentRig& rig, DeviceSim& dev, const std::string& b
 TEST_CASE("consistent views: every slot matches, nothing is repaired") {
   AgentRig rig(reconcile_options());
   stocked_device(rig, 3);
-  REQUIRE(rig.core->create_order("vm-1", 1, "", "").ok());  // a reservation is part of the view
+  REQUIRE(rig.create_order("vm-1", 1, "", "").ok());  // a reservation is part of the view
   ops::ReconcileReport r = reconcile_now(rig);
   CHECK(r.verdict == "ok");
   CHECK(r.trigger == "on_demand");
@@ -146,8 +148,8 @@ TEST_CASE("an item loaded outside a restock raises an alert naming the slot, nev
   CHECK(s1.pool == 2);  // no token for the extra item
   auto m = rig.core->take_metrics();
   CHECK(m.alerts_raised_total == 1);
-  for (int i = 0; i < 2; ++i) REQUIRE(rig.core->create_order("vm-1", 1, "", "").ok());
-  CHECK(rig.core->create_order("vm-1", 1, "", "").error().code == "sold_out");
+  for (int i = 0; i < 2; ++i) REQUIRE(rig.create_order("vm-1", 1, "", "").ok());
+  CHECK(rig.create_order("vm-1", 1, "", "").error().code == "sold_out");
   // A second run does not raise it again; the item taken out clears it.
   reconcile_now(rig);
   CHECK(rig.core->take_metrics().alerts_raised_total == 1);
@@ -186,9 +188,9 @@ TEST_CASE("lost tokens event: tokens the cloud lacks are verified and added to t
   CHECK(rig.core->take_metrics().tokens_added_total == 4);
   CHECK(rig.core->take_metrics().alerts_active.empty());  // unknown_slot cleared
   // They sell, and dispense.
-  auto o = rig.core->create_order("vm-1", 3, "", "");
+  auto o = rig.create_order("vm-1", 3, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-3", 120).ok());
+  REQUIRE(rig.pay(o->id, "pay-3", 120).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
   // Consistent now.
   CHECK(slot_of(reconcile_now(rig), 3).verdict == "match");
@@ -197,7 +199,7 @@ TEST_CASE("lost tokens event: tokens the cloud lacks are verified and added to t
 TEST_CASE("tokens the device no longer has leave the pool and cancel a reservation") {
   AgentRig rig(reconcile_options());
   DeviceSim& dev = stocked_device(rig, 3);
-  auto held = rig.core->create_order("vm-1", 1, "", "");
+  auto held = rig.create_order("vm-1", 1, "", "");
   REQUIRE(held.ok());
   // The device's ledger loses two tokens (one of them reserved) and the
   // slot its two items (a restored or tampered ledger).
@@ -226,7 +228,7 @@ TEST_CASE("tokens the device no longer has leave the pool and cancel a reservati
   CHECK(rig.state_of(held->id) == OrderState::kCancelled);
   CHECK(rig.order(held->id).reason == "token_lost");
   // A payment arriving for it is refunded, never dispatched.
-  auto late = rig.core->pay(held->id, "pay-late", 150);
+  auto late = rig.pay(held->id, "pay-late", 150);
   REQUIRE(late.ok());
   CHECK(late->payment_outcome == "late_payment_refunded");
   CHECK(reconcile_now(rig).verdict == "ok");
@@ -235,9 +237,9 @@ TEST_CASE("tokens the device no longer has leave the pool and cancel a reservati
 TEST_CASE("a dispatch in flight explains a digest difference") {
   AgentRig rig(reconcile_options());
   DeviceSim& dev = stocked_device(rig, 3);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", 150).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", 150).ok());
   rig.bus.deliver_all();  // the device accepts: token consumed, motor running
   REQUIRE(
       dev.ledger->snapshot("", false, dev.machine.hal().inventory)->slots.at(0).available_tokens ==
@@ -376,9 +378,9 @@ TEST_CASE("an operator subscriber sees order events, device status and reconcile
   REQUIRE(op->connect().ok());
   REQUIRE(op->subscribe(topics::ops_all(), 1).ok());
   stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
-  REQUIRE(rig.core->pay(o->id, "pay-1", 150).ok());
+  REQUIRE(rig.pay(o->id, "pay-1", 150).ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kCompleted; }));
   reconcile_now(rig);
   rig.run_for(1500);  // the rate-limited views
@@ -441,7 +443,7 @@ TEST_CASE("periodic requests are staggered across the fleet, one per device per 
 TEST_CASE("DISPENSED for an order settled otherwise is an alert and a fault record") {
   AgentRig rig(reconcile_options());
   DeviceSim& dev = stocked_device(rig, 2);
-  auto o = rig.core->create_order("vm-1", 1, "", "");
+  auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kExpired; }, 5000));
   // A command for the expired order reaches the machine anyway (a stale

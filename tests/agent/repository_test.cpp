@@ -231,7 +231,8 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   c.move_token("t2", TokenState::kReserved, TokenState::kPool, "");
   c.insert_payment(StoredPayment{"p-1", "ord-2", 150, "late_payment_refunded", 4000});
   c.insert_refund(new_refund("p-1", "ord-2", 150, "late_payment", 4000, "vm-1"));
-  c.advance_device_seq("vm-1", 0, 1);
+  const std::string mac(64, 'a');  // the mac of the device's event 1
+  c.advance_device_seq("vm-1", 0, 1, mac);
   REQUIRE(f.submit(std::move(c)).get().ok());
 
   // Conditional: the same transition again changes nothing, so it fails.
@@ -247,6 +248,7 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   REQUIRE(loaded.ok());
   REQUIRE(loaded->devices.size() == 1);
   CHECK(loaded->devices[0].last_processed_seq == 1);
+  CHECK(loaded->devices[0].last_mac == mac);
   REQUIRE(loaded->slots.size() == 1);
   CHECK(loaded->slots[0].spec.price_cents == 150);
   REQUIRE(loaded->pool.size() == 2);
@@ -279,6 +281,53 @@ TEST_CASE_TEMPLATE("load() returns the state the changes wrote; transitions are 
   CHECK((*events)[1].to_state == "EXPIRED");
   CHECK(f.repo->order_events("ord-1")->size() == 1);
   CHECK(f.repo->order_events("ord-none")->empty());
+}
+
+// What the core writes for a payment that finds its reservation past the
+// deadline: RESERVED -> EXPIRED -> REFUNDED, the token back in the pool,
+// the payment and its refund, as one changeset; all of it or nothing.
+TEST_CASE_TEMPLATE("a late payment's expiry and refund commit as one changeset, or not at all", B,
+                   OnSqlite, OnPostgres) {
+  Fixture<B> f;
+  Changeset setup;
+  setup.insert_device("vm-1", std::string(64, 'a'), 1);
+  setup.upsert_slot("vm-1", SlotSpec{1, "cola", 150, 10});
+  setup.insert_pool_tokens("vm-1", 1, "r1", {"t1"});
+  Order order = reserved_order("ord-1", "t1");
+  setup.insert_order(order);
+  setup.move_token("t1", TokenState::kPool, TokenState::kReserved, "ord-1");
+  REQUIRE(f.submit(std::move(setup)).get().ok());
+
+  auto late_payment = [&](const std::string& payment_id) {
+    Changeset c;
+    Order expired = order;
+    expired.state = OrderState::kExpired;
+    expired.reason = "reservation expired";
+    c.move_token("t1", TokenState::kReserved, TokenState::kPool, "");
+    c.transition_order(expired, OrderState::kReserved, "reservation expired");
+    c.insert_payment(StoredPayment{payment_id, "ord-1", 150, "late_payment_refunded", 4000});
+    c.insert_refund(new_refund(payment_id, "ord-1", 150, "late_payment", 4000, "vm-1"));
+    Order refunded = expired;
+    refunded.state = OrderState::kRefunded;
+    refunded.payment_id = payment_id;
+    c.transition_order(refunded, OrderState::kExpired, "payment " + payment_id + " refunded");
+    return c;
+  };
+  REQUIRE(f.submit(late_payment("p-late")).get().ok());
+  auto events = f.repo->order_events("ord-1");
+  REQUIRE(events.ok());
+  REQUIRE(events->size() == 3);
+  CHECK((*events)[1].to_state == "EXPIRED");
+  CHECK((*events)[2].from_state == "EXPIRED");
+  CHECK((*events)[2].to_state == "REFUNDED");
+  CHECK(f.repo->find_order("ord-1").value()->state == OrderState::kRefunded);
+  CHECK(f.repo->token_state("t1").value() == TokenState::kPool);
+  CHECK(f.repo->refunds_of("ord-1")->size() == 1);
+  // The same again no longer applies (the order is not RESERVED): nothing of it stays.
+  CHECK(f.submit(late_payment("p-other")).get().error().code == "conflict");
+  CHECK_FALSE(f.repo->find_payment("p-other").value().has_value());
+  CHECK(f.repo->refunds_of("ord-1")->size() == 1);
+  CHECK(f.repo->order_events("ord-1")->size() == 3);
 }
 
 // The PostgreSQL group is pipelined: a failure makes the server skip the rest

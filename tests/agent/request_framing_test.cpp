@@ -1,11 +1,15 @@
-// check_request_head() alone: each rule of request_framing.hpp, its status,
-// problem and message, and the heads it must keep accepting.
+// check_request_head() and check_head_layout() alone: each rule of
+// request_framing.hpp, its status, problem and message, and the heads they
+// must keep accepting. The layouts come from raw bytes through a model of
+// libmicrohttpd's in-place parse (tests/support/mhd_head_model.hpp).
 #include "http/request_framing.hpp"
 
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
+
+#include "mhd_head_model.hpp"
 
 namespace vend::agent {
 namespace {
@@ -93,6 +97,103 @@ TEST_CASE("framing: header fields") {
   expect(head("/", {{"X-Probe", "a\rb"}}), 400, FramingProblem::kBadHeader);
   expect(head("/", {{"", "a"}}), 400, FramingProblem::kBadHeader);
   expect(head("/", {{"X(", "a"}}), 400, FramingProblem::kBadHeader);
+}
+
+TEST_CASE("framing: the version") {
+  CHECK_FALSE(check_request_head(head("/", {}, "HTTP/1.0"), 4096));
+  expect(head("/", {}, ""), 400, FramingProblem::kBadRequestLine);
+  expect(head("/", {}, "HTTP/2.0"), 400, FramingProblem::kBadRequestLine);
+  expect(head("/", {}, "http/1.1"), 400, FramingProblem::kBadRequestLine);
+  CHECK(refusal(head("/", {}, "HTTP/1.1x")).message ==
+        "the request line's version is 'HTTP/1.1x', not HTTP/1.x");
+}
+
+// check_head_layout() of `raw` as libmicrohttpd parses it; fails the test when
+// MHD would refuse it itself.
+std::optional<FramingError> layout_check(std::string_view raw) {
+  std::optional<test::MhdHeadModel> m = test::MhdHeadModel::parse(raw);
+  REQUIRE_MESSAGE(m.has_value(), "libmicrohttpd refuses it itself");
+  return check_head_layout(m->layout());
+}
+
+void expect_layout(std::string_view raw, FramingProblem problem, const std::string& message) {
+  std::optional<FramingError> e = layout_check(raw);
+  REQUIRE_MESSAGE(e.has_value(), "accepted");
+  CHECK(e->status == 400);
+  CHECK(std::string(framing_problem_name(e->problem)) == framing_problem_name(problem));
+  CHECK(e->message == message);
+}
+
+using namespace std::string_view_literals;
+
+TEST_CASE("framing: heads with CRLF line ends and no NUL pass the layout check") {
+  CHECK_FALSE(layout_check("GET /healthz HTTP/1.1\r\n\r\n"));
+  CHECK_FALSE(layout_check("GET /healthz?a=b HTTP/1.0\r\nHost: x\r\n\r\n"));
+  CHECK_FALSE(
+      layout_check("POST /v1/orders HTTP/1.1\r\nHost: x\r\nX-Empty:\r\n"
+                   "X-Spaces:  a b \t\r\nContent-Length: 2\r\n\r\n{}"));
+  // The head ends at the empty line: what follows is the body's.
+  CHECK_FALSE(layout_check("POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\n\n\0\0\n"sv));
+  // A NUL right before a line's LF stands where its CR would: nothing hidden.
+  CHECK_FALSE(layout_check("GET / HTTP/1.1\r\nX-A: a\0\n\r\n"sv));
+}
+
+TEST_CASE("framing: a raw NUL byte in the request line") {
+  expect_layout("GET /healthz\0junk HTTP/1.1\r\nHost: x\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in the request target at 8");
+  expect_layout("GET /healthz\0 HTTP/1.1\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in the request target at 8");
+  expect_layout("GE\0T /healthz HTTP/1.1\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in the request line's method");
+  expect_layout("GET  /healthz HTTP/1.1\r\n\r\n", FramingProblem::kBadRequestLine,
+                "more than one space between the method and the target");
+}
+
+TEST_CASE("framing: a raw NUL byte in a header line") {
+  expect_layout("GET / HTTP/1.1\r\nX-A: a\0b\r\nHost: x\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in the header line of X-A");
+  expect_layout("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in or after the header line of X-A");
+  expect_layout("GET / HTTP/1.1\r\nX-A:\0 a\r\nHost: x\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in the header line of X-A");
+  // A line starting with NUL ends the head for MHD: the field after it is hidden.
+  expect_layout("GET / HTTP/1.1\r\nHost: x\r\n\0Transfer-Encoding: chunked\r\n\r\n"sv,
+                FramingProblem::kNulByte, "a NUL byte in or after the header line of Host");
+  expect_layout("GET / HTTP/1.1\r\n\0Host: x\r\n\r\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in or after the request line");
+  // Hidden behind a NUL with bare LFs, the same length as CRLF CRLF.
+  expect_layout("GET / HTTP/1.1\r\nX-A: a\0b\n\n"sv, FramingProblem::kNulByte,
+                "a NUL byte in or after the header line of X-A");
+}
+
+TEST_CASE("framing: bare LF line ends") {
+  expect_layout("GET /healthz HTTP/1.1\nHost: x\n\n", FramingProblem::kBareLf,
+                "the request line ends with a bare LF, not CRLF");
+  expect_layout("GET /healthz HTTP/1.1\r\nHost: x\nX-A: b\r\n\r\n", FramingProblem::kBareLf,
+                "the header line of Host ends with a bare LF, not CRLF");
+  expect_layout("GET /healthz HTTP/1.1\r\nHost: x\r\n\n", FramingProblem::kBareLf,
+                "the header line of Host or the empty line after it ends with a bare LF, not CRLF");
+  expect_layout("GET /healthz HTTP/1.1\n\r\n", FramingProblem::kBareLf,
+                "the request line or the empty line after it ends with a bare LF, not CRLF");
+}
+
+TEST_CASE("framing: a folded field (obs-fold)") {
+  expect_layout("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  b\r\nX-B: c\r\n\r\n",
+                FramingProblem::kBadHeader,
+                "a header line continues the one before it (obs-fold, RFC 9112 5.2)");
+}
+
+TEST_CASE("framing: a layout out of order is refused without reading past the head") {
+  HeadLayout l;
+  l.buffer = "GET";
+  l.method_end = 3;
+  l.target_at = 4;
+  l.target_end = 6;
+  l.version_at = 7;
+  l.version_end = 15;  // past the buffer
+  std::optional<FramingError> e = check_head_layout(l);
+  REQUIRE(e.has_value());
+  CHECK(e->problem == FramingProblem::kBadRequestLine);
 }
 
 TEST_CASE("framing: every problem has a distinct name") {

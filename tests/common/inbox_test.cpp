@@ -125,6 +125,40 @@ TEST_CASE("many producers lose nothing below the bounds") {
   CHECK(q.dropped_total() == 0);
 }
 
+TEST_CASE("one source cannot fill the queue: past its share its messages are dropped") {
+  StringInbox::Limits limits{100, 1 << 20, 8};
+  limits.max_messages_per_source = 3;
+  StringInbox q(limits);
+  for (int i = 0; i < 50; ++i)
+    CHECK(q.push_message("flood-" + std::to_string(i), 8, "vm-bad") == (i < 3));
+  // The others still get in, each up to its own share; no source: no share.
+  CHECK(q.push_message("a-1", 3, "vm-a"));
+  CHECK(q.push_message("b-1", 3, "vm-b"));
+  for (int i = 0; i < 10; ++i) CHECK(q.push_message("plain", 5));
+  CHECK(q.dropped_total() == 47);
+  CHECK(q.dropped_over_share_total() == 47);
+  auto batch = q.take_until(Steady::now());
+  CHECK(messages_of(batch).size() == 15);
+  CHECK(batch.dropped_since_last == 47);
+  // Once taken, each source has its whole share again.
+  for (int i = 0; i < 3; ++i) CHECK(q.push_message("again", 5, "vm-bad"));
+  CHECK_FALSE(q.push_message("again", 5, "vm-bad"));
+  CHECK(q.dropped_over_share_total() == 48);
+}
+
+TEST_CASE("the overall bounds still apply below every source's share") {
+  StringInbox::Limits limits{4, 1 << 20, 8};
+  limits.max_messages_per_source = 3;
+  StringInbox q(limits);
+  CHECK(q.push_message("a", 1, "vm-a"));
+  CHECK(q.push_message("b", 1, "vm-b"));
+  CHECK(q.push_message("c", 1, "vm-c"));
+  CHECK(q.push_message("d", 1, "vm-d"));
+  CHECK_FALSE(q.push_message("e", 1, "vm-e"));  // the queue is full
+  CHECK(q.dropped_total() == 1);
+  CHECK(q.dropped_over_share_total() == 0);
+}
+
 }  // namespace
 }  // namespace vend
 

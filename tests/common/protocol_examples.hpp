@@ -1,10 +1,13 @@
-// The example messages of protocol v1 and their golden canonical forms, shared
-// by the codec tests. docs/protocol.md shows the same examples: change both.
+// The example messages of the protocol (commands v2, events and statuses v1)
+// and their golden canonical forms, shared by the codec tests; the v1 forms of
+// the commands too, which are still decoded. docs/protocol.md shows the same
+// examples: change both.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,12 +28,20 @@ inline const std::string kMac(64, 'a');
 
 // ---- The example messages -------------------------------------------------
 
-inline DispenseCommand dispense() { return {kDevice, "ord-7f3a", 12, kToken, 1700000060000}; }
-inline RestockCommand restock() { return {kDevice, "rst-0009", 3, 10}; }
-inline SnapshotRequest snapshot_request() { return {kDevice, "snap-0001", true}; }
-inline Ack ack() { return {kDevice, 41}; }
-inline ResendRequest resend() { return {kDevice, 42}; }
-inline StatusRequest status_request() { return {kDevice}; }
+inline constexpr int64_t kExpiresAt = 1700000060000;
+inline DispenseCommand dispense() { return {kDevice, "ord-7f3a", 12, kToken, kExpiresAt}; }
+inline RestockCommand restock() { return {kDevice, "rst-0009", 3, 10, kExpiresAt}; }
+inline SnapshotRequest snapshot_request() { return {kDevice, "snap-0001", true, kExpiresAt}; }
+inline Ack ack() { return {kDevice, 41, "", kExpiresAt}; }
+inline ResendRequest resend() { return {kDevice, 42, "", kExpiresAt}; }
+inline StatusRequest status_request() { return {kDevice, kExpiresAt}; }
+// The same commands as a v1 sender (an agent before v2) encodes them.
+template <typename C>
+C as_v1(C c) {
+  c.v = 1;
+  if constexpr (!std::is_same_v<C, DispenseCommand>) c.expires_at_ms = 0;
+  return c;
+}
 
 inline DeviceEvent event(uint64_t seq, EventBody body) {
   return {kDevice, seq, kBootId, 1700000001234, std::move(body)};
@@ -59,16 +70,32 @@ inline PresenceStatus online() { return {kDevice, kBootId, true, 1700000000000};
 
 inline constexpr const char* kDispenseGolden =
     R"({"device":"vm-0042","expires_at_ms":1700000060000,"order_id":"ord-7f3a","slot":12,)"
-    R"("token":"0123456789abcdef0123456789abcdef","type":"dispense","v":1})";
+    R"("token":"0123456789abcdef0123456789abcdef","type":"dispense","v":2})";
 inline constexpr const char* kRestockGolden =
-    R"({"count":10,"device":"vm-0042","restock_id":"rst-0009","slot":3,"type":"restock","v":1})";
+    R"({"count":10,"device":"vm-0042","expires_at_ms":1700000060000,"restock_id":"rst-0009",)"
+    R"("slot":3,"type":"restock","v":2})";
 inline constexpr const char* kSnapshotRequestGolden =
-    R"({"device":"vm-0042","full":true,"request_id":"snap-0001","type":"snapshot_request","v":1})";
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,"full":true,"request_id":"snap-0001",)"
+    R"("type":"snapshot_request","v":2})";
 inline constexpr const char* kAckGolden =
-    R"({"device":"vm-0042","type":"ack","upto_seq":41,"v":1})";
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,"type":"ack","upto_seq":41,"v":2})";
 inline constexpr const char* kResendGolden =
-    R"({"device":"vm-0042","from_seq":42,"type":"resend","v":1})";
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,"from_seq":42,"type":"resend","v":2})";
 inline constexpr const char* kStatusRequestGolden =
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,"type":"status_request","v":2})";
+// v1 (still decoded; a device accepts them only with core.accept_v1_commands).
+inline constexpr const char* kDispenseV1Golden =
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,"order_id":"ord-7f3a","slot":12,)"
+    R"("token":"0123456789abcdef0123456789abcdef","type":"dispense","v":1})";
+inline constexpr const char* kRestockV1Golden =
+    R"({"count":10,"device":"vm-0042","restock_id":"rst-0009","slot":3,"type":"restock","v":1})";
+inline constexpr const char* kSnapshotRequestV1Golden =
+    R"({"device":"vm-0042","full":true,"request_id":"snap-0001","type":"snapshot_request","v":1})";
+inline constexpr const char* kAckV1Golden =
+    R"({"device":"vm-0042","type":"ack","upto_seq":41,"v":1})";
+inline constexpr const char* kResendV1Golden =
+    R"({"device":"vm-0042","from_seq":42,"type":"resend","v":1})";
+inline constexpr const char* kStatusRequestV1Golden =
     R"({"device":"vm-0042","type":"status_request","v":1})";
 inline constexpr const char* kDispenseResultGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","order_id":"ord-7f3a",)"

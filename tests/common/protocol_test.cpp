@@ -30,6 +30,30 @@ TEST_CASE("golden canonical form of every command") {
   CHECK(encode_canonical(Command{status_request()}) == kStatusRequestGolden);
 }
 
+TEST_CASE("golden canonical form of every v1 command (an agent before v2)") {
+  CHECK(encode_canonical(Command{as_v1(dispense())}) == kDispenseV1Golden);
+  CHECK(encode_canonical(Command{as_v1(restock())}) == kRestockV1Golden);
+  CHECK(encode_canonical(Command{as_v1(snapshot_request())}) == kSnapshotRequestV1Golden);
+  CHECK(encode_canonical(Command{as_v1(ack())}) == kAckV1Golden);
+  CHECK(encode_canonical(Command{as_v1(resend())}) == kResendV1Golden);
+  CHECK(encode_canonical(Command{as_v1(status_request())}) == kStatusRequestV1Golden);
+}
+
+TEST_CASE("v1 commands decode as v1: no expiry but a dispense's") {
+  for (const Command& command :
+       {Command{as_v1(dispense())}, Command{as_v1(restock())}, Command{as_v1(snapshot_request())},
+        Command{as_v1(ack())}, Command{as_v1(resend())}, Command{as_v1(status_request())}}) {
+    CAPTURE(encode_canonical(command));
+    auto decoded = decode_command(encode(command, kMac));
+    REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+    CHECK(decoded->message == command);
+    CHECK(command_version(decoded->message) == 1);
+    CHECK(decoded->canonical == encode_canonical(command));
+  }
+  CHECK(command_expires_at_ms(Command{as_v1(dispense())}) == kExpiresAt);
+  CHECK(command_expires_at_ms(Command{as_v1(status_request())}) == 0);
+}
+
 TEST_CASE("golden canonical form of every event and of status") {
   CHECK(encode_canonical(dispense_result()) == kDispenseResultGolden);
   CHECK(encode_canonical(tokens_minted()) == kTokensGolden);
@@ -49,12 +73,12 @@ TEST_CASE("wire form is the canonical object plus mac, and the golden MAC") {
       crypto::Key::from_hex("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f");
   REQUIRE(key.ok());
   const std::string mac = crypto::sign(*key, kDispenseGolden);
-  CHECK(mac == "3b404350e296241f31fc00f7188ab9ca6684cf59a13b376bea6056e8d489c7bb");
+  CHECK(mac == "997181cff70679e98922c05cb653bf968c01bc5829744f0ee29c628f438d3f36");
   CHECK(encode(Command{dispense()}, mac) ==
         R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
-        R"("mac":"3b404350e296241f31fc00f7188ab9ca6684cf59a13b376bea6056e8d489c7bb",)"
+        R"("mac":"997181cff70679e98922c05cb653bf968c01bc5829744f0ee29c628f438d3f36",)"
         R"("order_id":"ord-7f3a","slot":12,"token":"0123456789abcdef0123456789abcdef",)"
-        R"("type":"dispense","v":1})");
+        R"("type":"dispense","v":2})");
 }
 
 TEST_CASE("docs/protocol.md shows every golden example") {
@@ -73,8 +97,9 @@ TEST_CASE("docs/protocol.md shows every golden example") {
 TEST_CASE("every command round-trips") {
   for (const Command& command :
        {Command{dispense()}, Command{restock()}, Command{snapshot_request()}, Command{ack()},
-        Command{Ack{kDevice, 0}}, Command{SnapshotRequest{kDevice, "r", false}}, Command{resend()},
-        Command{ResendRequest{kDevice, 1}}}) {
+        Command{Ack{kDevice, 0, "", "", 1}}, Command{SnapshotRequest{kDevice, "r", false, 1}},
+        Command{resend()}, Command{ResendRequest{kDevice, 1, "", kExpiresAt}},
+        Command{status_request()}}) {
     CAPTURE(encode_canonical(command));
     auto decoded = decode_command(encode(command, kMac));
     REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
@@ -122,8 +147,8 @@ TEST_CASE("whitespace, key order and escapes do not change the canonical form") 
       "1700000060000, \"device\" : \"vm\\u002D0042\" } ";
   auto decoded = decode_command(spaced);
   REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
-  CHECK(decoded->canonical == kDispenseGolden);
-  CHECK(decoded->message == Command{dispense()});
+  CHECK(decoded->canonical == kDispenseV1Golden);
+  CHECK(decoded->message == Command{as_v1(dispense())});
 
   json reordered = json::parse(kFaultGolden);
   reordered["mac"] = kMac;
@@ -151,7 +176,7 @@ TEST_CASE("limits at the edge are accepted") {
   auto decoded = decode_event(encode(big, kMac));
   REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
   CHECK(decoded->message == big);
-  Command max_restock = RestockCommand{kDevice, "r", kMaxSlot, kMaxRestockCount};
+  Command max_restock = RestockCommand{kDevice, "r", kMaxSlot, kMaxRestockCount, INT64_MAX};
   CHECK(decode_command(encode(max_restock, kMac)).ok());
   DeviceEvent long_text = event(1, Fault{"x", std::string(kMaxTextLength, 'm'), 0});
   CHECK(decode_event(encode(long_text, kMac)).ok());
@@ -189,8 +214,8 @@ TEST_CASE("is_valid_id and is_valid_token") {
 // when present, strict like every other token-format field.
 constexpr const char* kLedgerId = "00112233445566778899aabbccddeeff";
 constexpr const char* kAckLedgerGolden =
-    R"({"device":"vm-0042","ledger_id":"00112233445566778899aabbccddeeff","type":"ack",)"
-    R"("upto_seq":41,"v":1})";
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
+    R"("ledger_id":"00112233445566778899aabbccddeeff","type":"ack","upto_seq":41,"v":2})";
 constexpr const char* kTokensLedgerGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042",)"
     R"("ledger_id":"00112233445566778899aabbccddeeff","physical_count":2,"restock_id":"rst-0009",)"
@@ -198,13 +223,13 @@ constexpr const char* kTokensLedgerGolden =
     R"("a3f2b8c41e6d4f0a9b7c5d3e1f2a4b6c"],"ts_ms":1700000001234,"type":"tokens","v":1})";
 
 TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/protocol.md") {
-  Ack acked{kDevice, 41, kLedgerId};
+  Ack acked{kDevice, 41, kLedgerId, "", kExpiresAt};
   CHECK(encode_canonical(Command{acked}) == kAckLedgerGolden);
   DeviceEvent minted = tokens_minted();
   minted.seq = 1;
   minted.ledger_id = kLedgerId;
   CHECK(encode_canonical(minted) == kTokensLedgerGolden);
-  ResendRequest resent{kDevice, 1, kLedgerId};
+  ResendRequest resent{kDevice, 1, kLedgerId, kExpiresAt};
   for (const Command& c : {Command{acked}, Command{resent}}) {
     auto decoded = decode_command(encode(c, kMac));
     REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
@@ -229,6 +254,35 @@ TEST_CASE("ledger_id: golden forms, round trips, strict decoding, shown in docs/
   for (const char* golden : {kAckLedgerGolden, kTokensLedgerGolden}) {
     CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
   }
+}
+
+// The event an ack covers up to, by its mac: optional, strict, in the doc.
+constexpr const char* kAckMacGolden =
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
+    R"("ledger_id":"00112233445566778899aabbccddeeff","type":"ack",)"
+    R"("upto_mac":"7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520",)"
+    R"("upto_seq":41,"v":2})";
+
+TEST_CASE("upto_mac: golden form, round trip, strict decoding, shown in docs/protocol.md") {
+  const std::string mac = "7c4a8d09ca3762af61e59520943dc26494f8941b7c4a8d09ca3762af61e59520";
+  Ack acked{kDevice, 41, kLedgerId, mac, kExpiresAt};
+  CHECK(encode_canonical(Command{acked}) == kAckMacGolden);
+  auto decoded = decode_command(encode(Command{acked}, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+  CHECK(decoded->message == Command{acked});
+  CHECK(decoded->canonical == kAckMacGolden);
+
+  std::string bad = encode(Command{acked}, kMac);
+  bad.replace(bad.find(mac), 64, std::string(63, 'a'));
+  auto rejected = decode_command(bad);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.error().code == kErrOutOfRange);
+  CHECK(rejected.error().message.find("upto_mac") != std::string::npos);
+
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source_dir != nullptr);
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  CHECK(doc.find(std::string("\n") + kAckMacGolden + "\n") != std::string::npos);
 }
 
 }  // namespace

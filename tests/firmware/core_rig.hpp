@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "fresh_command.hpp"
 #include "sim_hal/sim_hal.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
@@ -82,8 +83,10 @@ struct Rig {
     return minted->tokens;
   }
 
-  std::string sign(const proto::Command& command, const crypto::Key* with = nullptr) {
+  // Signed as the agent signs (fresh_command: an expiry when it has none).
+  std::string sign(const proto::Command& unstamped, const crypto::Key* with = nullptr) {
     const crypto::Key& k = with ? *with : key;
+    proto::Command command = vend::test::fresh_command(unstamped, clock.wall_ms());
     return proto::encode(command, crypto::sign(k, proto::encode_canonical(command)));
   }
 

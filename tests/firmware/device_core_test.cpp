@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <set>
+#include <variant>
 
 #include "core_rig.hpp"
 
@@ -72,11 +74,9 @@ TEST_CASE("every rejection has its own reason") {
     REQUIRE(rig.send(rig.dispense("o-1", 1, tokens[0])).result == "accepted");
     CHECK(rig.send(rig.dispense("o-2", 1, tokens[0])).reason == "token_consumed");
   }
-  SUBCASE("expired, past the skew margin") {
-    auto cmd = rig.dispense("o-1", 1, tokens[0], -6000);  // skew margin is 5 s
-    CHECK(rig.send(cmd).reason == "expired");
-    auto within = rig.dispense("o-2", 1, tokens[0], -4000);
-    CHECK(rig.send(within).result == "accepted");
+  SUBCASE("expired: a v2 command's expiry is the bound, the device adds no skew of its own") {
+    CHECK(rig.send(rig.dispense("o-1", 1, tokens[0], -1)).reason == "expired");
+    CHECK(rig.send(rig.dispense("o-2", 1, tokens[0], 0)).result == "accepted");
   }
   SUBCASE("busy when the queue is full") {
     CoreOptions o = Rig::default_options();
@@ -362,4 +362,96 @@ TEST_CASE("an expires_at_ms at the int64 limit never expires, at the door or in 
   CHECK(rig.ledger.find_dispense("o-1").value()->state == DispenseState::kDispensed);
   CHECK(rig.ledger.find_dispense("o-2").value()->state == DispenseState::kDispensed);
   CHECK(rig.machine.rotations() == 2);
+}
+
+namespace {
+
+// Snapshot events written (distinct seqs: an unacknowledged one is published again).
+size_t snapshot_count(Rig& rig) {
+  std::set<uint64_t> seqs;
+  for (const auto& e : rig.events()) {
+    if (std::holds_alternative<proto::Snapshot>(e.body)) seqs.insert(e.seq);
+  }
+  return seqs.size();
+}
+
+// A signed command as it went over the wire once (what an attacker on the
+// broker path captured).
+std::string captured(Rig& rig, proto::Command command, int64_t ttl_ms) {
+  std::visit([&](auto& c) { c.expires_at_ms = rig.clock.wall_ms() + ttl_ms; }, command);
+  return rig.sign(command);
+}
+
+}  // namespace
+
+// Fails on the code before this test: commands other than a dispense had no
+// expiry, so a captured snapshot_request{full} could be replayed at will.
+TEST_CASE("a captured snapshot_request replayed after its expiry is refused, not answered") {
+  Rig rig;
+  rig.restock(1, 3);
+  rig.connect();
+  std::string wire = captured(rig, proto::SnapshotRequest{kDevice, "full-1", true}, 30'000);
+  CHECK(rig.core->on_command(wire).result == "done");
+  rig.run_for(100);
+  size_t answered = snapshot_count(rig);
+  REQUIRE(answered == 1);
+  // Within its lifetime a replay is a duplicate: nothing new in the outbox.
+  auto again = rig.core->on_command(wire);
+  CHECK(again.result == "duplicate");
+  rig.clock.advance(30'001);
+  for (int i = 0; i < 50; ++i) {
+    auto out = rig.core->on_command(wire);
+    CHECK(out.result == "refused");
+    CHECK(out.reason == proto::reason::kExpired);
+  }
+  rig.run_for(100);
+  CHECK(snapshot_count(rig) == answered);
+  CHECK(rig.core->stats().refused >= 50);
+}
+
+TEST_CASE("every other signed command expires too: ack, resend, restock, status_request") {
+  Rig rig;
+  auto tokens = rig.restock(1, 1);
+  rig.connect();
+  std::vector<std::string> wires = {
+      captured(rig, proto::Ack{kDevice, 1}, 1000),
+      captured(rig, proto::ResendRequest{kDevice, 1}, 1000),
+      captured(rig, proto::RestockCommand{kDevice, "rs-9", 1, 2}, 1000),
+      captured(rig, proto::StatusRequest{kDevice}, 1000),
+  };
+  rig.clock.advance(1001);
+  for (const auto& wire : wires) {
+    auto out = rig.core->on_command(wire);
+    CAPTURE(out.type);
+    CHECK(out.result == "refused");
+    CHECK(out.reason == proto::reason::kExpired);
+  }
+  CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kAvailable);
+}
+
+TEST_CASE(
+    "v1 commands are refused unless core.accept_v1_commands; then a v1 dispense keeps its skew") {
+  Rig rig;
+  auto tokens = rig.restock(1, 2);
+  rig.connect();
+  proto::SnapshotRequest old_request{kDevice, "req-1", true};
+  old_request.v = 1;
+  auto refused = rig.send(old_request);
+  CHECK(refused.result == "refused");
+  CHECK(refused.reason == "old_version");
+  proto::DispenseCommand old_dispense = rig.dispense("o-1", 1, tokens[0], -4000);
+  old_dispense.v = 1;
+  CHECK(rig.send(old_dispense).reason == "old_version");
+  CHECK(rig.machine.rotations() == 0);
+
+  CoreOptions accepting = Rig::default_options();
+  accepting.accept_v1_commands = true;
+  rig.reboot(accepting);
+  rig.connect();
+  CHECK(rig.send(old_request).result == "done");
+  // v1: expires_at_ms plus this device's expiry_skew_ms (5 s).
+  CHECK(rig.send(old_dispense).result == "accepted");
+  proto::DispenseCommand too_old = rig.dispense("o-2", 1, tokens[1], -6000);
+  too_old.v = 1;
+  CHECK(rig.send(too_old).reason == "expired");
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fresh_command.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
 #include "vend/crypto.hpp"
@@ -121,7 +122,8 @@ class Cloud {
     REQUIRE(transport_.subscribe(topics::device_status(kDevice), 1).ok());
   }
 
-  void send(const proto::Command& command) {
+  void send(const proto::Command& unstamped) {
+    proto::Command command = vend::test::fresh_command(unstamped, SystemClock().wall_ms());
     std::string mac = crypto::sign(key_, proto::encode_canonical(command));
     publish_raw(proto::encode(command, mac));
   }

@@ -48,12 +48,15 @@ TEST_CASE("unacknowledged events are sent again after the retransmit delay") {
   CHECK(rig.events().size() == 2);
 }
 
-TEST_CASE("an ack beyond the last event is refused and drops nothing") {
+TEST_CASE("an ack beyond the last event drops nothing: the ledger went back, a new one starts") {
   Rig rig;
   rig.restock(1, 1);
+  const std::string old_id = rig.ledger.identity().ledger_id;
   auto out = rig.send(proto::Ack{vend::fw::test::kDevice, 99});
-  CHECK(out.result == "refused");
-  CHECK(rig.ledger.outbox_depth().value() == 1);
+  CHECK(out.result == "new_ledger");
+  CHECK(rig.ledger.identity().ledger_id != old_id);
+  CHECK(rig.ledger.outbox_depth().value() == 2);  // the tokens event, then ledger_regressed
+  CHECK(rig.ledger.last_seq().value() == 2);
 }
 
 TEST_CASE("a forged ack cannot drop events") {

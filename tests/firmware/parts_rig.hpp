@@ -75,7 +75,7 @@ struct PartsRig {
   CoreStats stats;
   Refusals refusals{ledger, clock, log, stats};
   StorageGuard storage{ledger, clock, log};
-  EventSender sender{ledger, transport, clock, log, options, refusals, stats};
+  EventSender sender{ledger, transport, clock, random, log, options, refusals, stats};
   int restocks = 0;
 };
 

@@ -34,6 +34,26 @@ TEST_CASE("the fixed seed set keeps every invariant") {
   }
 }
 
+// Issue 36: the agent's wall clock stepped forward and back while orders are
+// open (deadlines on the monotonic clock) breaks no invariant.
+TEST_CASE("stepped agent clocks keep every invariant") {
+  int64_t steps = 0;
+  for (uint64_t seed : {1, 2, 3}) {
+    WorldOptions options;
+    options.seed = seed;
+    options.steps = 2000;
+    options.faults.agent_clock_step = 0.01;
+    options.faults.machine_crash = 0;  // an UNCERTAIN rotation is the one other way to review
+    WorldReport report = run_ok(options);
+    INFO(report.summary());
+    CHECK_MESSAGE(report.ok, report.failure);
+    CHECK(report.completed > 0);
+    CHECK(report.needs_review == 0);
+    steps += report.agent_clock_steps;
+  }
+  CHECK(steps >= 10);
+}
+
 TEST_CASE("a seed reproduces its run byte for byte") {
   test::TempDir dir;
   WorldOptions options;
@@ -52,6 +72,42 @@ TEST_CASE("a seed reproduces its run byte for byte") {
   options.seed = 12;
   options.trace_path.clear();
   CHECK(run_ok(options).trace_hash != a.trace_hash);
+}
+
+// The agent is killed inside customers' calls (after a reservation's or a
+// payment's commit, before its answer; between a payment's two steps, with
+// DISPATCHED durable and the dispense not published): every answer the
+// customers received still holds, and every paid order still finishes.
+TEST_CASE("an agent killed inside a reservation or a payment keeps its word") {
+  test::TempDir dir;
+  bool between_pay_steps = false, order_unanswered = false, pay_unanswered = false;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    WorldOptions options;
+    options.seed = seed;
+    options.steps = 2000;
+    options.order_rate = 0.08;
+    options.faults.agent_crash = 0.004;  // x20 inside a call
+    options.trace_path = dir.file("s" + std::to_string(seed) + ".trace");
+    WorldReport report = run_ok(options);
+    CHECK_MESSAGE(report.ok, report.failure);
+    std::string trace = test::read_file(options.trace_path);
+    // A trace line "fault agent crash in <call>...<point>".
+    auto crashed = [&](const std::string& call, const std::string& point) {
+      const std::string fault = "fault agent crash in " + call;
+      for (size_t at = trace.find(fault); at != std::string::npos; at = trace.find(fault, at + 1)) {
+        if (trace.substr(at, trace.find('\n', at) - at).find(point) != std::string::npos) {
+          return true;
+        }
+      }
+      return false;
+    };
+    between_pay_steps |= crashed("pay ", ": committed, its next step not run");
+    order_unanswered |= crashed("order ", ": committed, its next step not run");
+    pay_unanswered |= crashed("pay ", ": answered, the answer not received");
+  }
+  CHECK(between_pay_steps);
+  CHECK(order_unanswered);
+  CHECK(pay_unanswered);
 }
 
 // Runs a world whose files stay in `dir`, then plants `sql` into one file.

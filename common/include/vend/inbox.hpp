@@ -3,9 +3,11 @@
 // and the agent's core thread both drain one.
 //
 // Three kinds of input, each with its own rule when the core falls behind:
-//   - messages (MQTT payloads): bounded by count and bytes; one that does not
-//     fit is DROPPED and counted. Safe because every sender re-sends what was
-//     not acknowledged (device outboxes, the cloud's command re-sends).
+//   - messages (MQTT payloads): bounded by count and bytes, and by count per
+//     source (a device: max_messages_per_source) so that one sender cannot
+//     fill the queue the others share; one that does not fit is DROPPED and
+//     counted. Safe because every sender re-sends what was not acknowledged
+//     (device outboxes, the cloud's command re-sends).
 //   - calls (a closure to run on the core thread, e.g. an HTTP request):
 //     bounded by count; one that does not fit is REFUSED (push_call returns
 //     false) so the caller can answer 503 at once instead of queueing forever.
@@ -25,6 +27,9 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -41,6 +46,9 @@ class Inbox {
     size_t max_messages = 10'000;
     size_t max_bytes = 64 * 1024 * 1024;
     size_t max_calls = 10'000;
+    // Messages of one source waiting at once (push_message's `source`);
+    // 0: no bound per source.
+    size_t max_messages_per_source = 0;
   };
 
   struct Batch {
@@ -61,14 +69,24 @@ class Inbox {
   Inbox(const Inbox&) = delete;
   Inbox& operator=(const Inbox&) = delete;
 
-  // False when the message was dropped (full, or closed). `bytes` is its
-  // size as counted against max_bytes.
-  bool push_message(M message, size_t bytes) {
+  // False when the message was dropped (full, its source's share full, or
+  // closed). `bytes` is its size as counted against max_bytes; `source`
+  // names its sender for max_messages_per_source ("" counts as none).
+  bool push_message(M message, size_t bytes, std::string_view source = {}) {
     {
       std::lock_guard lock(mu_);
       if (closed_ || messages_ >= limits_.max_messages || bytes_ + bytes > limits_.max_bytes) {
         if (!closed_) ++dropped_total_;
         return false;
+      }
+      if (limits_.max_messages_per_source > 0 && !source.empty()) {
+        size_t& queued = per_source_[std::string(source)];
+        if (queued >= limits_.max_messages_per_source) {
+          ++dropped_total_;
+          ++dropped_over_share_total_;
+          return false;
+        }
+        ++queued;
       }
       ++messages_;
       bytes_ += bytes;
@@ -148,6 +166,7 @@ class Inbox {
     lost_since_take_ = false;
     items_.swap(batch.items);
     messages_ = bytes_ = calls_ = 0;
+    per_source_.clear();
     batch.dropped_since_last = dropped_total_ - dropped_reported_;
     dropped_reported_ = dropped_total_;
     batch.closed = closed_;
@@ -157,6 +176,13 @@ class Inbox {
   uint64_t dropped_total() const {
     std::lock_guard lock(mu_);
     return dropped_total_;
+  }
+
+  // Of dropped_total(): messages dropped because their source had
+  // max_messages_per_source waiting already.
+  uint64_t dropped_over_share_total() const {
+    std::lock_guard lock(mu_);
+    return dropped_over_share_total_;
   }
 
   Fill fill() const {
@@ -178,7 +204,9 @@ class Inbox {
   size_t messages_ = 0;
   size_t bytes_ = 0;
   size_t calls_ = 0;
+  std::unordered_map<std::string, size_t> per_source_;  // messages waiting, by source
   uint64_t dropped_total_ = 0;
+  uint64_t dropped_over_share_total_ = 0;
   uint64_t dropped_reported_ = 0;
   std::optional<bool> latest_connection_;  // set when a change is pending
   bool lost_since_take_ = false;

@@ -1,7 +1,7 @@
 // Direct JSON writing for the hot messages and replies: the same bytes as
 // nlohmann's dump() (sorted keys when the caller writes them sorted, no
 // whitespace, invalid UTF-8 replaced) without building a tree. ops_test and
-// http_json_test compare both encodings for awkward strings.
+// http_api_test compare both encodings for awkward strings.
 #pragma once
 
 #include <array>

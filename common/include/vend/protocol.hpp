@@ -2,7 +2,8 @@
 // strict JSON codec. docs/protocol.md is the prose; tests/common/
 // protocol_test.cpp holds golden examples.
 //
-// Wire form: one JSON object per MQTT message, `"v":1`, a `type`, the fields
+// Wire form: one JSON object per MQTT message, `"v"` (1 for events and
+// statuses; 2 for commands, which still decode v1), a `type`, the fields
 // below (units in names), and `mac`: lowercase hex HMAC-SHA256, under the
 // device's key, of the message's canonical form — the same object without
 // `mac`, keys sorted, no whitespace (what encode_canonical returns).
@@ -23,7 +24,13 @@
 
 namespace vend::proto {
 
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 1;  // events and statuses
+// Commands: v2 adds `expires_at_ms` to every command, the hard bound after
+// which the device must not act on it (its clock; the sender's tolerance for
+// clock skew included). v1 commands (no expiry but a dispense's, which the
+// device extends by its own core.expiry_skew_ms) still decode; whether a
+// device accepts them is its configuration (docs/protocol.md, Versioning).
+inline constexpr int kCommandVersion = 2;
 // Largest payload accepted. A snapshot larger than this goes out in parts
 // (Snapshot::part / parts, vend/snapshot_parts.hpp).
 inline constexpr size_t kMaxPayloadBytes = 256 * 1024;
@@ -47,6 +54,9 @@ inline constexpr const char* kErrWrongType = "wrong_type";
 inline constexpr const char* kErrOutOfRange = "out_of_range";
 
 // ---- Commands: cloud -> device, on vend/v1/dev/{device}/cmd -------------
+// Each has `expires_at_ms` (wall clock, Unix ms; encoded for v2, and for a
+// dispense in v1 too) and `v` (kCommandVersion unless decoded from a v1
+// message).
 
 // Dispense one item from `slot` for `order_id`, spending `token`.
 struct DispenseCommand {
@@ -54,7 +64,8 @@ struct DispenseCommand {
   std::string order_id;
   int slot = 0;
   std::string token;          // 32 lowercase hex chars (128 bits)
-  int64_t expires_at_ms = 0;  // wall clock, Unix ms
+  int64_t expires_at_ms = 0;  // v2: the hard bound; v1: plus the device's skew tolerance
+  int v = kCommandVersion;
   bool operator==(const DispenseCommand&) const = default;
 };
 
@@ -65,6 +76,8 @@ struct RestockCommand {
   std::string restock_id;
   int slot = 0;
   int count = 0;
+  int64_t expires_at_ms = 0;  // v2 only
+  int v = kCommandVersion;
   bool operator==(const RestockCommand&) const = default;
 };
 
@@ -73,16 +86,26 @@ struct SnapshotRequest {
   std::string device;
   std::string request_id;
   bool full = false;
+  int64_t expires_at_ms = 0;  // v2 only
+  int v = kCommandVersion;
   bool operator==(const SnapshotRequest&) const = default;
 };
 
 // The cloud has processed every event of this device with seq <= upto_seq.
 // `ledger_id` (optional; "" = not sent) names the ledger whose seqs these
 // are: a device ignores an ack for another ledger (an old SD card's).
+// `upto_mac` (optional; "" = not sent) is the `mac` of the event at
+// upto_seq as the cloud processed it: a device whose own event at that seq
+// has another mac (its ledger went back in time: a restored or cloned SD
+// card, a power loss at synchronous=normal) deletes nothing and starts a
+// new ledger, as it does for an ack beyond its last seq.
 struct Ack {
   std::string device;
   uint64_t upto_seq = 0;
   std::string ledger_id = {};
+  std::string upto_mac = {};
+  int64_t expires_at_ms = 0;  // v2 only
+  int v = kCommandVersion;
   bool operator==(const Ack&) const = default;
 };
 
@@ -94,6 +117,8 @@ struct ResendRequest {
   std::string device;
   uint64_t from_seq = 1;       // >= 1
   std::string ledger_id = {};  // optional, as in Ack: a device ignores another ledger's
+  int64_t expires_at_ms = 0;   // v2 only
+  int v = kCommandVersion;
   bool operator==(const ResendRequest&) const = default;
 };
 
@@ -102,6 +127,8 @@ struct ResendRequest {
 // second.
 struct StatusRequest {
   std::string device;
+  int64_t expires_at_ms = 0;  // v2 only
+  int v = kCommandVersion;
   bool operator==(const StatusRequest&) const = default;
 };
 
@@ -235,6 +262,10 @@ struct Decoded {
   std::string mac;
   std::string canonical;
 };
+
+// A command's `v` and `expires_at_ms` (every command type has both).
+int command_version(const Command& command);
+int64_t command_expires_at_ms(const Command& command);
 
 std::string encode_canonical(const Command& command);
 std::string encode_canonical(const DeviceEvent& event);

@@ -135,6 +135,51 @@ TEST_CASE("a new ledger starts from seq 1 once its switch commits") {
   CHECK(f.ack_upto == 1u);
 }
 
+TEST_CASE("an ack names the mac of the committed event it covers up to") {
+  const std::string mac1(64, '1'), mac2(64, '2'), restored(64, 'r');
+  AckWindow acks;
+  acks.restore(4, restored);
+  CHECK(acks.last_mac() == restored);
+  acks.want_ack();
+  acks.schedule(0, 50);
+  auto f = acks.flush(50, 50);
+  CHECK(f.ack_upto == 4u);
+  CHECK(f.ack_mac == restored);
+  Write w5, w6;
+  acks.processed(5, w5.ticket, mac1);
+  acks.processed(6, w6.ticket, mac2);
+  CHECK(acks.last_mac() == mac2);
+  acks.schedule(50, 50);
+  w5.commit();
+  f = acks.flush(100, 50);
+  CHECK(f.ack_upto == 5u);  // 6 still commits: the ack and its mac are 5's
+  CHECK(f.ack_mac == mac1);
+  w6.commit();
+  f = acks.flush(150, 50);
+  CHECK(f.ack_upto == 6u);
+  CHECK(f.ack_mac == mac2);
+  // A skip over a gap knows no mac: the ack names none.
+  Write skip;
+  acks.processed(9, skip.ticket);
+  acks.schedule(150, 50);
+  skip.commit();
+  f = acks.flush(200, 50);
+  CHECK(f.ack_upto == 9u);
+  CHECK(f.ack_mac.empty());
+}
+
+TEST_CASE("a diverged ledger stays so until a new ledger restarts the window") {
+  AckWindow acks;
+  acks.restore(7, std::string(64, 'a'));
+  CHECK_FALSE(acks.diverged());
+  acks.diverge();
+  CHECK(acks.diverged());
+  Write sw;
+  acks.restart(sw.ticket);
+  CHECK_FALSE(acks.diverged());
+  CHECK(acks.last_mac().empty());
+}
+
 TEST_CASE("clock skew: the largest recent sample, a bounded window") {
   ClockSkew skew;
   CHECK_FALSE(skew.skew_ms().has_value());

@@ -8,7 +8,6 @@
 #include <string>
 
 using vend::agent::DeviceRecord;
-using vend::agent::device_rules::decide_intake;
 using vend::agent::device_rules::decide_presence;
 using vend::agent::device_rules::Intake;
 using vend::agent::device_rules::Presence;
@@ -16,7 +15,11 @@ namespace proto = vend::proto;
 
 namespace {
 
-// A record counting ledger "L1" up to `last`.
+// The mac of the event the record processed last, and of another one.
+const std::string kMac(64, 'a');
+const std::string kOtherMac(64, 'b');
+
+// A record counting ledger "L1" up to `last` (its event's mac kMac).
 DeviceRecord counted(uint64_t last, const std::string& ledger = "L1") {
   DeviceRecord d;
   d.id = "vm-1";
@@ -24,8 +27,14 @@ DeviceRecord counted(uint64_t last, const std::string& ledger = "L1") {
   std::promise<vend::Status> done;
   done.set_value({});
   d.acks.restore(0);
-  if (last > 0) d.acks.processed(last, done.get_future().share());
+  if (last > 0) d.acks.processed(last, done.get_future().share(), kMac);
   return d;
+}
+
+// Where `e`, signed `mac`, falls for `d`.
+Intake decide_intake(const DeviceRecord& d, const proto::DeviceEvent& e,
+                     const std::string& mac = kMac) {
+  return vend::agent::device_rules::decide_intake(d, e, mac);
 }
 
 proto::DeviceEvent event(uint64_t seq, const std::string& ledger = "L1",
@@ -54,6 +63,32 @@ TEST_CASE("an event of the current ledger is processed next, re-acked when old, 
   // Beyond the next seq: never acknowledged past, the device is asked to resend.
   CHECK(decide_intake(d, event(7)).action == Intake::Action::kResend);
   CHECK(decide_intake(d, event(1006)).action == Intake::Action::kResend);
+}
+
+TEST_CASE("another event under the last processed seq: the ledger went back in time") {
+  DeviceRecord d = counted(5);
+  CHECK(decide_intake(d, event(5), kMac).action == Intake::Action::kReack);  // a resend
+  Intake other = decide_intake(d, event(5), kOtherMac);
+  CHECK(other.ledger == Intake::Ledger::kCurrent);
+  CHECK(other.action == Intake::Action::kDiverged);
+  // Below the last seq the record knows no mac: the device compares (the ack's mac).
+  CHECK(decide_intake(d, event(4), kOtherMac).action == Intake::Action::kReack);
+  SUBCASE("once diverged, nothing more of that ledger is processed or re-acked") {
+    d.acks.diverge();
+    CHECK(decide_intake(d, event(6), kOtherMac).action == Intake::Action::kDiverged);
+    CHECK(decide_intake(d, event(3)).action == Intake::Action::kDiverged);
+    // The device's new ledger is the board-replacement path, counted from 1.
+    Intake fresh = decide_intake(d, event(1, "L2"), kOtherMac);
+    CHECK(fresh.ledger == Intake::Ledger::kReplaced);
+    CHECK(fresh.action == Intake::Action::kProcess);
+  }
+  SUBCASE("no mac known (a seq skipped over a gap, a log older than the macs): a duplicate") {
+    DeviceRecord unknown = counted(0);
+    std::promise<vend::Status> done;
+    done.set_value({});
+    unknown.acks.processed(5, done.get_future().share(), "");
+    CHECK(decide_intake(unknown, event(5), kOtherMac).action == Intake::Action::kReack);
+  }
 }
 
 TEST_CASE("only the device's events_unavailable covering the gap's start closes it") {
@@ -106,6 +141,8 @@ TEST_CASE("a new ledger counts from 1; a replaced one's late events are refused"
     Intake i = decide_intake(d, event(41, "L1"));
     CHECK(i.ledger == Intake::Ledger::kRetired);
     CHECK(i.action == Intake::Action::kRefuse);
+    d.acks.diverge();  // a retired ledger stays retired, whatever the current one did
+    CHECK(decide_intake(d, event(41, "L1")).ledger == Intake::Ledger::kRetired);
   }
 }
 

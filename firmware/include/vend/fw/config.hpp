@@ -29,7 +29,14 @@ struct GpioConfig {
 
 // Behaviour of the device core.
 struct CoreOptions {
-  int64_t expiry_skew_ms = 5000;           // tolerated clock skew on expires_at_ms
+  // Clock skew tolerated on a v1 dispense's expires_at_ms. A v2 command
+  // carries its hard bound (the agent's tolerance included): this is not
+  // added to it.
+  int64_t expiry_skew_ms = 5000;
+  // v1 commands (from an agent before protocol v2: no expiry on commands
+  // other than dispense, so a captured one could be replayed forever) are
+  // refused unless this is set, for a fleet whose agent is not upgraded yet.
+  bool accept_v1_commands = false;
   int dispense_queue_max = 8;              // accepted dispenses waiting for the motor
   int64_t motor_timeout_ms = 10000;        // a rotation longer than this is a jam
   int outbox_max = 10000;                  // events kept for the cloud

@@ -9,7 +9,7 @@ namespace vend::fw {
 // What one command did; for logs, tests and the simulator's trace.
 struct CommandOutcome {
   std::string type;    // "dispense", "restock", "snapshot_request", "ack", or "" if undecodable
-  std::string result;  // "accepted", "duplicate", "rejected", "ignored", "done"
+  std::string result;  // "accepted", "duplicate", "rejected", "ignored", "done", "new_ledger"
   std::string reason;  // rejection reason (proto::reason) or detail
 };
 

@@ -17,7 +17,9 @@
 //
 // Promise kept here: the motor moves only for a command signed with this
 // device's key that names this device, a configured slot, and a token of that
-// slot that is available, before expires_at_ms (+ skew); the token is
+// slot that is available, before its expiry (a v2 command's expires_at_ms, a
+// v1 one's plus the skew); no command is acted on after its expiry (v2: every
+// type has one; v1 commands only with core.accept_v1_commands); the token is
 // consumed in the transaction that records ACCEPTED, before the motor moves;
 // an order is never dispensed twice; every result is in the outbox before it
 // is published, and stays there until the cloud's ack covers it.
@@ -26,7 +28,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "vend/clock.hpp"
 #include "vend/fw/config.hpp"
@@ -67,7 +73,8 @@ class DeviceCore {
   // outbox after a jittered delay derived from the device id.
   void on_connection(bool connected);
 
-  // A payload from this device's cmd topic.
+  // A payload from this device's cmd topic: decoded, checked for this
+  // device, its signature and its freshness (check_fresh), then routed.
   CommandOutcome on_command(std::string_view payload);
 
   // Advances the motor, the dispense queue, the outbox and periodic
@@ -86,6 +93,8 @@ class DeviceCore {
   const Identity& identity() const { return ledger_.identity(); }
 
  private:
+  // Refused when v1 (unless accepted) or, v2 and not a dispense, expired.
+  std::optional<CommandOutcome> check_fresh(const proto::Command& command, const std::string& type);
   CommandOutcome route(const proto::Command& command);
   CommandOutcome handle_restock(const proto::RestockCommand& command);
   CommandOutcome handle_snapshot(const proto::SnapshotRequest& request);
@@ -112,6 +121,11 @@ class DeviceCore {
   int64_t last_snapshot_ms_ = 0;
   int64_t last_presence_ms_ = 0;
   int64_t status_answered_ms_ = -1;  // the last status_request answered (monotonic)
+  // Snapshot requests answered whose command has not expired yet (request
+  // id, expires_at_ms; at most kRecentRequests): a replay within its
+  // lifetime is answered `duplicate`, so it cannot fill the outbox either.
+  static constexpr size_t kRecentRequests = 64;
+  std::deque<std::pair<std::string, int64_t>> recent_requests_;
 };
 
 }  // namespace vend::fw

@@ -53,7 +53,9 @@ class Dispenser {
   // could not be written at boot.
   void on_storage_room();
 
-  // An authenticated dispense command: a repeat of a known order is
+  // An authenticated dispense command (v2, or v1 if the core accepts it;
+  // its expiry is a v2 command's hard bound, or a v1 one's plus
+  // expiry_skew_ms, and that bound is what is stored): a repeat of a known order is
   // answered from the ledger; otherwise it is accepted (token consumed,
   // queued), rejected (recorded and reported) or refused (not recorded:
   // storage full, outbox full, storage error; the cloud re-sends).
@@ -74,6 +76,8 @@ class Dispenser {
     int64_t started_ms = 0;  // monotonic
   };
 
+  // The command with its expiry as the hard bound (v1: plus the skew).
+  proto::DispenseCommand bounded(const proto::DispenseCommand& command) const;
   std::optional<std::string> check(const proto::DispenseCommand& command);
   CommandOutcome reject(const proto::DispenseCommand& command, const std::string& reason);
   CommandOutcome reject_busy(const proto::DispenseCommand& command);

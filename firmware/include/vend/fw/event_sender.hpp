@@ -8,7 +8,10 @@
 //
 // Promise kept here: only rows read from the outbox are published (a result
 // is stored before it is reported), in seq order within a pass, and a row
-// stays in the outbox until an ack covers it.
+// stays in the outbox until an ack covers it -- an ack for the events this
+// ledger holds: one that says the cloud processed events this file does not
+// hold (its ledger went back in time) makes it a new ledger instead
+// (Ledger::start_new_ledger), a fresh random id with seqs from 1.
 //
 // REQUIRES: boot() before anything else; only this object acknowledges
 // events in the ledger (other processes sharing it only add events).
@@ -25,6 +28,7 @@
 #include "vend/fw/ledger.hpp"
 #include "vend/fw/refusals.hpp"
 #include "vend/log.hpp"
+#include "vend/random.hpp"
 #include "vend/transport.hpp"
 
 namespace vend::fw {
@@ -32,7 +36,7 @@ namespace vend::fw {
 class EventSender {
  public:
   // All references must outlive this object.
-  EventSender(Ledger& ledger, Transport& transport, const Clock& clock, Logger& log,
+  EventSender(Ledger& ledger, Transport& transport, const Clock& clock, Random& random, Logger& log,
               const CoreOptions& options, Refusals& refusals, CoreStats& stats);
   EventSender(const EventSender&) = delete;
   EventSender& operator=(const EventSender&) = delete;
@@ -52,7 +56,11 @@ class EventSender {
   // waiting for the periodic scan (which notices other processes' rows).
   void mark_dirty() { dirty_ = true; }
 
-  // An ack for this ledger: drops the events up to ack.upto_seq.
+  // An ack for this ledger: drops the events up to ack.upto_seq. One the
+  // ledger answers `ledger_regressed` (beyond its last seq, or another
+  // event at upto_seq than ack.upto_mac) starts a new ledger: its held
+  // events and a `ledger_regressed` fault go out under the new id from
+  // seq 1 (outcome "new_ledger").
   CommandOutcome on_ack(const proto::Ack& ack);
   // The cloud saw a seq gap. Held events are published again from
   // from_seq; if from_seq was acknowledged (and deleted) already, an
@@ -74,6 +82,8 @@ class EventSender {
   void drain();
 
  private:
+  // After a `ledger_regressed` ack: a new ledger, and sending from its seq 1.
+  CommandOutcome start_new_ledger(const proto::Ack& ack, const Error& regressed);
   // The oldest event seq the outbox holds, or the next seq when it is empty.
   Result<uint64_t> oldest_held_seq();
   void maybe_retransmit(int64_t now);
@@ -83,6 +93,7 @@ class EventSender {
   Ledger& ledger_;
   Transport& transport_;
   const Clock& clock_;
+  Random& random_;
   Logger& log_;
   const CoreOptions& options_;
   Refusals& refusals_;

@@ -121,8 +121,25 @@ class Ledger {
   // Writes any event to the outbox (next seq), in its own transaction.
   // Error `oversize_event` for one whose payload exceeds kMaxPayloadBytes.
   Result<uint64_t> append_event(const proto::EventBody& body, int64_t now_ms);
-  // The cloud processed every event up to `upto_seq`: drop them.
-  Result<int> acknowledge(uint64_t upto_seq);
+  // The cloud processed every event up to `upto_seq`: drop them. With
+  // `upto_mac` (the mac of the event at upto_seq as the cloud processed it)
+  // they are dropped only when this ledger's event there is that event.
+  // Error `ledger_regressed`, nothing dropped, when the cloud has processed
+  // an event this ledger does not hold: upto_seq beyond the last seq, or
+  // another event at upto_seq (the file went back in time: a restored or
+  // cloned SD card, a power loss at synchronous=normal). Returns the number
+  // of events dropped.
+  Result<int> acknowledge(uint64_t upto_seq, const std::string& upto_mac = "");
+  // After `ledger_regressed`: this file becomes the new ledger `ledger_id`
+  // (the board-replacement path of the cloud takes over), in one
+  // transaction. The held events that are facts (dispense results, tokens,
+  // faults) are signed again with the new id, in order, seqs from 1;
+  // held snapshots and events_unavailable are dropped (the cloud asks a new
+  // ledger for a full snapshot); `why` is appended last. acked_seq is 0.
+  // identity().ledger_id is the new id once committed. Returns the new
+  // last seq.
+  Result<uint64_t> start_new_ledger(const std::string& ledger_id, const proto::Fault& why,
+                                    int64_t now_ms);
 
   // A snapshot of every slot; full adds the token lists. The slot counts come
   // from `inventory` when there is one (read first, outside the transaction),
@@ -144,8 +161,12 @@ class Ledger {
   Result<std::map<int, int>> sense_counts(InventorySensor* inventory);
   Result<proto::Snapshot> build_snapshot(const std::string& request_id, bool full,
                                          const std::map<int, int>& sensed);
-  // Inside an open transaction: allocate the next seq and insert the signed event.
+  // Inside an open transaction: allocate the next seq and insert the signed
+  // event (under the stored ledger id, which identity_ then holds).
   Result<uint64_t> append_event_in_tx(const proto::EventBody& body, int64_t now_ms);
+  // The same, stamped `ts_ms` by session `boot_id` (an event carried over).
+  Result<uint64_t> append_signed_in_tx(const proto::EventBody& body, int64_t ts_ms,
+                                       const std::string& boot_id);
 
   sql::Database db_;
   Identity identity_;

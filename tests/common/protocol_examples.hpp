@@ -32,7 +32,7 @@ inline constexpr int64_t kExpiresAt = 1700000060000;
 inline DispenseCommand dispense() { return {kDevice, "ord-7f3a", 12, kToken, kExpiresAt}; }
 inline RestockCommand restock() { return {kDevice, "rst-0009", 3, 10, kExpiresAt}; }
 inline SnapshotRequest snapshot_request() { return {kDevice, "snap-0001", true, kExpiresAt}; }
-inline Ack ack() { return {kDevice, 41, "", kExpiresAt}; }
+inline Ack ack() { return {kDevice, 41, "", "", kExpiresAt}; }
 inline ResendRequest resend() { return {kDevice, 42, "", kExpiresAt}; }
 inline StatusRequest status_request() { return {kDevice, kExpiresAt}; }
 // The same commands as a v1 sender (an agent before v2) encodes them.

@@ -249,6 +249,7 @@ TEST_CASE(
   answered.reset();
   rig.core->create_order_async("vm-2", 1, "id:c", "k-4",
                                [&](Result<Order> o) { answered.emplace(std::move(o)); });
+  rig.runner->pump();  // the posted step runs when the caller pumps
   REQUIRE(answered.has_value());
   CHECK(answered->error().code == "unavailable");
   CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "unavailable");

@@ -254,7 +254,7 @@ TEST_CASE(
   CHECK(answered->error().code == "unavailable");
   CHECK(rig.core->get_order(new_order_id(rig.clock.wall_ms(), ids)).error().code == "unavailable");
   CHECK(rig.pool("vm-2", 1) == 4);
-  CHECK(rig.core->get_order(reserved).ok());              // open, in memory: nothing to read
+  CHECK(rig.core->get_order(reserved).ok());        // open, in memory: nothing to read
   CHECK(rig.create_order("vm-2", 1, "", "").ok());  // no key: nothing to read
   CHECK(rig.pool("vm-2", 1) == 3);
 }

@@ -98,8 +98,8 @@ void Repository::apply_queued() {
 
 // ---- submission -----------------------------------------------------------
 
-Result<Ticket> Repository::enqueue(Changeset changes, bool bounded) {
-  Pending pending{std::move(changes), {}, nullptr, false, {}};
+Result<Ticket> Repository::enqueue(Changeset changes, bool bounded, bool barrier) {
+  Pending pending{std::move(changes), {}, nullptr, false, {}, barrier};
   Ticket ticket = pending.done.get_future().share();
   {
     std::lock_guard lock(mu_);
@@ -145,7 +145,7 @@ Result<std::vector<OrderEvent>> Repository::order_events(const std::string& orde
 void Repository::flush() {
   // Unbounded: a flush must not fail because the queue is full. An empty
   // changeset commits nothing, but is fulfilled in queue order.
-  auto ticket = enqueue(Changeset{}, false);
+  auto ticket = enqueue(Changeset{}, false, true);
   if (ticket.ok()) (void)wait(*ticket);
 }
 
@@ -289,9 +289,15 @@ void Repository::apply_group(std::vector<Pending>& group) {
     stats_.largest_batch = std::max<uint64_t>(stats_.largest_batch, group.size());
   }
   // Fulfil after the stats are updated, so a waiter sees them; then the
-  // after_durable() callbacks, which may read any ticket of the group.
-  for (size_t i = 0; i < group.size(); ++i) group[i].done.set_value(std::move(results[i]));
+  // after_durable() callbacks, which may read any ticket of the group; a
+  // flush() last, so that it returns after those callbacks.
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (!group[i].barrier) group[i].done.set_value(std::move(results[i]));
+  }
   for (auto& p : group) run_after(p);
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i].barrier) group[i].done.set_value(std::move(results[i]));
+  }
 }
 
 Status Repository::recover() {

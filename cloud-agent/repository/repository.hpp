@@ -211,7 +211,8 @@ class Repository {
   // commit. Writes are applied in submission order.
   Result<Ticket> submit(WriteFn write);
   Result<Ticket> submit(Changeset changes);
-  // Blocks until every write submitted before this call has finished.
+  // Blocks until every write submitted before this call has finished and
+  // the after_durable() callbacks of those writes have returned.
   // REQUIRES: not called from inside a write (the writer would wait for
   // itself).
   void flush();
@@ -338,10 +339,12 @@ class Repository {
     // after_durable() callbacks: run, in order, once this entry's group is
     // fulfilled (every ticket queued before it is then fulfilled too).
     std::vector<After> after;
+    // A flush(): fulfilled only after its group's callbacks have run.
+    bool barrier = false;
   };
   static void run_after(Pending& pending);
 
-  Result<Ticket> enqueue(Changeset changes, bool bounded);
+  Result<Ticket> enqueue(Changeset changes, bool bounded, bool barrier = false);
   void writer_loop();
   // REQUIRES: mu_ held, by the one thread that applies groups. Moves the
   // markers at the queue's front to `ready` and the next group to `group`.

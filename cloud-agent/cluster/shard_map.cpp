@@ -57,4 +57,17 @@ std::vector<int> shards_won(const std::string& instance, const std::vector<std::
   return won;
 }
 
+std::optional<ShardEpochs> gained_only(const ShardEpochs& loaded, const ShardEpochs& held) {
+  for (const auto& [shard, epoch] : loaded) {
+    auto now = held.find(shard);
+    if (now == held.end() || now->second != epoch) return std::nullopt;
+  }
+  ShardEpochs gained;
+  for (const auto& [shard, epoch] : held) {
+    if (loaded.count(shard) == 0) gained[shard] = epoch;
+  }
+  if (gained.empty()) return std::nullopt;
+  return gained;
+}
+
 }  // namespace vend::agent

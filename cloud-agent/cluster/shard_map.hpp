@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +38,13 @@ std::string rendezvous_owner(int shard, const std::vector<std::string>& instance
 // The shards in [0, shard_count) whose rendezvous owner is `instance`.
 std::vector<int> shards_won(const std::string& instance, const std::vector<std::string>& instances,
                             int shard_count);
+
+// Shard -> the epoch of its lease.
+using ShardEpochs = std::map<int, uint64_t>;
+
+// What a core built for the leases `loaded` needs to serve `held`: the
+// shards only gained (every loaded shard still held at its epoch, at least
+// one new), or nullopt when a shard left or changed epoch (a rebuild).
+std::optional<ShardEpochs> gained_only(const ShardEpochs& loaded, const ShardEpochs& held);
 
 }  // namespace vend::agent

@@ -120,14 +120,16 @@ void AgentCore::restrict(Ownership owns) {
 
 Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) {
   if (!step([&] { core_->writes.draining = true; })) return refused();
-  // Every write of the old state becomes final. Two flushes: the first
-  // returns once its group's tickets are fulfilled, the second once that
-  // group's after_durable() callbacks have run too (the writer is one
-  // thread), so the steps they post are queued before the swap below and
-  // answer their requests from the old state (the runner is FIFO).
-  core_->repo.flush();
+  // Every write of the old state becomes final, and the after_durable()
+  // callbacks of those writes have run (flush() returns after them), so the
+  // steps they post are queued before the swap below and answer their
+  // requests from the old state (the runner is FIFO).
   core_->repo.flush();
   if (drained) drained();
+  // Read here, not in a step: the core answers meanwhile. Only this thread
+  // replaces core_, so reading through it between steps is safe.
+  auto loaded = core_->load(owns);  // failed: the old state stays drained until a retry
+  if (!loaded.ok()) return loaded.error();
   Status out = refused();
   if (!step([&] {
         Coordinator& old = *core_;
@@ -135,9 +137,23 @@ Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) 
             std::make_unique<Coordinator>(old.repo, old.clock, old.random, old.log, old.options);
         fresh->owns = std::move(owns);
         fresh->take_over_from(old);
-        out = fresh->start();
+        out = fresh->install(*loaded);
         fresh->keep_presence_of(old);
         core_ = std::move(fresh);
+      })) {
+    return refused();
+  }
+  return out;
+}
+
+Status AgentCore::gain(Ownership owns, Ownership gained, const std::function<void()>& fenced) {
+  if (fenced) fenced();
+  auto loaded = core_->load(gained);
+  if (!loaded.ok()) return loaded.error();
+  Status out = refused();
+  if (!step([&] {
+        out = core_->absorb(*loaded);
+        if (out.ok()) core_->owns = std::move(owns);
       })) {
     return refused();
   }

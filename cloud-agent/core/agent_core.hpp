@@ -288,10 +288,20 @@ class AgentCore {
   // Rebuilds the whole state from the repository for what `owns` accepts
   // (shards gained or lost): the old state takes no new write, its queued
   // writes commit and their answers go out, `drained` runs (the shell sets
-  // the repository's new fence there), then the new state loads — open
-  // orders, pools, deadlines, refunds — in one step. Presence, clock skew
-  // and counters of devices kept carry over; subscriptions follow.
+  // the repository's new fence there), the log is read on the caller's
+  // thread (the core meanwhile answers from the old state and refuses
+  // writes), then the new state — open orders, pools, deadlines, refunds —
+  // replaces the old in one step. Presence, clock skew and counters of
+  // devices kept carry over; subscriptions follow.
   Status rebuild(Ownership owns, const std::function<void()>& drained = {});
+  // Shards gained, none lost and every kept one at the same epoch: only the
+  // machines `gained` accepts are read from the repository (on the caller's
+  // thread, after `fenced` ran: the shell sets the new fence there, a
+  // superset of the old), then added to memory in one step, and `owns`
+  // becomes what the core serves. The kept machines are served throughout:
+  // their writes go on, nothing of theirs is read again. A failover costs
+  // the moved machines, not the instance's share of the fleet.
+  Status gain(Ownership owns, Ownership gained, const std::function<void()>& fenced = {});
   // True once a write was refused by the fence (the lease of its shard
   // moved): the core changes nothing more until rebuild().
   bool fenced();

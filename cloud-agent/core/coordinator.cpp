@@ -27,23 +27,49 @@ Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_
 // ---- start-up ----------------------------------------------------------------
 
 Status Coordinator::start() {
-  if (writes.started) return make_error("invalid_state", "start() was already called");
+  auto loaded = load(owns);
+  if (!loaded.ok()) return loaded.error();
+  return install(*loaded);
+}
+
+Result<LoadedState> Coordinator::load(const AgentCore::Ownership& only) const {
   // Cluster mode: the repository reads this instance's machines alone, and
   // fewer finished orders (AgentOptions::cluster_finished_orders_max).
-  size_t finished = owns
+  size_t finished = only
                         ? std::min(options.finished_orders_max, options.cluster_finished_orders_max)
                         : options.finished_orders_max;
-  auto loaded = repo.load(finished, owns);
-  if (!loaded.ok()) return loaded.error();
-  if (auto s = device_desk.load(*loaded); !s.ok()) return s;
-  size_t republished = order_desk.load(*loaded);
-  payments.load_refunds(loaded->pending_refunds, clock.monotonic_ms());
+  return repo.load(finished, only);
+}
+
+Status Coordinator::install(const LoadedState& loaded) {
+  if (writes.started) return make_error("invalid_state", "start() was already called");
+  if (auto s = device_desk.load(loaded); !s.ok()) return s;
+  size_t republished = order_desk.load(loaded);
+  payments.load_refunds(loaded.pending_refunds, clock.monotonic_ms());
   writes.started = true;
   last_sweep_mono_ms_ = clock.monotonic_ms();
   device_desk.started();
   log.info(detail::kLog, "started: " + std::to_string(devices.size()) + " devices, " +
                              std::to_string(orders.open_count()) + " open orders, " +
-                             std::to_string(loaded->pool.size()) + " tokens for sale, " +
+                             std::to_string(loaded.pool.size()) + " tokens for sale, " +
+                             std::to_string(republished) + " commands re-sent");
+  return {};
+}
+
+Status Coordinator::absorb(const LoadedState& gained) {
+  if (!writes.started) return make_error("invalid_state", "absorb() before start()");
+  for (const auto& d : gained.devices) {
+    if (devices.contains(d.id)) {
+      return make_error("invalid_state", "machine " + d.id + " is in memory already");
+    }
+  }
+  if (auto s = device_desk.load(gained); !s.ok()) return s;
+  size_t republished = order_desk.absorb(gained);
+  payments.load_refunds(gained.pending_refunds, clock.monotonic_ms());
+  device_desk.started(gained);
+  log.info(detail::kLog, "gained " + std::to_string(gained.devices.size()) + " devices, " +
+                             std::to_string(gained.open_orders.size()) + " open orders, " +
+                             std::to_string(gained.pool.size()) + " tokens for sale, " +
                              std::to_string(republished) + " commands re-sent");
   return {};
 }

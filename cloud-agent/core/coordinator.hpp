@@ -32,8 +32,16 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
-  // Loads the log (in cluster mode, what `owns` accepts) into memory.
+  // Loads the log (in cluster mode, what `owns` accepts) into memory:
+  // load() reads it (any thread: it touches only the repository), install()
+  // puts it in memory; start() is both.
   Status start();
+  Result<LoadedState> load(const AgentCore::Ownership& only) const;
+  Status install(const LoadedState& loaded);
+  // Several agents, once started: the machines of shards just gained, read
+  // by load(gained), added to memory (what it holds stays). REQUIRES: no
+  // machine of `gained` in memory.
+  Status absorb(const LoadedState& gained);
   // The broker connection went up or down (subscriptions, presence probe).
   void on_connection(bool connected);
   // Timers that fell due, the sweep, eviction, ops views, rejected-line

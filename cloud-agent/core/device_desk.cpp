@@ -63,11 +63,19 @@ Status DeviceDesk::load(const LoadedState& loaded) {
 }
 
 void DeviceDesk::started() {
-  for (auto& [id, dev] : devices_) {
-    schedule_reconcile(dev, first_reconcile_at(id));
-    out_.mark_device_dirty(id);
-    if (owns) out_.subscribe_device(id);
+  for (auto& [id, dev] : devices_) start_device(id, dev);
+}
+
+void DeviceDesk::started(const LoadedState& loaded) {
+  for (const auto& d : loaded.devices) {
+    if (DeviceRecord* dev = devices_.find(d.id)) start_device(d.id, *dev);
   }
+}
+
+void DeviceDesk::start_device(const std::string& id, DeviceRecord& dev) {
+  schedule_reconcile(dev, first_reconcile_at(id));
+  out_.mark_device_dirty(id);
+  if (owns) out_.subscribe_device(id);
 }
 
 Result<detail::Durable<ProvisionedDevice>> DeviceDesk::provision_device(

@@ -42,8 +42,10 @@ class DeviceDesk : public CoreEnv {
   // The log's devices, slots, pools and requested restocks, into memory.
   Status load(const LoadedState& loaded);
   // Each device's periodic reconcile and its ops view (and, in cluster
-  // mode, its subscription) after start-up.
+  // mode, its subscription) after start-up; started(loaded): the same for
+  // the devices of `loaded` only (several agents: shards just gained).
   void started();
+  void started(const LoadedState& loaded);
   Result<detail::Durable<ProvisionedDevice>> provision_device(const std::string& id,
                                                               const std::vector<SlotSpec>& slots);
   std::vector<DeviceView> device_views() const;
@@ -70,6 +72,7 @@ class DeviceDesk : public CoreEnv {
   Result<std::string> reconcile_report(const std::string& device_id);
 
  private:
+  void start_device(const std::string& id, DeviceRecord& dev);
   void schedule_reconcile(DeviceRecord& device, int64_t at_ms);
   // The first periodic request: staggered over one interval by device id,
   // so a fleet's requests do not all go out at once.

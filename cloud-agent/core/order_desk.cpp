@@ -22,6 +22,33 @@ constexpr size_t kMaxReviewText = 256;
 }  // namespace
 
 size_t OrderDesk::load(const LoadedState& loaded) {
+  add_loaded(loaded);
+  int64_t total = 0;
+  for (const auto& [state, n] : loaded.order_counts) total += n;
+  // Cluster mode: the log holds other instances' orders, which a request
+  // may name (answered not_owner, and redirected).
+  orders_.set_all_in_memory(!owns && total == static_cast<int64_t>(loaded.open_orders.size() +
+                                                                   loaded.recent_orders.size()));
+  // A crash between the DISPATCHED commit and the publish loses the
+  // command: publish every live one again (the device dedups by order id).
+  return republish_dispatched("");
+}
+
+size_t OrderDesk::absorb(const LoadedState& gained) {
+  add_loaded(gained);
+  // The previous owner may have died between a commit and its publish.
+  size_t sent = 0;
+  for (const auto& o : gained.open_orders) {
+    if (o.state != OrderState::kDispatched) continue;
+    OrderRec* rec = orders_.find(o.id);
+    if (rec == nullptr || order_now(*rec) >= rec->order.dispatch_expires_at_ms) continue;
+    publish_dispense(*rec);
+    ++sent;
+  }
+  return sent;
+}
+
+void OrderDesk::add_loaded(const LoadedState& loaded) {
   for (const auto& o : loaded.open_orders) restore_order(o);
   // recent_orders is newest first; the book's eviction queue oldest first.
   for (auto it = loaded.recent_orders.rbegin(); it != loaded.recent_orders.rend(); ++it) {
@@ -34,15 +61,6 @@ size_t OrderDesk::load(const LoadedState& loaded) {
     if (OrderRec* rec = orders_.find(p.order_id)) rec->payment_ids.push_back(p.payment_id);
   }
   orders_.load_counts(loaded.order_counts);
-  int64_t total = 0;
-  for (const auto& [state, n] : loaded.order_counts) total += n;
-  // Cluster mode: the log holds other instances' orders, which a request
-  // may name (answered not_owner, and redirected).
-  orders_.set_all_in_memory(!owns && total == static_cast<int64_t>(loaded.open_orders.size() +
-                                                                   loaded.recent_orders.size()));
-  // A crash between the DISPATCHED commit and the publish loses the
-  // command: publish every live one again (the device dedups by order id).
-  return republish_dispatched("");
 }
 
 void OrderDesk::restore_order(const Order& order) {

@@ -54,6 +54,10 @@ class OrderDesk : public CoreEnv {
   // DISPATCHED order's command is published again (a crash between its
   // commit and its publish lost it); returns how many.
   size_t load(const LoadedState& loaded);
+  // Several agents: the same for the machines of shards just gained, added
+  // to what memory holds (none of their orders is in memory: a core holds
+  // only orders of machines it serves). Returns the commands re-sent.
+  size_t absorb(const LoadedState& gained);
 
   // ---- reservations (order_desk.cpp) ----
   // `client`: who asks (the open-reservation cap); `key`: the scoped
@@ -136,6 +140,8 @@ class OrderDesk : public CoreEnv {
   void publish_dispense(OrderRec& rec);
   // command_resend_ms doubled `sends` times, at most command_resend_max_ms.
   int64_t resend_delay(uint32_t sends) const;
+  // The loaded orders, payments and counts, added to the book.
+  void add_loaded(const LoadedState& loaded);
   // An open order of the log: in the book, its token held, its deadline set.
   void restore_order(const Order& order);
   // The order of a scoped key: in memory, else from `read` (kMustRead

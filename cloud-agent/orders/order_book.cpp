@@ -208,7 +208,7 @@ bool OrderBook::set_state(OrderRec& rec, OrderState to) {
 }
 
 void OrderBook::load_counts(const std::map<OrderState, int64_t>& counts) {
-  for (const auto& [state, n] : counts) state_counts_[static_cast<size_t>(state)] = n;
+  for (const auto& [state, n] : counts) state_counts_[static_cast<size_t>(state)] += n;
 }
 
 size_t OrderBook::reservations_of(const std::string& client) const {

@@ -96,7 +96,8 @@ class OrderBook {
   // REQUIRES: is_legal_transition(rec.order.state, to).
   bool set_state(OrderRec& rec, OrderState to);
   const std::array<int64_t, kOrderStateCount>& state_counts() const { return state_counts_; }
-  // The log's counts by state (start-up).
+  // The log's counts by state, added (start-up; several agents: each set
+  // of shards loaded adds its own).
   void load_counts(const std::map<OrderState, int64_t>& counts);
   int64_t created() const { return created_; }  // orders created this run
 

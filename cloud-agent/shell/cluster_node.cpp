@@ -280,19 +280,28 @@ bool ClusterNode::rebuild_wanted(AgentCore& core) {
   return core.fenced();  // refused (a full queue): false, asked again later
 }
 
+// Shards only gained (every loaded shard still held at its epoch, the last
+// rebuild good, no write fenced): the gained shards' machines are read and
+// added; otherwise the core is rebuilt from the log.
 void ClusterNode::rebuild(AgentCore& core) {
   Epochs target;
+  std::optional<Epochs> gained;
   {
     std::lock_guard lock(mu_);
     target = granted_;
+    if (!retry_rebuild_) gained = gained_only(loaded_, target);
   }
+  if (gained && core.fenced()) gained.reset();
+  const bool only_gains = gained.has_value();
   auto fence = fence_of(target);
-  int64_t t0 = clock_.monotonic_ms();
-  Status s = core.rebuild(ownership_of(target), [&] {
+  auto set_fence = [&] {
     if (Status f = repo_.set_fence(fence); !f.ok()) {
       log_.error(kLog, "fence: " + f.error().to_string());
     }
-  });
+  };
+  int64_t t0 = clock_.monotonic_ms();
+  Status s = only_gains ? core.gain(ownership_of(target), ownership_of(*gained), set_fence)
+                        : core.rebuild(ownership_of(target), set_fence);
   double took_s = static_cast<double>(clock_.monotonic_ms() - t0) / 1000.0;
   std::lock_guard lock(mu_);
   retry_rebuild_ = !s.ok();
@@ -304,7 +313,9 @@ void ClusterNode::rebuild(AgentCore& core) {
   loaded_ = target;
   ++counters_.rebuilds;
   counters_.last_rebuild_s = took_s;
-  log_.info(kLog, "serving " + std::to_string(target.size()) + " shard(s); rebuilt in " +
+  log_.info(kLog, "serving " + std::to_string(target.size()) + " shard(s); " +
+                      (only_gains ? "gained " + std::to_string(gained->size()) + " loaded in "
+                                  : std::string("rebuilt in ")) +
                       std::to_string(static_cast<int64_t>(took_s * 1000)) + " ms");
 }
 

@@ -10,10 +10,14 @@
 //     After each round it opens the shards won or renewed in the ShardGate
 //     (their epoch and local validity end), and closes at once the shards
 //     that leave (dropped to another member, lost, lapsed);
-//   - the rebuild thread ("vend-cluster") rebuilds the core from the
-//     database (AgentCore::rebuild) whenever the leases held differ from
-//     what the core was built for, or a write was refused by the fence, and
-//     sets the repository's fence to the new epochs in between;
+//   - the rebuild thread ("vend-cluster") brings the core in step whenever
+//     the leases held differ from what the core was built for, or a write
+//     was refused by the fence, and sets the repository's fence to the new
+//     epochs in between: when shards were only gained it reads and adds
+//     just their machines (AgentCore::gain: a failover costs the moved
+//     machines), else it rebuilds the core from the database
+//     (AgentCore::rebuild). Either reads the database on this thread, not
+//     the core's;
 //   - the core serves a device only when its shard is in the set it was
 //     (re)built for AND the gate allows that shard at that epoch now: a
 //     shard stops being served the moment its lease leaves or its local

@@ -102,6 +102,8 @@ void WorldAgent::connect_client() {
 
 void WorldAgent::begin_process() {
   starting_ = true;
+  loaded_.clear();
+  rebuild_failed_ = false;
   session_ = random_.id128();  // a new process
   keeper_ = std::make_unique<agent::LeaseKeeper>(instance_->lease);
   store_ = std::make_unique<PartitionedLeaseStore>(*instance_->db, instance_id());
@@ -147,6 +149,7 @@ bool WorldAgent::try_join() {
     core_ = std::make_unique<agent::AgentCore>(*repo_, *client_, clock_, random_, log_, options_,
                                                runner_.get());
     s = core_->start(ownership(held));
+    if (s.ok()) loaded_ = held_leases();
   }
   if (!s.ok()) {
     trace_.add("agent " + instance_id() + " start failed: " + s.error().code);
@@ -169,6 +172,18 @@ agent::AgentCore::Ownership WorldAgent::ownership(std::set<int> shards) const {
   return [held, count](const std::string& key) {
     return held->count(agent::shard_of(key, count)) != 0;
   };
+}
+
+agent::AgentCore::Ownership WorldAgent::ownership(const agent::ShardEpochs& leases) const {
+  std::set<int> shards;
+  for (const auto& [shard, epoch] : leases) shards.insert(shard);
+  return ownership(std::move(shards));
+}
+
+agent::ShardEpochs WorldAgent::held_leases() const {
+  agent::ShardEpochs held;
+  for (const agent::Grant& g : keeper_->held()) held[g.shard] = g.epoch;
+  return held;
 }
 
 std::shared_ptr<const agent::WriteFence> WorldAgent::fence_of_held() const {
@@ -209,14 +224,25 @@ void WorldAgent::lease_round() {
   if (rebuild_due_) rebuild();
 }
 
+// As ClusterNode::rebuild: shards only gained are read and added (gain),
+// anything else rebuilds the core.
 void WorldAgent::rebuild() {
-  std::set<int> held;
-  for (const agent::Grant& g : keeper_->held()) held.insert(g.shard);
+  agent::ShardEpochs held = held_leases();
   auto fence = fence_of_held();
-  Status s = core_->rebuild(ownership(held), [&] { (void)repo_->set_fence(fence); });
-  trace_.add("agent " + instance_id() + " rebuilt with " + std::to_string(held.size()) + " shards" +
-             (s.ok() ? "" : ": " + s.error().code));
-  if (s.ok()) rebuild_due_ = false;
+  auto set_fence = [&] { (void)repo_->set_fence(fence); };
+  std::optional<agent::ShardEpochs> gained;
+  if (!rebuild_failed_) gained = agent::gained_only(loaded_, held);
+  if (gained && core_->fenced()) gained.reset();
+  Status s = gained ? core_->gain(ownership(held), ownership(*gained), set_fence)
+                    : core_->rebuild(ownership(held), set_fence);
+  trace_.add("agent " + instance_id() +
+             (gained ? " gained " + std::to_string(gained->size()) + " shards, serving "
+                     : std::string(" rebuilt with ")) +
+             std::to_string(held.size()) + " shards" + (s.ok() ? "" : ": " + s.error().code));
+  rebuild_failed_ = !s.ok();
+  if (!s.ok()) return;
+  rebuild_due_ = false;
+  loaded_ = std::move(held);
 }
 
 void WorldAgent::stop_process(const std::string& why, bool leave) {

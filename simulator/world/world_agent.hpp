@@ -29,6 +29,7 @@
 #include <string>
 
 #include "cluster/lease_keeper.hpp"
+#include "cluster/shard_map.hpp"
 #include "core/agent_core.hpp"
 #include "core/order_calls.hpp"
 #include "repository/repository.hpp"
@@ -122,6 +123,8 @@ class WorldAgent {
   void teardown();
   std::shared_ptr<const agent::WriteFence> fence_of_held() const;
   agent::AgentCore::Ownership ownership(std::set<int> shards) const;
+  agent::AgentCore::Ownership ownership(const agent::ShardEpochs& leases) const;
+  agent::ShardEpochs held_leases() const;
   std::string client_id() const;
 
   std::string db_path_;
@@ -145,6 +148,8 @@ class WorldAgent {
   int64_t next_try_mono_ms_ = 0;  // of a join attempt
   int64_t next_round_mono_ms_ = 0;
   bool rebuild_due_ = false;
+  agent::ShardEpochs loaded_;    // the leases the core was last built for
+  bool rebuild_failed_ = false;  // the last rebuild or gain failed
   bool paused_ = false;
   std::deque<Message> inbox_;  // delivered while paused
 };

@@ -153,6 +153,62 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK_FALSE(rig.core->fenced());
 }
 
+int64_t in_state(AgentRig& rig, const std::string& state) {
+  int64_t n = 0;
+  for (const auto& [s, count] : rig.core->take_metrics().orders_by_state) {
+    if (s == state) n += count;
+  }
+  return n;
+}
+
+// Issue 35: a failover reloaded every shard the instance held; gain() reads
+// only the gained machines and leaves the kept ones as they are.
+TEST_CASE("cluster mode: gain() adds the gained machines and keeps the rest as they were") {
+  AgentRig rig;
+  DeviceSim& one = rig.add_device("vm-1", kSlots);
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  one.restock(1, 3);
+  two.restock(1, 3);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
+  auto open_two = rig.create_order("vm-2", 1, "", "");  // stays RESERVED
+  REQUIRE(open_two.ok());
+
+  restart_owning(rig, only({"vm-1"}));
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
+  auto open_one = rig.create_order("vm-1", 1, "", "");  // only in memory's view so far
+  REQUIRE(open_one.ok());
+  CHECK(in_state(rig, "RESERVED") == 1);
+
+  bool fenced = false;
+  REQUIRE(rig.core->gain(only({"vm-1", "vm-2"}), only({"vm-2"}), [&] { fenced = true; }).ok());
+  CHECK(fenced);
+  rig.bus.deliver_all();
+  CHECK(listed(rig) == std::set<std::string>{"vm-1", "vm-2"});
+  // The kept machine: its presence, its reservation and its pool as they were.
+  CHECK(rig.online("vm-1"));
+  CHECK(rig.state_of(open_one->id) == OrderState::kReserved);
+  CHECK(rig.pool("vm-1", 1) == 2);
+  // The gained one: its open order, pool and presence (its retained status).
+  CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
+  CHECK(rig.pool("vm-2", 1) == 2);
+  CHECK(in_state(rig, "RESERVED") == 2);  // the counts of both
+  REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));
+  REQUIRE(rig.pay(open_one->id, "pay-1", open_one->price_cents).ok());
+  REQUIRE(rig.pay(open_two->id, "pay-2", open_two->price_cents).ok());
+  REQUIRE(rig.run_until([&] {
+    return rig.state_of(open_one->id) == OrderState::kCompleted &&
+           rig.state_of(open_two->id) == OrderState::kCompleted;
+  }));
+
+  // A machine already in memory is never loaded twice: refused, and what
+  // the core serves is unchanged.
+  auto again = rig.core->gain(only({"vm-1", "vm-2"}), only({"vm-2"}));
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == "invalid_state");
+  CHECK(rig.create_order("vm-2", 1, "", "").ok());
+  CHECK_FALSE(rig.core->fenced());
+}
+
 // Issue 35: a rebuild loaded the 100,000 most recent finished orders, so a
 // failover took seconds per million history rows.
 TEST_CASE("cluster mode: start and rebuild load only the few most recent finished orders") {

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+using vend::agent::gained_only;
 using vend::agent::rendezvous_owner;
 using vend::agent::shard_of;
+using vend::agent::ShardEpochs;
 using vend::agent::shards_won;
 using vend::agent::stable_hash;
 
@@ -87,4 +89,17 @@ TEST_CASE("rendezvous: a join or a leave moves only the shards it must") {
     CHECK(after_leave[shard] != "agent-b");
   }
   CHECK(shards_won("agent-d", four, kShards).size() == static_cast<size_t>(moved));
+}
+
+TEST_CASE("gained_only: shards only gained, or a rebuild when one left or changed epoch") {
+  ShardEpochs loaded{{1, 7}, {4, 2}};
+  auto gained = gained_only(loaded, {{1, 7}, {3, 9}, {4, 2}, {8, 1}});
+  REQUIRE(gained.has_value());
+  CHECK(*gained == ShardEpochs{{3, 9}, {8, 1}});
+  CHECK_FALSE(gained_only(loaded, loaded).has_value());                    // nothing new
+  CHECK_FALSE(gained_only(loaded, {{1, 7}, {3, 9}}).has_value());          // 4 left
+  CHECK_FALSE(gained_only(loaded, {{1, 8}, {3, 9}, {4, 2}}).has_value());  // 1 lost and won again
+  auto first = gained_only({}, {{5, 1}});
+  REQUIRE(first.has_value());
+  CHECK(*first == ShardEpochs{{5, 1}});
 }

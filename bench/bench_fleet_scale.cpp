@@ -21,8 +21,9 @@
 // Also: RSS per agent, device events/s ingested (vend_device_events_total)
 // and acknowledged after commit (every machine's outbox empty), paid sales.
 //
-// The same run first does all of it with 20 machines and no history: the
-// baseline. The machines run in child processes of this binary
+// The same run first does all of it with 20 machines and no history (the
+// baseline of failover), then with the N machines and no history (the
+// baseline of the rebuild: history must cost nothing). The machines run in child processes of this binary
 // (fleet_scale_hosts.hpp), 2,500 a process. Size: VEND_BENCH_FLEET_MACHINES (default 20000) and
 // VEND_BENCH_FLEET_HISTORY_ROWS (default 10000000); --runs N faults of each
 // kind (default 3).
@@ -332,21 +333,28 @@ void run(const Options& opt, Report& report) {
   raise_fd_limit(machines);
   Rig rig;
   Figures base = run_world(rig, "fb", kBaselineMachines, 0, opt.runs);
+  Figures bare = run_world(rig, "fn", machines, 0, opt.runs);
   Figures big = run_world(rig, "fs", machines, history, opt.runs);
   report_world(report, "baseline", base);
+  report_world(report, "fleet_no_history", bare);
   report_world(report, "fleet", big);
   report.compare("fleet_failover_s_p99", "baseline_failover_s_p99", RatioKind::kPlain);
   report.target("fleet_failover_s_p99", "< 5 s and <= 1.5x the baseline's",
                 report.at("fleet_failover_s_p99").median < 5.0 &&
                     *report.at("fleet_failover_s_p99").ratio <= 1.5);
-  report.compare("fleet_rebuild_s_median", "baseline_rebuild_s_median", RatioKind::kPlain);
-  report.target("fleet_rebuild_s_median", "<= 1.5x the baseline's",
+  // History must not cost a rebuild anything: the same fleet without it.
+  report.compare("fleet_rebuild_s_median", "fleet_no_history_rebuild_s_median", RatioKind::kPlain);
+  report.target("fleet_rebuild_s_median", "<= 1.5x the same fleet's without history",
                 *report.at("fleet_rebuild_s_median").ratio <= 1.5);
+  // What the fleet's size costs (the moved machines), for the record.
+  report.compare("fleet_no_history_rebuild_s_median", "baseline_rebuild_s_median",
+                 RatioKind::kPlain);
   report.target_value("fleet_repeated_rebuilds", 0);
   report.target_value("fleet_leases_lapsed", 0);
   report.note("fleet: " + std::to_string(machines) + " machines x " + std::to_string(kSlots) +
               " slots, " + std::to_string(big.history_rows) +
-              " history rows; baseline: " + std::to_string(kBaselineMachines) +
+              " history rows; fleet_no_history: the same machines without history; baseline: " +
+              std::to_string(kBaselineMachines) +
               " machines, no history; 3 agents with the shipped lease defaults on one "
               "PostgreSQL 15, one mosquitto, machines in the bench process");
   report.note(std::to_string(opt.runs) + " kill -9 and " + std::to_string(opt.runs) +

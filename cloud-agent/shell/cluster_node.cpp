@@ -367,7 +367,7 @@ std::string ClusterNode::metrics() const {
                     "Shards this instance stopped serving (handed over, or its lease lapsed)",
                     counters_.shards_lost);
   prometheus_scalar(out, "vend_cluster_rebuilds_total", "counter",
-                    "Rebuilds of the core from the database after an ownership change",
+                    "Ownership changes brought into the core: shards gained added, or a full rebuild",
                     counters_.rebuilds);
   prometheus_scalar(out, "vend_cluster_rebuild_failures_total", "counter",
                     "Rebuilds that failed (tried again at the next round)",
@@ -379,7 +379,7 @@ std::string ClusterNode::metrics() const {
                     "Lease rounds whose heartbeat, acquire or renew failed",
                     counters_.rounds_failed);
   out +=
-      "# HELP vend_cluster_last_rebuild_seconds How long the last rebuild took\n"
+      "# HELP vend_cluster_last_rebuild_seconds How long the last rebuild or gain took\n"
       "# TYPE vend_cluster_last_rebuild_seconds gauge\nvend_cluster_last_rebuild_seconds " +
       format_double(counters_.last_rebuild_s) + "\n";
   WriterStats w = repo_.stats();

@@ -355,6 +355,13 @@ Status check_cluster_options(const ShellOptions& o) {
         "postgresql:// URL, got '" +
         o.db_path + "'");
   }
+  if (o.mqtt_username == "vend-agent") {
+    return bad_usage("--mqtt-username vend-agent with --instance-id " + o.instance_id +
+                     ": each instance needs a broker user of its own, or the broker (client id = "
+                     "username) lets the instances take over each other's session; make "
+                     "vend-agent-" +
+                     o.instance_id + " with deploy/mosquitto/add-user agent " + o.instance_id);
+  }
   if (o.renew_ms * 2 > o.lease_ms) {
     return bad_usage("--renew-ms " + std::to_string(o.renew_ms) +
                      ": must be at most half of --lease-ms " + std::to_string(o.lease_ms) +

@@ -7,7 +7,9 @@
 // loses its shards and, resumed, neither sells nor writes for them, and
 // restarts rejoin. Nothing is sold twice and every paid order completes.
 // Bad configuration (the same instance id twice, another shard count) is
-// refused at start.
+// refused at start. It runs on an anonymous broker and again on the shipped
+// production broker config (deploy/mosquitto: passwords, the ACL, one
+// credential per instance, client id = username).
 #include <doctest/doctest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "agent_on_postgres.hpp"
+#include "broker_rig.hpp"
 #include "cluster/shard_map.hpp"
 #include "test_support.hpp"
 
@@ -35,26 +38,49 @@ using test_rig::eventually;
 constexpr int kShards = 64;
 const std::vector<std::string> kIds = {"a", "b", "c"};
 
-std::vector<std::string> cluster_args(const std::string& id) {
-  return {"--instance-id", id, "--lease-ms", "2000", "--renew-ms", "500", "--log-level", "info"};
+const std::vector<std::string> kMachines = {"vm-c-1", "vm-c-2", "vm-c-3", "vm-c-4", "vm-c-5"};
+
+// The production broker: a user per instance and per machine.
+std::unique_ptr<test::SecureBroker> production_broker() {
+  std::vector<std::string> users;
+  for (const auto& id : kIds) users.push_back("agent:" + id);
+  for (const auto& m : kMachines) users.push_back("device:" + m);
+  return std::make_unique<test::SecureBroker>(users);
 }
 
 struct Cluster {
   test::TempDir dir;
   test::PostgresServer postgres;
-  test::MosquittoServer broker;
+  std::unique_ptr<test::MosquittoServer> plain;  // anonymous, or
+  std::unique_ptr<test::SecureBroker> secure;    // the production config
   std::vector<std::unique_ptr<AgentOnPostgres>> agents;
   std::vector<bool> up;
   int orders_placed = 0;  // makes each order()'s idempotency key
   std::vector<std::unique_ptr<test::Child>> devices;
 
-  Cluster() {
+  explicit Cluster(bool production) {
+    if (production) {
+      secure = production_broker();
+    } else {
+      plain = std::make_unique<test::MosquittoServer>();
+    }
     postgres.create_database("vend");
     for (const auto& id : kIds) {
-      agents.push_back(std::make_unique<AgentOnPostgres>(dir, postgres.url("vend"), broker.url(),
+      agents.push_back(std::make_unique<AgentOnPostgres>(dir, postgres.url("vend"), broker_url(),
                                                          cluster_args(id), "agent-" + id));
       up.push_back(false);
     }
+  }
+  // The loopback listener of the production config: its passwords and ACL.
+  std::string broker_url() const { return secure ? secure->plain_url() : plain->url(); }
+  std::vector<std::string> cluster_args(const std::string& id) const {
+    std::vector<std::string> args = {"--instance-id", id,    "--lease-ms",  "2000",
+                                     "--renew-ms",    "500", "--log-level", "info"};
+    if (secure) {
+      args.insert(args.end(), {"--mqtt-username", "vend-agent-" + id, "--mqtt-password-file",
+                               secure->password_file("vend-agent-" + id)});
+    }
+    return args;
   }
   std::string logs() {
     std::string out;
@@ -100,11 +126,15 @@ struct Cluster {
     test::write_private_file(dir.file(id + ".key"), key + "\n");
     Json config = {{"device_id", id},
                    {"key_file", id + ".key"},
-                   {"broker_url", broker.url()},
+                   {"broker_url", broker_url()},
                    {"ledger_path", dir.file(id + ".db")},
                    {"slots", Json::array({{{"slot", 1}, {"capacity", 10}, {"product", "cola"}}})},
                    {"sim", {{"motor_run_ms", 50}}},
                    {"core", {{"reconnect_jitter_max_ms", 0}, {"auto_confirm_restock", true}}}};
+    if (secure) {
+      config["username"] = id;
+      config["password_file"] = secure->password_file(id);
+    }
     test::write_file(dir.file(id + ".json"), config.dump(2));
     devices.push_back(std::make_unique<test::Child>(
         std::vector<std::string>{test::binary_path("firmware/vend-firmware"), "--config",
@@ -165,8 +195,8 @@ struct Cluster {
   }
 };
 
-TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, rejoin") {
-  Cluster c;
+void three_agents_share_a_fleet(bool production) {
+  Cluster c(production);
   for (size_t i = 0; i < c.agents.size(); ++i) {
     c.agents[i]->start();
     c.up[i] = true;
@@ -174,7 +204,7 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   REQUIRE_MESSAGE(eventually([&] { return c.settled({0, 1, 2}); }, 20s), c.logs());
 
   // Machines provisioned through one instance land at their owners.
-  std::vector<std::string> machines = {"vm-c-1", "vm-c-2", "vm-c-3", "vm-c-4", "vm-c-5"};
+  const std::vector<std::string>& machines = kMachines;
   std::map<std::string, int> restocked;
   for (const auto& m : machines) {
     Json d = c.operate(
@@ -327,10 +357,11 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   CHECK(text.find("vend_cluster_shards_gained_total ") != std::string::npos);
   CHECK(text.find("vend_cluster_fenced_writes_total ") != std::string::npos);
 
+  if (production) return;  // the configuration checks below need no broker user
   // The same instance id twice: the second process is refused.
   test::Child dup(
       {test::binary_path("cloud-agent/vend-agent"), "--http",
-       "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker.url(), "--db",
+       "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker_url(), "--db",
        c.postgres.url("vend"), "--operator-token-file", c.dir.file("operator.token"),
        "--gateway-secret-file", c.dir.file("gateway.secret"), "--instance-id", "a", "--lease-ms",
        "2000", "--renew-ms", "500"},
@@ -342,7 +373,7 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
 
   // Another shard count than the database's.
   test::Child shards({test::binary_path("cloud-agent/vend-agent"), "--http",
-                      "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker.url(),
+                      "127.0.0.1:" + std::to_string(test::free_port()), "--mqtt", c.broker_url(),
                       "--db", c.postgres.url("vend"), "--operator-token-file",
                       c.dir.file("operator.token"), "--gateway-secret-file",
                       c.dir.file("gateway.secret"), "--instance-id", "d", "--shards", "32"},
@@ -352,6 +383,14 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   CHECK_MESSAGE(code == 1, shards_log);
   CHECK_MESSAGE(shards_log.find("shard count 32 differs from the store's 64") != std::string::npos,
                 shards_log);
+}
+
+TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, rejoin") {
+  three_agents_share_a_fleet(false);
+}
+
+TEST_CASE("three agents share a fleet on the production broker config (a user per instance)") {
+  three_agents_share_a_fleet(true);
 }
 
 }  // namespace

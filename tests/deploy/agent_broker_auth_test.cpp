@@ -51,6 +51,15 @@ TEST_CASE("vend-agent MQTT options: credentials, and TLS files only with ssl://"
         std::string::npos);
   CHECK(usage_error({"--mqtt-username", ""}) == "--mqtt-username: empty value");
   CHECK(usage().find("--mqtt-password-file FILE") != std::string::npos);
+
+  // Several agents: one broker user each (the broker makes it the client id).
+  const std::vector<std::string> cluster = {"--db", "postgresql://db/vend", "--instance-id", "a1"};
+  auto shared = cluster;
+  shared.insert(shared.end(), {"--mqtt-username", "vend-agent"});
+  CHECK(usage_error(shared).find("add-user agent a1") != std::string::npos);
+  auto own = cluster;
+  own.insert(own.end(), {"--mqtt-username", "vend-agent-a1"});
+  CHECK(parse_options(own).ok());
 }
 
 TEST_CASE("vend-agent MQTT password file: content minus the trailing newline") {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -236,6 +237,62 @@ TEST_CASE("no credential takes over another client's id, on either listener") {
     CHECK(agent->connection_losses() == 0);
     CHECK(vm1->connection_losses() == 0);
   }
+}
+
+// Issue 35: with one vend-agent user for every instance, the broker (which
+// makes the username the client id) let the instances take each other's
+// session over in turn. One credential per instance: all stay connected.
+TEST_CASE("several agents: one credential each, no instance takes over another's session") {
+  std::vector<std::string> users = kUsers;
+  users.insert(users.end(), {"agent:a", "agent:b"});
+  SecureBroker broker(users);
+  NullLogger log;
+  INFO(broker.log());
+  const std::string url = broker.plain_url();
+  auto clients =
+      connect_all({{client_options(broker, url, "vend-agent-a", "vend-agent-a"),
+                    {topics::all_device_evt(), topics::all_device_status()}},
+                   {client_options(broker, url, "vend-agent-b", "vend-agent-b"),
+                    {topics::all_device_evt(), topics::all_device_status()}},
+                   {client_options(broker, url, "vm-1", "vm-1"), {topics::device_cmd("vm-1")}}},
+                  log);
+  MqttClient* a = clients[0].get();
+  MqttClient* b = clients[1].get();
+  MqttClient* vm1 = clients[2].get();
+  // Each instance has the agent's grants: it reads events and sends commands.
+  REQUIRE(vm1->publish(topics::device_evt("vm-1"), "evt-1").ok());
+  CHECK(a->wait_for(topics::device_evt("vm-1"), "evt-1", kArrive));
+  CHECK(b->wait_for(topics::device_evt("vm-1"), "evt-1", kArrive));
+  REQUIRE(a->publish(topics::device_cmd("vm-1"), "cmd-a").ok());
+  REQUIRE(b->publish(topics::device_cmd("vm-1"), "cmd-b").ok());
+  CHECK(vm1->wait_for(topics::device_cmd("vm-1"), "cmd-a", kArrive));
+  CHECK(vm1->wait_for(topics::device_cmd("vm-1"), "cmd-b", kArrive));
+  // No device may be named after an instance: its %u grants would be the
+  // instance's own topics (add-user refuses it).
+  const char* source = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source != nullptr);
+  TempDir dir;
+  Child refused({std::string(source) + "/deploy/mosquitto/add-user", "--passwd", dir.file("passwd"),
+                 "device", "vend-agent-a"},
+                dir.file("add-user.log"));
+  CHECK(refused.wait(std::chrono::seconds(10)) == 2);
+  CHECK(read_file(dir.file("add-user.log")).find("reserved") != std::string::npos);
+  std::this_thread::sleep_for(kNegativeWait);
+  CHECK(a->connection_losses() == 0);
+  CHECK(b->connection_losses() == 0);
+  CHECK(a->transport().connected());
+  CHECK(b->transport().connected());
+
+  // The shared user the instances had before: the second connection takes
+  // the first one's client id (its username) and the broker drops the first.
+  auto first = connect_all({{client_options(broker, url, "vend-agent", "vend-agent"), {}}}, log);
+  auto second = connect_all({{client_options(broker, url, "vend-agent", "vend-agent"), {}}}, log);
+  bool dropped = false;
+  for (int i = 0; i < 50 && !dropped; ++i) {
+    dropped = first[0]->connection_losses() > 0 || !first[0]->transport().connected();
+    if (!dropped) std::this_thread::sleep_for(100ms);
+  }
+  CHECK(dropped);
 }
 
 }  // namespace

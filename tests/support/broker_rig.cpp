@@ -41,8 +41,8 @@ void run_ok(const std::vector<std::string>& argv, const std::string& log_path) {
 SecureBroker::SecureBroker(const std::vector<std::string>& users)
     : plain_port_(free_port()), tls_port_(free_port()) {
   make_certificates();
-  for (const std::string& user : users) add_user(user);
   write_file(dir_.file("acl"), read_file(source_path("deploy/mosquitto/acl")));
+  for (const std::string& user : users) add_user(user);  // an instance's grants into acl
   write_config();
   broker_ =
       std::make_unique<Child>(std::vector<std::string>{require_program("mosquitto", "mosquitto"),
@@ -83,10 +83,18 @@ void SecureBroker::add_user(const std::string& user) {
   if (user.rfind("device:", 0) == 0) {
     username = user.substr(7);
     role = {"device", username};
+  } else if (user.rfind("agent:", 0) == 0) {
+    username = "vend-agent-" + user.substr(6);
+    role = {"agent", user.substr(6)};
   }
   std::string secret = dir_.file(username + ".password");
-  std::vector<std::string> argv = {source_path("deploy/mosquitto/add-user"), "--passwd",
-                                   dir_.file("passwd"), "--secret-out", secret};
+  std::vector<std::string> argv = {source_path("deploy/mosquitto/add-user"),
+                                   "--passwd",
+                                   dir_.file("passwd"),
+                                   "--acl",
+                                   dir_.file("acl"),
+                                   "--secret-out",
+                                   secret};
   argv.insert(argv.end(), role.begin(), role.end());
   run_ok(argv, dir_.file("add-user.log"));
   password_files_[username] = secret;

@@ -24,7 +24,8 @@ namespace vend::test {
 // A throwaway CA and server certificate (EC P-256, CN localhost, SAN
 // 127.0.0.1) are made with the openssl CLI, and one credential per user with
 // deploy/mosquitto/add-user (so that script is tested too). Users: "agent",
-// "operator", or "device:<id>". Throws (failing the test) when a tool is
+// "agent:<instance>" (vend-agent-<instance>, its grants appended to the
+// acl), "operator", or "device:<id>". Throws (failing the test) when a tool is
 // missing or the broker does not start. Stopped on destruction.
 class SecureBroker {
  public:

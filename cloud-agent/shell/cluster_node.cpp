@@ -366,9 +366,10 @@ std::string ClusterNode::metrics() const {
   prometheus_scalar(out, "vend_cluster_shards_lost_total", "counter",
                     "Shards this instance stopped serving (handed over, or its lease lapsed)",
                     counters_.shards_lost);
-  prometheus_scalar(out, "vend_cluster_rebuilds_total", "counter",
-                    "Ownership changes brought into the core: shards gained added, or a full rebuild",
-                    counters_.rebuilds);
+  prometheus_scalar(
+      out, "vend_cluster_rebuilds_total", "counter",
+      "Ownership changes brought into the core: shards gained added, or a full rebuild",
+      counters_.rebuilds);
   prometheus_scalar(out, "vend_cluster_rebuild_failures_total", "counter",
                     "Rebuilds that failed (tried again at the next round)",
                     counters_.rebuild_failures);

@@ -23,10 +23,9 @@
 //
 // The same run first does all of it with 20 machines and no history (the
 // baseline of failover), then with the N machines and no history (the
-// baseline of the rebuild: history must cost nothing). The machines run in child processes of this binary
-// (fleet_scale_hosts.hpp), 2,500 a process. Size: VEND_BENCH_FLEET_MACHINES (default 20000) and
-// VEND_BENCH_FLEET_HISTORY_ROWS (default 10000000); --runs N faults of each
-// kind (default 3).
+// baseline of the rebuild: history must cost nothing). The machines run in child processes of this
+// binary (fleet_scale_hosts.hpp), 2,500 a process. Size: VEND_BENCH_FLEET_MACHINES (default 20000)
+// and VEND_BENCH_FLEET_HISTORY_ROWS (default 10000000); --runs N faults of each kind (default 3).
 #include <sys/resource.h>
 
 #include <algorithm>

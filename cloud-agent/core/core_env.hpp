@@ -41,6 +41,9 @@ namespace detail {
 
 inline constexpr const char* kLog = "agent";
 inline constexpr size_t kMaxLatencySamples = 10'000;  // between two take_metrics()
+// A timer of a machine this core does not serve at the moment (its lease's
+// validity ended) looks again this much later instead of acting.
+inline constexpr int64_t kUnservedRetryMs = 1000;
 
 // What pay() does after its step: wait for `wait`, then finish.
 struct PayStep {

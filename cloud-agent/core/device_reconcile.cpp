@@ -22,6 +22,9 @@ void DeviceDesk::schedule_reconcile(DeviceRecord& device, int64_t at_ms) {
 void DeviceDesk::fire_timer(const FiredTimer& timer) {
   DeviceRecord* dev = devices_.at_index(timer.subject);
   if (dev == nullptr || !Deadlines::take(dev->reconcile_timer, timer)) return;
+  if (!serves(dev->id)) {  // not served now (see OrderDesk::fire_timer)
+    return schedule_reconcile(*dev, clock.monotonic_ms() + detail::kUnservedRetryMs);
+  }
   on_reconcile_timer(*dev);
 }
 

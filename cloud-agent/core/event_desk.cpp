@@ -182,7 +182,7 @@ void EventDesk::probe_presence() {
   presence_probe_due_mono_ms_ = 0;
   bool all_online = true;
   for (auto& [id, dev] : devices_) {
-    if (dev.online) continue;
+    if (dev.online || !serves(id)) continue;
     all_online = false;
     out_.request_status(dev);
   }

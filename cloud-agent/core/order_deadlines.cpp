@@ -43,6 +43,14 @@ void OrderDesk::fire_timer(const FiredTimer& timer) {
   if (rec == nullptr) return;
   TimerSlot& slot = timer.kind == TimerKind::kResend ? rec->resend_timer : rec->deadline_timer;
   if (!Deadlines::take(slot, timer)) return;
+  if (!serves(rec->order.device)) {
+    // Its shard's lease is not valid here now (a pause or a partition past
+    // it, or the shard is leaving): the timer waits instead of deciding for
+    // a machine another instance may own. A rebuild drops it; a renewed
+    // lease lets it fire.
+    return deadlines_.schedule(slot, timer.kind, rec->ref,
+                               clock.monotonic_ms() + detail::kUnservedRetryMs);
+  }
   switch (timer.kind) {
     case TimerKind::kReservation:
       // Re-checked: a timer never decides before its deadline.
@@ -136,6 +144,7 @@ void OrderDesk::sweep() {
     OrderRec* rec = orders_.at(ref);
     if (rec == nullptr) continue;
     const Order& o = rec->order;
+    if (!serves(o.device)) continue;  // not this instance's to decide now
     int64_t now = order_now(*rec);
     if (o.state == OrderState::kReserved && now >= o.reserve_deadline_ms) {
       expire_reservation(*rec, "reservation expired");

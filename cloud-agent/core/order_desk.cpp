@@ -347,7 +347,7 @@ Ticket OrderDesk::durable_ticket(const std::string& order_id) {
 }
 
 Result<OrderRec*> OrderDesk::find_or_load_order(const std::string& order_id) {
-  if (OrderRec* rec = orders_.find(order_id)) return rec;
+  if (OrderRec* rec = orders_.find(order_id)) return served(rec);
   if (orders_.all_in_memory()) return static_cast<OrderRec*>(nullptr);
   // Not in memory: finished long ago (evicted), or unknown.
   auto stored = repo.find_order(order_id);
@@ -356,13 +356,22 @@ Result<OrderRec*> OrderDesk::find_or_load_order(const std::string& order_id) {
 }
 
 Result<OrderRec*> OrderDesk::order_for_request(const std::string& order_id, const LogRead* read) {
-  if (OrderRec* rec = orders_.find(order_id)) return rec;
+  if (OrderRec* rec = orders_.find(order_id)) return served(rec);
   if (orders_.all_in_memory() || !could_be_order_id(order_id, clock.wall_ms())) {
     return static_cast<OrderRec*>(nullptr);
   }
   if (read == nullptr) return make_error(kMustRead, order_id);
   if (!read->ok()) return make_error("unavailable", read->error().to_string());
   return adopt_stored(order_id, **read);
+}
+
+// An order in memory whose machine this core does not serve now (its lease
+// is not valid here: a pause or partition past it, a shard leaving) is
+// answered not_owner, never from what memory held: the redirect finds its
+// owner.
+Result<OrderRec*> OrderDesk::served(OrderRec* rec) const {
+  if (auto s = owner_check(rec->order.device); !s.ok()) return s.error();
+  return rec;
 }
 
 Result<OrderRec*> OrderDesk::adopt_stored(const std::string& order_id,

@@ -142,6 +142,8 @@ class OrderDesk : public CoreEnv {
   int64_t resend_delay(uint32_t sends) const;
   // The loaded orders, payments and counts, added to the book.
   void add_loaded(const LoadedState& loaded);
+  // `rec`, or not_owner when its machine is not served here now.
+  Result<OrderRec*> served(OrderRec* rec) const;
   // An open order of the log: in the book, its token held, its deadline set.
   void restore_order(const Order& order);
   // The order of a scoped key: in memory, else from `read` (kMustRead

@@ -71,6 +71,12 @@ proto::Command Output::stamped(const proto::Command& command) const {
 Status Output::publish_command(const DeviceRecord& device, const proto::Command& unstamped,
                                const std::string& order_id) {
   const proto::Command command = stamped(unstamped);
+  if (!serves(device.id)) {
+    // Its shard's lease is not valid here now (this instance was paused or
+    // cut off past it, or the shard is leaving): another instance may own
+    // the machine; nothing goes out on its behalf.
+    return make_error("not_owner", device.id);
+  }
   if (!connected) {
     log.warn(detail::kLog, std::string(proto::type_name(command)) + " to " + device.id +
                                " not published: the broker connection is down");
@@ -85,7 +91,7 @@ Status Output::publish_command(const DeviceRecord& device, const proto::Command&
 void Output::request_status(DeviceRecord& device) {
   // Only a request that can go out spends the interval: one dropped while
   // the broker connection is down would hold back the probe after connect.
-  if (!connected) return;
+  if (!connected || !serves(device.id)) return;
   if (!detail::take_turn(device.status_requested_mono_ms, clock.monotonic_ms(),
                          options.status_request_interval_ms)) {
     return;
@@ -220,7 +226,7 @@ void Output::publish_ops_views() {
   int64_t now = clock.monotonic_ms();
   for (const auto& id : views_.take_due_devices(now)) {
     const DeviceRecord* dev = devices_.find(id);
-    if (dev == nullptr) continue;
+    if (dev == nullptr || !serves(id)) continue;  // another instance's view now
     publish_ops(topics::ops_device(id), ops::encode(device_status(*dev)), 1, true);
   }
   if (views_.take_fleet_due(now)) {

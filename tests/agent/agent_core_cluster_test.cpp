@@ -209,6 +209,54 @@ TEST_CASE("cluster mode: gain() adds the gained machines and keeps the rest as t
   CHECK_FALSE(rig.core->fenced());
 }
 
+// Issue 36: a paused instance, woken past its lease, acted on what memory
+// held (answered reads, re-sent commands, decided deadlines) until its lease
+// thread ran. The ownership predicate is the ShardGate's: closed the moment
+// the lease's validity ends, before any step.
+TEST_CASE("cluster mode: a machine not served at the moment gets no decision, command or answer") {
+  AgentRig rig;
+  DeviceSim& two = rig.add_device("vm-2", kSlots);
+  two.restock(1, 3);
+  REQUIRE(rig.run_until([&] { return rig.pool("vm-2", 1) == 3; }));
+  auto gate_open = std::make_shared<bool>(true);
+  restart_owning(rig, [gate_open](const std::string&) { return *gate_open; });
+  REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));
+  auto reserved = rig.create_order("vm-2", 1, "", "");
+  REQUIRE(reserved.ok());
+  two.power_cut();  // its command waits: the order stays DISPATCHED
+  auto paid = rig.create_order("vm-2", 1, "", "");
+  REQUIRE(paid.ok());
+  REQUIRE(rig.pay(paid->id, "pay-1", paid->price_cents).ok());
+  REQUIRE(rig.state_of(paid->id) == OrderState::kDispatched);
+
+  int commands = 0;
+  auto observer = rig.bus.make_client("observer", std::nullopt, true);
+  observer->on_message([&](const Message&) { ++commands; });
+  REQUIRE(observer->connect().ok());
+  REQUIRE(observer->subscribe(topics::device_cmd("vm-2")).ok());
+
+  // The lease's validity ends: past the reservation's deadline, the
+  // dispatch deadline and several resend intervals, nothing is decided or
+  // sent for vm-2, and a request about its order is redirected.
+  *gate_open = false;
+  rig.run_for(10'000);
+  CHECK(commands == 0);
+  CHECK(rig.core->get_order(reserved->id).error().code == "not_owner");
+  CHECK(rig.core->get_order(paid->id).error().code == "not_owner");
+  CHECK(rig.core->cancel(reserved->id).error().code == "not_owner");
+  CHECK(in_state(rig, "EXPIRED") == 0);
+
+  // Served again (a renewal in time): the waiting timers act. The paid
+  // order's command expired meanwhile: its machine is asked for a snapshot,
+  // which shows the token unused, and the order is refunded.
+  *gate_open = true;
+  REQUIRE(rig.run_until([&] { return rig.state_of(reserved->id) == OrderState::kExpired; }));
+  two.boot();
+  REQUIRE(rig.run_until([&] { return rig.state_of(paid->id) != OrderState::kDispatched; }));
+  CHECK(rig.state_of(paid->id) == OrderState::kRefunded);
+  CHECK(commands > 0);
+}
+
 // Issue 35: a rebuild loaded the 100,000 most recent finished orders, so a
 // failover took seconds per million history rows.
 TEST_CASE("cluster mode: start and rebuild load only the few most recent finished orders") {

@@ -21,7 +21,12 @@ void DeviceDesk::schedule_reconcile(DeviceRecord& device, int64_t at_ms) {
 
 void DeviceDesk::fire_timer(const FiredTimer& timer) {
   DeviceRecord* dev = devices_.at_index(timer.subject);
-  if (dev == nullptr || !Deadlines::take(dev->reconcile_timer, timer)) return;
+  if (dev == nullptr) return;
+  if (timer.kind == TimerKind::kRestockResend) {
+    if (Deadlines::take(dev->restock_timer, timer)) on_restock_timer(*dev);
+    return;
+  }
+  if (!Deadlines::take(dev->reconcile_timer, timer)) return;
   on_reconcile_timer(*dev);
 }
 

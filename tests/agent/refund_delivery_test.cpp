@@ -391,3 +391,28 @@ TEST_CASE("a held retry is taken later and the refund is tried again") {
   CHECK(sender->run_once() == 1);
   CHECK(refund_of(rig, "pay-held-retry").state == RefundState::kDelivered);
 }
+
+// Between the gateway's answer and its commit: the answer is held (the
+// core refused it) when the process dies. The refund is still PENDING in
+// the log: sent again after the restart, under the same idempotency key.
+TEST_CASE("killed between the gateway's answer and its commit: the same key again, one refund") {
+  AgentRig rig;
+  Gateway gateway(rig.clock);
+  refundable_payment(rig, "pay-kill");
+  {
+    auto sender = sender_for(rig, gateway);
+    gateway.on_request = [&] { rig.gate->refusing = true; };
+    CHECK(sender->run_once() == 1);
+    CHECK(sender->held() == 1);
+  }
+  gateway.on_request = nullptr;
+  rig.crash_agent();
+  rig.start_agent();
+  CHECK(refund_of(rig, "pay-kill").state == RefundState::kPending);
+  auto sender = sender_for(rig, gateway);
+  CHECK(sender->run_once() == 1);
+  CHECK(refund_of(rig, "pay-kill").state == RefundState::kDelivered);
+  CHECK(gateway.requests() == 2);
+  CHECK(gateway.times_seen(refund_id_of("pay-kill")) == 2);  // the same refund id twice
+  CHECK(gateway.bad_signatures() == 0);  // each with the key the gateway checks
+}

@@ -213,7 +213,7 @@ struct AgentOptions {
 struct AgentMetrics {
   std::vector<std::pair<std::string, int64_t>> orders_by_state;  // current counts
   int64_t reservations_total = 0;
-  int64_t reservations_rejected_total = 0;  // sold out / offline / no broker
+  int64_t reservations_rejected_total = 0;            // sold out / offline / no broker
   int64_t reservations_broker_unreachable_total = 0;  // of those: no broker connection
   int64_t events_processed_total = 0;
   int64_t events_rejected_total = 0;  // bad MAC, unknown device, malformed

@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <cstdio>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -394,7 +394,7 @@ class AgentRig {
   SeededRandom random{42};
   MemoryLogger log;
   RepositoryOptions repo_options;
-  std::unique_ptr<CallerRunner> runner;  // the core's: its steps run on the test's thread
+  std::unique_ptr<CallerRunner> runner;   // the core's: its steps run on the test's thread
   std::unique_ptr<RefusableRunner> gate;  // what the core is given: `runner`, unless refusing
   std::unique_ptr<Repository> repo;
   std::unique_ptr<InMemoryClient> client;

@@ -414,5 +414,5 @@ TEST_CASE("killed between the gateway's answer and its commit: the same key agai
   CHECK(refund_of(rig, "pay-kill").state == RefundState::kDelivered);
   CHECK(gateway.requests() == 2);
   CHECK(gateway.times_seen(refund_id_of("pay-kill")) == 2);  // the same refund id twice
-  CHECK(gateway.bad_signatures() == 0);  // each with the key the gateway checks
+  CHECK(gateway.bad_signatures() == 0);                      // each with the key the gateway checks
 }

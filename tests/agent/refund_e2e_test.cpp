@@ -77,9 +77,9 @@ class Gateway {
       Reply reply;
       {
         std::lock_guard lock(mu_);
-        bool ok = webhook::authenticate(secret_, req.get_header_value(webhook::kHeader), id,
-                                        req.body)
-                      .ok();
+        bool ok =
+            webhook::authenticate(secret_, req.get_header_value(webhook::kHeader), id, req.body)
+                .ok();
         seen_.push_back(Seen{id, req.get_header_value("Idempotency-Key"), ok, SteadyClock::now()});
         auto& script = scripts_[id];
         if (!script.empty()) {
@@ -191,8 +191,8 @@ class Agent {
     httplib::Headers headers = {
         {webhook::kHeader, webhook::sign(secret(), now_s(), order_id, body)}};
     httplib::Client c("127.0.0.1", port_);
-    auto r = c.Post(("/v1/orders/" + order_id + "/payment").c_str(), headers, body,
-                    "application/json");
+    auto r =
+        c.Post(("/v1/orders/" + order_id + "/payment").c_str(), headers, body, "application/json");
     REQUIRE_MESSAGE(r, httplib::to_string(r.error()));
     INFO(r->body);
     REQUIRE(r->status == 200);
@@ -232,8 +232,7 @@ TEST_CASE("vend-agent: 409, 429 with Retry-After and 503 are retried to one refu
   test::MosquittoServer broker;
   Gateway gateway;
   Agent agent(dir, broker.url(), gateway.url());
-  gateway.script("rfd-pay-e2e-a",
-                 {{409, ""}, {429, "3"}, {503, ""}});  // then 200
+  gateway.script("rfd-pay-e2e-a", {{409, ""}, {429, "3"}, {503, ""}});  // then 200
   gateway.script("rfd-pay-e2e-b", {{400, ""}});
   agent.start();
   gateway.set_secret(agent.secret());
@@ -241,9 +240,8 @@ TEST_CASE("vend-agent: 409, 429 with Retry-After and 503 are retried to one refu
   agent.pay_unknown_order("ord-e2e-a", "pay-e2e-a");
   agent.pay_unknown_order("ord-e2e-b", "pay-e2e-b");
   // 1 s, then the gateway's 3 s (over the 2 s backoff), then 4 s: ~9 s.
-  REQUIRE_MESSAGE(
-      eventually([&] { return agent.refund_state_is("pay-e2e-a", "DELIVERED"); }, 30s),
-      agent.log());
+  REQUIRE_MESSAGE(eventually([&] { return agent.refund_state_is("pay-e2e-a", "DELIVERED"); }, 30s),
+                  agent.log());
   Json a = agent.refund("pay-e2e-a");
   CHECK(a["attempts"] == 4);
   auto seen = gateway.seen("rfd-pay-e2e-a");
@@ -284,9 +282,8 @@ TEST_CASE("vend-agent killed after the gateway refunded, before it recorded: the
   REQUIRE(gateway.seen("rfd-pay-e2e-k").size() == 1);
 
   agent.start();  // the same database: the refund is still PENDING there
-  REQUIRE_MESSAGE(
-      eventually([&] { return agent.refund_state_is("pay-e2e-k", "DELIVERED"); }, 20s),
-      agent.log());
+  REQUIRE_MESSAGE(eventually([&] { return agent.refund_state_is("pay-e2e-k", "DELIVERED"); }, 20s),
+                  agent.log());
   auto seen = gateway.seen("rfd-pay-e2e-k");
   REQUIRE(seen.size() == 2);
   CHECK(seen[0].idempotency_key == "rfd-pay-e2e-k");

@@ -19,7 +19,8 @@ struct RefundDelivery {
 };
 
 // What the gateway said: confirmed (2xx), try again later (no answer, 5xx,
-// 408, 429), or refused for good (another 4xx: given up, alerted).
+// 408, 409, 425, 429), or refused for good (any other status: given up,
+// alerted). payments/refund_answers.hpp holds the rule.
 enum class RefundOutcome { kDelivered, kRetry, kRejected };
 
 }  // namespace vend::agent

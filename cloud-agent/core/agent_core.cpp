@@ -45,9 +45,9 @@ bool AgentCore::step(const std::function<void()>& body) {
 }
 
 // After the step, on the core's thread: the step's messages go out in the
-// order it queued them. A dispense command that could not go out is handed
-// back to the core (its resend timer); everything else is re-sent by the
-// protocol (acks and requests are repeated, ops views re-published).
+// order it queued them. A dispense or restock command that could not go out
+// is handed back to the core (its resend timer); everything else is re-sent
+// by the protocol (acks and requests are repeated, ops views re-published).
 void AgentCore::carry_out_effects() {
   sync_known_devices();
   detail::Effects fx = core_->out.take_effects();
@@ -69,6 +69,7 @@ void AgentCore::carry_out_effects() {
     if (s.ok()) continue;
     core_->log.debug(detail::kLog, "publish on " + p.message.topic + ": " + s.error().to_string());
     if (!p.order_id.empty()) core_->order_desk.publish_failed(p.order_id);
+    if (!p.restock_device.empty()) core_->device_desk.restock_publish_failed(p.restock_device);
   }
 }
 
@@ -453,11 +454,18 @@ std::vector<RefundDelivery> AgentCore::take_due_refunds(size_t max) {
   return out;
 }
 
-void AgentCore::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
-                                 const std::string& detail) {
-  // Refused (stopping): the refund stays PENDING in the log and is
-  // delivered again after the restart (the gateway deduplicates by id).
-  (void)step([&] { core_->order_desk.refund_attempted(payment_id, outcome, detail); });
+bool AgentCore::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                                 const std::string& detail, int64_t retry_after_ms) {
+  // Not taken (the inbox full, nothing writable): offered again by the
+  // caller. Still PENDING in the log, so a crash meanwhile sends it again
+  // after the restart, under the same refund id (the gateway deduplicates).
+  bool taken = false;
+  if (!step([&] {
+        taken = core_->order_desk.refund_attempted(payment_id, outcome, detail, retry_after_ms);
+      })) {
+    return false;
+  }
+  return taken;
 }
 
 // ---- MQTT and time ----

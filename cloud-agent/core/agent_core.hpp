@@ -213,7 +213,8 @@ struct AgentOptions {
 struct AgentMetrics {
   std::vector<std::pair<std::string, int64_t>> orders_by_state;  // current counts
   int64_t reservations_total = 0;
-  int64_t reservations_rejected_total = 0;  // sold out / offline
+  int64_t reservations_rejected_total = 0;            // sold out / offline / no broker
+  int64_t reservations_broker_unreachable_total = 0;  // of those: no broker connection
   int64_t events_processed_total = 0;
   int64_t events_rejected_total = 0;  // bad MAC, unknown device, malformed
   int64_t duplicate_events_total = 0;
@@ -407,9 +408,14 @@ class AgentCore {
   // Takes up to `max` refunds due for delivery now (durable, not in
   // flight, past their backoff) and marks them in flight.
   std::vector<RefundDelivery> take_due_refunds(size_t max);
-  // The outcome of delivering a refund take_due_refunds() gave out.
-  void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
-                        const std::string& detail);
+  // The outcome of delivering a refund take_due_refunds() gave out
+  // (`retry_after_ms`: the gateway's Retry-After, 0: none). True once the
+  // core took it (written, or the refund is not in flight here any more);
+  // false when the step was refused or nothing can be written now: the
+  // refund stays in flight and the caller offers the same outcome again
+  // (RefundSender does, before it takes more).
+  bool refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                        const std::string& detail, int64_t retry_after_ms = 0);
 
   // ---- MQTT ----
   // The shell subscribes to topics::all_device_evt() and all_device_status()

@@ -137,7 +137,9 @@ void Coordinator::tick() {
 }
 
 void Coordinator::fire_timer(const FiredTimer& timer) {
-  if (timer.kind == TimerKind::kReconcile) return device_desk.fire_timer(timer);
+  if (timer.kind == TimerKind::kReconcile || timer.kind == TimerKind::kRestockResend) {
+    return device_desk.fire_timer(timer);
+  }
   order_desk.fire_timer(timer);
 }
 

@@ -60,10 +60,13 @@ struct Durable {
 };
 
 // A message a step wants published. `order_id`: set for a dispense
-// command, whose failure to go out is handed back (publish_failed).
+// command, whose failure to go out is handed back (publish_failed);
+// `restock_device`: set for a restock command, likewise
+// (restock_publish_failed).
 struct Publish {
   Message message;
   std::string order_id;
+  std::string restock_device;
 };
 
 // What a step leaves for AgentCore to carry out after it.

@@ -205,4 +205,28 @@ void DeviceDesk::resend_restocks(const std::string& device) {
   }
 }
 
+void DeviceDesk::restock_publish_failed(const std::string& device) {
+  DeviceRecord* dev = devices_.find(device);
+  if (dev == nullptr || dev->restock_timer.pending()) return;  // one retry covers them all
+  int64_t now = clock.monotonic_ms();
+  // Failures long apart are not "in a row": the backoff starts over.
+  if (now - dev->restock_failed_mono_ms > 2 * kRestockRetryMaxMs) dev->restock_publish_failures = 0;
+  dev->restock_failed_mono_ms = now;
+  int64_t delay = kRestockRetryBaseMs;
+  for (uint32_t i = 0; i < dev->restock_publish_failures && delay < kRestockRetryMaxMs; ++i) {
+    delay *= 2;
+  }
+  delay = std::min(delay, kRestockRetryMaxMs);
+  ++dev->restock_publish_failures;
+  log.warn(detail::kLog, "restock command to " + device + " not published; sent again in " +
+                             std::to_string(delay) + " ms");
+  deadlines_.schedule(dev->restock_timer, TimerKind::kRestockResend, dev->index, now + delay);
+}
+
+void DeviceDesk::on_restock_timer(DeviceRecord& dev) {
+  if (dev.decommissioned_ms != 0 || !serves(dev.id)) return;
+  // Minted meanwhile (or sent by a connect): nothing left, nothing sent.
+  resend_restocks(dev.id);
+}
+
 }  // namespace vend::agent

@@ -60,13 +60,23 @@ class DeviceDesk : public CoreEnv {
   // restarted) still reaches its machine, which keeps one restock per id
   // (a repeat is answered "duplicate" and changes nothing).
   void resend_restocks(const std::string& device);
+  // A restock command to `device` was queued but the transport refused it
+  // (while connected: Paho's queue full, the connection dropping): its
+  // restocks are sent again after kRestockRetryBaseMs, doubling per failure
+  // in a row up to kRestockRetryMaxMs, until one goes out or none is left
+  // to send (minted, decommissioned, no longer served). A connect sends
+  // them too (EventDesk's first presence probe).
+  void restock_publish_failed(const std::string& device);
+  static constexpr int64_t kRestockRetryBaseMs = 1000;
+  static constexpr int64_t kRestockRetryMaxMs = 30'000;
 
   // ---- device_keys.cpp ----
   Result<detail::Durable<ProvisionedDevice>> rotate_key(const std::string& id);
   Result<detail::Durable<DecommissionedDevice>> decommission_device(const std::string& id);
 
   // ---- device_reconcile.cpp: when reconciliation runs ----
-  // The device's periodic timer fell due (if it is still its slot's).
+  // The device's periodic timer, or its restock retry, fell due (if it is
+  // still its slot's).
   void fire_timer(const FiredTimer& timer);
   Result<std::string> request_reconcile(const std::string& device_id);
   Result<std::string> reconcile_report(const std::string& device_id);
@@ -78,6 +88,7 @@ class DeviceDesk : public CoreEnv {
   // so a fleet's requests do not all go out at once.
   int64_t first_reconcile_at(const std::string& device_id) const;
   void on_reconcile_timer(DeviceRecord& device);
+  void on_restock_timer(DeviceRecord& device);
 
   DeviceBook& devices_;
   Stock& stock_;

@@ -21,10 +21,15 @@ void DeviceDesk::schedule_reconcile(DeviceRecord& device, int64_t at_ms) {
 
 void DeviceDesk::fire_timer(const FiredTimer& timer) {
   DeviceRecord* dev = devices_.at_index(timer.subject);
-  if (dev == nullptr || !Deadlines::take(dev->reconcile_timer, timer)) return;
-  if (!serves(dev->id)) {  // not served now (see OrderDesk::fire_timer)
-    return schedule_reconcile(*dev, clock.monotonic_ms() + detail::kUnservedRetryMs);
+  if (dev == nullptr) return;
+  TimerSlot& slot =
+      timer.kind == TimerKind::kRestockResend ? dev->restock_timer : dev->reconcile_timer;
+  if (!Deadlines::take(slot, timer)) return;
+  if (!serves(dev->id)) {  // not served now: waits (see OrderDesk::fire_timer)
+    return deadlines_.schedule(slot, timer.kind, dev->index,
+                               clock.monotonic_ms() + detail::kUnservedRetryMs);
   }
+  if (timer.kind == TimerKind::kRestockResend) return on_restock_timer(*dev);
   on_reconcile_timer(*dev);
 }
 

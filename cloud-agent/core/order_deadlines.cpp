@@ -59,7 +59,8 @@ void OrderDesk::fire_timer(const FiredTimer& timer) {
       }
       expire_reservation(*rec, "reservation expired");
       break;
-    case TimerKind::kReconcile: break;  // a device's (DeviceDesk::fire_timer)
+    case TimerKind::kReconcile:
+    case TimerKind::kRestockResend: break;  // a device's (DeviceDesk::fire_timer)
     case TimerKind::kDispatchDeadline: on_dispatch_deadline(*rec); break;
     case TimerKind::kResend: on_resend(*rec); break;
   }

@@ -126,6 +126,15 @@ Result<Order> OrderDesk::create_order(const std::string& device, int slot,
       return o;  // the same request again: the same order
     }
   }
+  // No broker connection: no new reservation. Its payment could not be
+  // dispatched, and the customer would pay for a refund; an idempotent
+  // repeat of one made before (above) is still answered.
+  if (!out_.connected) {
+    ++counters.reservations_rejected_total;
+    ++counters.reservations_broker_unreachable_total;
+    return make_error("broker_unreachable",
+                      "the agent has no connection to the machines' broker; retry shortly");
+  }
   auto slot_rec = sellable_slot(device, slot);
   if (!slot_rec.ok()) return slot_rec.error();
   // Storage first: with the repository failing the order is refused here,

@@ -105,9 +105,12 @@ class OrderDesk : public CoreEnv {
 
   // ---- the refund outbox (order_refunds.cpp) ----
   std::vector<RefundDelivery> take_due_refunds(size_t max);
-  // Writes, counts, logs and alerts what `payments` decided of the attempt.
-  void refund_attempted(const std::string& payment_id, RefundOutcome outcome,
-                        const std::string& detail);
+  // Writes, counts, logs and alerts what `payments` decided of the attempt:
+  // true. False when nothing can be written now (write queue full, storage
+  // failed, shards moving): nothing changed, the refund stays in flight and
+  // the caller offers the same outcome again later.
+  bool refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                        const std::string& detail, int64_t retry_after_ms);
 
   // ---- what machines report of orders (order_results.cpp) ----
   // A dispense result of `device` (rules::decide_result), into the event's

@@ -20,15 +20,18 @@ std::vector<RefundDelivery> OrderDesk::take_due_refunds(size_t max) {
   return payments_.take_due(max, clock.monotonic_ms());  // retry times are monotonic
 }
 
-void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
-                                 const std::string& detail) {
-  if (!writes_.writable().ok())
-    return payments_.release(payment_id);  // sent again after the restart
-  int64_t now = clock.wall_ms();           // stored; the retry time is monotonic
+bool OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome outcome,
+                                 const std::string& detail, int64_t retry_after_ms) {
+  // Nothing writable now: the outcome is not dropped (a refund the gateway
+  // confirmed must not be sent again for nothing, one it refused must be
+  // alerted): it stays in flight and the sender offers it again.
+  if (!writes_.writable().ok()) return false;
+  int64_t now = clock.wall_ms();  // stored; the retry time is monotonic
   int64_t now_mono = clock.monotonic_ms();
-  Payments::Attempt a = payments_.attempted(payment_id, outcome, detail, now_mono, random);
+  Payments::Attempt a =
+      payments_.attempted(payment_id, outcome, detail, now_mono, random, retry_after_ms);
   using Next = Payments::Attempt::Next;
-  if (a.next == Next::kNone) return;
+  if (a.next == Next::kNone) return true;
   ++counters.refund_attempts_total;
   const StoredRefund& r = a.refund;
   std::string device = r.device;  // the alert names it
@@ -46,7 +49,7 @@ void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome ou
     ++counters.refunds_delivered_total;
     log.info(detail::kLog, "refund " + refund_id_of(payment_id) + " of order " + r.order_id +
                                " delivered (attempt " + std::to_string(r.attempts) + ")");
-    return;
+    return true;
   }
   if (a.next == Next::kRetry) {
     changes.update_refund(payment_id, RefundState::kPending, r.attempts, r.last_error, now);
@@ -54,7 +57,7 @@ void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome ou
     log.warn(detail::kLog, "refund " + refund_id_of(payment_id) + " attempt " +
                                std::to_string(r.attempts) + " failed (" + r.last_error +
                                "); again in " + std::to_string(a.retry_at_ms - now_mono) + " ms");
-    return;
+    return true;
   }
   // Given up: money the customer is owed and the gateway would not take
   // back; a person must act. The refund stays on record as GAVE_UP with its
@@ -65,6 +68,7 @@ void OrderDesk::refund_attempted(const std::string& payment_id, RefundOutcome ou
   out_.raise_alert(device, slot, "refund_undeliverable", "critical",
                    "refund " + refund_id_of(payment_id) + " of " + std::to_string(r.amount_cents) +
                        " cents (order " + r.order_id + "): " + a.why);
+  return true;
 }
 
 }  // namespace vend::agent

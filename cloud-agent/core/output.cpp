@@ -83,8 +83,10 @@ Status Output::publish_command(const DeviceRecord& device, const proto::Command&
     return make_error("not_connected", "the broker connection is down");
   }
   std::string mac = crypto::sign(device.keys.current(), proto::encode_canonical(command));
-  effects_.publishes.push_back(detail::Publish{
-      Message{topics::device_cmd(device.id), proto::encode(command, mac), 1, false}, order_id});
+  bool restock = std::holds_alternative<proto::RestockCommand>(command);
+  effects_.publishes.push_back(
+      detail::Publish{Message{topics::device_cmd(device.id), proto::encode(command, mac), 1, false},
+                      order_id, restock ? device.id : std::string()});
   return {};
 }
 
@@ -154,7 +156,7 @@ void Output::publish_ops(std::string topic, std::string payload, int qos, bool r
     return;
   }
   effects_.publishes.push_back(
-      detail::Publish{Message{std::move(topic), std::move(payload), qos, retained}, ""});
+      detail::Publish{Message{std::move(topic), std::move(payload), qos, retained}, "", ""});
 }
 
 void Output::ops_order_event(const OrderRec& rec, const std::string& from) {

@@ -30,6 +30,7 @@ enum class TimerKind : uint8_t {
   kDispatchDeadline,  // DISPATCHED order's expires_at + skew, then every recheck
   kResend,            // re-publish a dispense command (busy device, publish failure)
   kReconcile,         // ask a device for its periodic snapshot (subject: the device)
+  kRestockResend,     // re-send a device's restocks after a failed publish (subject: the device)
 };
 
 // Where a caller keeps one pending timer. Empty: no timer pending.

@@ -37,6 +37,9 @@ struct DeviceRecord {
   int64_t status_requested_mono_ms = 0;   // the last status_request; 0 = none
   ClockSkew clock_skew;                   // from its stamped messages
   TimerSlot reconcile_timer;              // the periodic snapshot request
+  TimerSlot restock_timer;                // its restocks sent again after a failed publish
+  uint32_t restock_publish_failures = 0;  // in a row (the retry's backoff)
+  int64_t restock_failed_mono_ms = 0;     // the last failed restock publish
   uint32_t index = 0;                     // its number in the book (its timers' subject)
   uint64_t outbox_depth = 0;              // from its last snapshot
   int64_t snapshot_at_ms = 0;             // wall time its last snapshot was processed

@@ -35,7 +35,7 @@ int http_status_of(const std::string& code) {
   }
   if (code == "payload_too_large") return 413;
   if (code == "too_many_reservations") return 429;
-  if (code == "unavailable") return 503;
+  if (code == "unavailable" || code == "broker_unreachable") return 503;
   return 500;
 }
 
@@ -214,6 +214,8 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
   // Over the open-reservation cap: one of the client's reservations is paid,
   // cancelled or expires first; ask again a little later.
   if (e.code == "too_many_reservations") reply.headers.emplace_back("Retry-After", "10");
+  // The agent reconnects within seconds (Paho's backoff starts at 1 s).
+  if (e.code == "broker_unreachable") reply.headers.emplace_back("Retry-After", "5");
   return reply;
 }
 

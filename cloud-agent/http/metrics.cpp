@@ -186,8 +186,11 @@ std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
   prometheus_scalar(out, "vend_reservations_total", "counter", "Reservations made.",
                     m.reservations_total);
   prometheus_scalar(out, "vend_reservations_rejected_total", "counter",
-                    "Reservations refused (sold out, device offline).",
+                    "Reservations refused (sold out, device offline, no broker connection).",
                     m.reservations_rejected_total);
+  prometheus_scalar(out, "vend_reservations_broker_unreachable_total", "counter",
+                    "Reservations refused because the agent had no broker connection.",
+                    m.reservations_broker_unreachable_total);
   render_reconcile(m, out);
   prometheus_scalar(out, "vend_device_events_total", "counter", "Device events processed.",
                     m.events_processed_total);

@@ -72,7 +72,8 @@ std::vector<RefundDelivery> Payments::take_due(size_t max, int64_t now_ms) {
 }
 
 Payments::Attempt Payments::attempted(const std::string& payment_id, RefundOutcome outcome,
-                                      const std::string& detail, int64_t now_ms, Random& random) {
+                                      const std::string& detail, int64_t now_ms, Random& random,
+                                      int64_t retry_after_ms) {
   Attempt a;
   auto it = outbox_.find(payment_id);
   if (it == outbox_.end() || !it->second.in_flight) return a;  // not ours (any more)
@@ -94,6 +95,7 @@ Payments::Attempt Payments::attempted(const std::string& payment_id, RefundOutco
     int64_t delay = backoff_ms(r.attempts);
     // Up to a quarter more, so refunds that failed together do not retry together.
     delay += static_cast<int64_t>(random.next_u64() % static_cast<uint64_t>(delay / 4 + 1));
+    delay = std::max(delay, retry_after_ms);  // the gateway asked for at least that
     rec.next_attempt_ms = a.retry_at_ms = now_ms + delay;
     a.refund = r;
     return a;

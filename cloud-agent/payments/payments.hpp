@@ -86,9 +86,10 @@ class Payments {
   };
   // A delivery of take_due() ended with `outcome` (`detail`: the gateway's
   // words, kept as last_error up to 256 bytes). `random` draws the jitter of
-  // a retry.
+  // a retry; `retry_after_ms` (the gateway's Retry-After, 0: none) holds
+  // it back at least that long.
   Attempt attempted(const std::string& payment_id, RefundOutcome outcome, const std::string& detail,
-                    int64_t now_ms, Random& random);
+                    int64_t now_ms, Random& random, int64_t retry_after_ms = 0);
   // A delivery ended but nothing can be written now: the refund stays
   // PENDING, not in flight, due as it was.
   void release(const std::string& payment_id);

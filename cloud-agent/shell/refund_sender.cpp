@@ -13,9 +13,6 @@ namespace vend::agent {
 namespace {
 
 constexpr const char* kLog = "refunds";
-constexpr size_t kMaxErrorBody = 120;
-
-bool retryable(int status) { return status >= 500 || status == 408 || status == 429; }
 
 }  // namespace
 
@@ -72,6 +69,9 @@ void RefundSender::start() {
 }
 
 size_t RefundSender::run_once() {
+  // An outcome the core could not take goes first; while any is held the
+  // core takes nothing (busy, or not writing): nothing new is sent either.
+  if (!offer_held()) return 0;
   auto due = core_.take_due_refunds(options_.batch_max);
   size_t tried = 0;
   for (const auto& refund : due) {
@@ -79,13 +79,37 @@ size_t RefundSender::run_once() {
       std::lock_guard lock(mu_);
       if (stopping_) break;  // the rest stays PENDING: sent after the restart
     }
-    deliver(refund);
+    offer(Held{refund.refund_id, refund.payment_id, deliver(refund)});
     ++tried;
   }
   return tried;
 }
 
-void RefundSender::deliver(const RefundDelivery& refund) {
+void RefundSender::offer(Held outcome) {
+  const RefundAnswer& a = outcome.answer;
+  if (a.outcome == RefundOutcome::kRejected) {
+    log_.error(kLog, outcome.refund_id + " refused by the gateway: " + a.detail);
+  }
+  if (core_.refund_attempted(outcome.payment_id, a.outcome, a.detail, a.retry_after_ms)) return;
+  log_.warn(kLog, outcome.refund_id +
+                      ": the core cannot record the gateway's answer now (busy, or not "
+                      "writing); it is offered again");
+  held_.push_back(std::move(outcome));
+}
+
+bool RefundSender::offer_held() {
+  std::vector<Held> still;
+  for (auto& h : held_) {
+    const RefundAnswer& a = h.answer;
+    if (!core_.refund_attempted(h.payment_id, a.outcome, a.detail, a.retry_after_ms)) {
+      still.push_back(std::move(h));
+    }
+  }
+  held_ = std::move(still);
+  return held_.empty();
+}
+
+RefundAnswer RefundSender::deliver(const RefundDelivery& refund) {
   std::string body = nlohmann::json{
       {"refund_id", refund.refund_id},
       {"payment_id", refund.payment_id},
@@ -103,21 +127,9 @@ void RefundSender::deliver(const RefundDelivery& refund) {
   client.set_read_timeout(timeout);
   client.set_write_timeout(timeout);
   auto res = client.Post(path_, headers, body, "application/json");
-  if (!res) {
-    core_.refund_attempted(refund.payment_id, RefundOutcome::kRetry,
-                           "no answer: " + httplib::to_string(res.error()));
-    return;
-  }
-  if (res->status >= 200 && res->status < 300) {
-    core_.refund_attempted(refund.payment_id, RefundOutcome::kDelivered, "");
-    return;
-  }
-  std::string what =
-      "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, kMaxErrorBody);
-  if (!retryable(res->status)) log_.error(kLog, refund.refund_id + " refused: " + what);
-  core_.refund_attempted(refund.payment_id,
-                         retryable(res->status) ? RefundOutcome::kRetry : RefundOutcome::kRejected,
-                         what);
+  if (!res) return refund_no_answer(httplib::to_string(res.error()));
+  return refund_answer_of(res->status, res->body, res->get_header_value("Retry-After"),
+                          clock_.wall_ms());
 }
 
 }  // namespace vend::agent

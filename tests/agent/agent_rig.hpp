@@ -7,8 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -55,6 +57,56 @@ inline fw::CoreOptions test_device_options() {
   o.retransmit_ms = 1000;
   return o;
 }
+
+// The core's runner as the core thread is: it refuses every step while
+// `refusing` (its inbox full), and otherwise runs them on `inner`. Set from
+// any thread (a test's fake gateway sets it while a request is in flight).
+class RefusableRunner final : public CoreRunner {
+ public:
+  explicit RefusableRunner(CoreRunner& inner) : inner_(inner) {}
+  bool run(const std::function<void()>& step) override { return !refusing && inner_.run(step); }
+  bool post(std::function<void()> step) override {
+    return !refusing && inner_.post(std::move(step));
+  }
+  std::atomic<bool> refusing{false};
+
+ private:
+  CoreRunner& inner_;
+};
+
+// The agent's bus client as Paho can be: connected, yet refusing a publish
+// (its queue full) for each message `refuse` says so of.
+class RefusableTransport final : public Transport {
+ public:
+  explicit RefusableTransport(Transport& inner) : inner_(inner) {}
+  void on_message(MessageHandler handler) override { inner_.on_message(std::move(handler)); }
+  void on_connection(ConnectionHandler handler) override {
+    inner_.on_connection(std::move(handler));
+  }
+  Status connect() override { return inner_.connect(); }
+  void disconnect() override { inner_.disconnect(); }
+  bool connected() const override { return inner_.connected(); }
+  Status publish(const Message& message) override {
+    if (refuse && refuse(message)) {
+      ++refused;
+      return make_error("queue_full", "refused by the test");
+    }
+    return inner_.publish(message);
+  }
+  Status subscribe(const std::string& filter, int qos) override {
+    return inner_.subscribe(filter, qos);
+  }
+  Status subscribe_many(const std::vector<std::string>& filters, int qos) override {
+    return inner_.subscribe_many(filters, qos);
+  }
+  Status unsubscribe(const std::string& filter) override { return inner_.unsubscribe(filter); }
+
+  std::function<bool(const Message&)> refuse;  // empty: refuse nothing
+  int refused = 0;
+
+ private:
+  Transport& inner_;
+};
 
 // A vending machine: ledger + simulated mechanics + the real DeviceCore on
 // its own bus client (persistent session, `offline` last will).
@@ -182,8 +234,10 @@ class AgentRig {
   }
   ~AgentRig() {
     core.reset();
+    transport.reset();
     client.reset();
     repo.reset();
+    gate.reset();
     runner.reset();
   }
 
@@ -192,8 +246,10 @@ class AgentRig {
     REQUIRE(r.ok());
     repo = std::move(r).value();
     runner = std::make_unique<CallerRunner>();
+    gate = std::make_unique<RefusableRunner>(*runner);
     client = bus.make_client(kAgentClient, std::nullopt, false);
-    core = std::make_unique<AgentCore>(*repo, *client, clock, random, log, options_, runner.get());
+    transport = std::make_unique<RefusableTransport>(*client);
+    core = std::make_unique<AgentCore>(*repo, *transport, clock, random, log, options_, gate.get());
     client->on_message([this](const Message& m) { core->on_message(m); });
     client->on_connection([this](bool up) { core->on_connection(up); });
     // No subscribe here: the core subscribes on every connect.
@@ -207,8 +263,10 @@ class AgentRig {
   void crash_agent() {
     bus.kill_client(kAgentClient);
     core.reset();
+    transport.reset();
     client.reset();
     repo.reset();
+    gate.reset();
     runner.reset();
   }
 
@@ -336,9 +394,11 @@ class AgentRig {
   SeededRandom random{42};
   MemoryLogger log;
   RepositoryOptions repo_options;
-  std::unique_ptr<CallerRunner> runner;  // the core's: its steps run on the test's thread
+  std::unique_ptr<CallerRunner> runner;   // the core's: its steps run on the test's thread
+  std::unique_ptr<RefusableRunner> gate;  // what the core is given: `runner`, unless refusing
   std::unique_ptr<Repository> repo;
   std::unique_ptr<InMemoryClient> client;
+  std::unique_ptr<RefusableTransport> transport;  // what the core is given: `client`'s
   std::unique_ptr<AgentCore> core;
   std::vector<std::unique_ptr<DeviceSim>> devices;
 

@@ -4,7 +4,9 @@
 // until a result arrives or it expires, so a paid order dispenses instead of
 // being refunded; deadlines run on the monotonic clock, so a wall-clock step
 // decides no order; presence converges after a restart whatever the order of
-// connect and retained status.
+// connect and retained status; a restock command the transport refused is
+// sent again within seconds; no reservation is made without a broker
+// connection.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -272,4 +274,75 @@ TEST_CASE("command_version 1: commands as before v2, for firmware that accepts o
     CHECK(proto::command_version(c) == 1);
     CHECK(proto::command_expires_at_ms(c) == 0);
   }
+}
+
+// Issue 36: a restock command the transport refused while connected (Paho's
+// queue full) waited for the next reconcile, 10 minutes by default, and
+// forever with --reconcile-interval-s 0.
+TEST_CASE("a restock whose publish fails while connected is sent again within seconds") {
+  AgentOptions agent_options = rig_test::test_agent_options();
+  agent_options.reconcile_interval_ms = 0;  // no periodic resend to fall back on
+  AgentRig rig(agent_options);
+  fw::CoreOptions options = rig_test::test_device_options();
+  options.auto_confirm_restock = true;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots, options);
+  rig.run_for(5000);  // past the presence probe after connect (which re-sends restocks too)
+  int to_refuse = 2;
+  int restocks_published = 0;
+  rig.transport->refuse = [&](const Message& m) {
+    if (m.payload.find("\"type\":\"restock\"") == std::string::npos) return false;
+    if (to_refuse > 0) return to_refuse-- > 0;
+    ++restocks_published;
+    return false;
+  };
+  auto id = rig.core->request_restock("vm-1", 1, 4);
+  REQUIRE(id.ok());  // recorded and queued; the transport then refused it
+  CHECK(rig.transport->refused == 1);
+  CHECK(rig.log.contains("restock command to vm-1 not published; sent again in 1000 ms"));
+  rig.run_for(900);
+  CHECK(rig.slot("vm-1", 1).pool == 0);
+  // 1 s later refused again, 2 s after that sent.
+  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == 4; }, 5000));
+  CHECK(rig.transport->refused == 2);
+  CHECK(rig.log.contains("sent again in 2000 ms"));
+  CHECK(restocks_published == 1);
+  CHECK(dev.machine.items(1) == 4);
+  rig.run_for(60'000);  // minted: nothing is sent again
+  CHECK(restocks_published == 1);
+  rig.check_stock_invariant();
+}
+
+// Issue 36: reservations made while the agent had no broker connection
+// could not be dispatched; their payments all ended refunded.
+TEST_CASE("no broker connection: no new reservation; a payment for one made before is kept") {
+  AgentRig rig;
+  stocked_device(rig, 3);
+  auto before = rig.create_order("vm-1", 1, "app", "key-before");
+  REQUIRE(before.ok());
+  rig.bus.disconnect(rig_test::kAgentClient, false);
+  rig.step();
+  auto refused = rig.create_order("vm-1", 1, "app", "key-new");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "broker_unreachable");
+  CHECK(refused.error().message.find("no connection to the machines' broker") != std::string::npos);
+  // A repeat of a reservation made before is answered as before.
+  auto again = rig.create_order("vm-1", 1, "app", "key-before");
+  REQUIRE(again.ok());
+  CHECK(again->id == before->id);
+  // Its payment is recorded and dispatched once the connection is back.
+  auto paid = rig.pay(before->id, "pay-before", before->price_cents);
+  REQUIRE(paid.ok());
+  CHECK(paid->payment_outcome == "applied");
+  AgentMetrics m = rig.core->take_metrics();
+  CHECK(m.reservations_broker_unreachable_total == 1);
+  CHECK(m.reservations_rejected_total == 1);
+  CHECK(rig.slot("vm-1", 1).pool == 2);  // nothing taken by the refusal
+
+  REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
+  rig.step();
+  REQUIRE(rig.run_until([&] { return rig.state_of(before->id) == OrderState::kCompleted; }));
+  auto after = rig.create_order("vm-1", 1, "app", "key-new");
+  REQUIRE(after.ok());
+  CHECK(after->state == OrderState::kReserved);
+  rig.check_stock_invariant();
 }

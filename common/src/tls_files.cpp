@@ -46,8 +46,7 @@ Status check_pem_certificates(const std::string& path, const std::string& what,
   // The loop ends at the end of the file (PEM_R_NO_START_LINE) or at a
   // block that is not a certificate.
   unsigned long last = ERR_peek_last_error();
-  bool clean_end =
-      ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE;
+  bool clean_end = ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE;
   ERR_clear_error();
   if (count == 0) {
     return make_error(code, what + " " + path + ": holds no PEM certificate (expected " +
@@ -67,8 +66,8 @@ Status check_pem_private_key(const std::string& path, const std::string& what,
   EVP_PKEY* key = PEM_read_bio_PrivateKey(bio->get(), nullptr, no_passphrase, nullptr);
   ERR_clear_error();
   if (key == nullptr) {
-    return make_error(code, what + " " + path +
-                                ": holds no PEM private key that opens without a passphrase");
+    return make_error(
+        code, what + " " + path + ": holds no PEM private key that opens without a passphrase");
   }
   EVP_PKEY_free(key);
   return {};

@@ -51,12 +51,9 @@ void make_certificate(const test::TempDir& dir) {
 std::vector<std::string> base_args(const test::TempDir& dir) {
   test::write_private_file(dir.file("operator.token"), std::string(32, 'o') + "\n");
   test::write_private_file(dir.file("gateway.secret"), std::string(32, 'g') + "\n");
-  return {"--check-config",
-          "--db",
-          dir.file("agent.db"),
-          "--operator-token-file",
-          dir.file("operator.token"),
-          "--gateway-secret-file",
+  return {"--check-config",           "--db",
+          dir.file("agent.db"),       "--operator-token-file",
+          dir.file("operator.token"), "--gateway-secret-file",
           dir.file("gateway.secret")};
 }
 

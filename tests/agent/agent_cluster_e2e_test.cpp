@@ -228,8 +228,8 @@ TEST_CASE("three agents share a fleet: ownership, redirects, kill -9, SIGSTOP, r
   // followed it is answered there.
   {
     httplib::Client raw("127.0.0.1", c.agents[other]->port());
-    httplib::Headers auth{
-        {"Authorization", "Bearer " + test_rig::trim(test::read_file(c.dir.file("operator.token")))}};
+    httplib::Headers auth{{"Authorization", "Bearer " + test_rig::trim(test::read_file(
+                                                            c.dir.file("operator.token")))}};
     const std::string d = "/v1/devices/vm-c-1";
     const std::vector<std::pair<std::string, std::string>> calls = {
         {"GET", d},

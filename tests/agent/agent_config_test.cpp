@@ -245,11 +245,11 @@ TEST_CASE("secret files readable by group or others are refused, naming the file
   o.mqtt_url = "ssl://broker:8883";
   // A self-signed certificate serves as CA and client certificate (the
   // files are parsed: shell_secrets.cpp); public files may have any mode.
-  test::Child req({test::require_program("openssl", "openssl"), "req", "-x509", "-newkey", "ec",
-                   "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-                   dir.file("agent.key"), "-out", dir.file("ca.crt"), "-days", "1", "-subj",
-                   "/CN=vend-test"},
-                  dir.file("openssl.log"));
+  test::Child req(
+      {test::require_program("openssl", "openssl"), "req", "-x509", "-newkey", "ec", "-pkeyopt",
+       "ec_paramgen_curve:P-256", "-nodes", "-keyout", dir.file("agent.key"), "-out",
+       dir.file("ca.crt"), "-days", "1", "-subj", "/CN=vend-test"},
+      dir.file("openssl.log"));
   REQUIRE(req.wait(20s) == 0);
   o.mqtt_ca_file = write_mode(dir.file("ca.crt"), test::read_file(dir.file("ca.crt")), 0644);
   o.mqtt_cert_file = write_mode(dir.file("agent.crt"), test::read_file(o.mqtt_ca_file), 0644);

@@ -325,8 +325,8 @@ TEST_CASE("the agent's SQLite database and its -wal and -shm are created mode 06
     for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
       struct stat st {};
       REQUIRE_MESSAGE(::stat(file.c_str(), &st) == 0, file);
-      CHECK_MESSAGE((st.st_mode & 0777) == 0600, file << " has mode " << std::oct
-                                                      << (st.st_mode & 0777));
+      CHECK_MESSAGE((st.st_mode & 0777) == 0600,
+                    file << " has mode " << std::oct << (st.st_mode & 0777));
     }
   }
   // An operator's chmod stays.

@@ -85,8 +85,8 @@ TEST_CASE("vendctl follows a redirect to a member of the cluster, and only there
   owner.start();
   stranger.start();
 
-  Run followed = vendctl(dir, {"restock", "vm-own", "1", "3", "--api", front.url(),
-                               "--token-file", dir.file("token")});
+  Run followed = vendctl(dir, {"restock", "vm-own", "1", "3", "--api", front.url(), "--token-file",
+                               dir.file("token")});
   CHECK_MESSAGE(followed.code == 0, followed.output);
   CHECK(has(followed, "restock rst-7 sent to vm-own: slot 1, 3 item(s)."));
   {
@@ -96,8 +96,8 @@ TEST_CASE("vendctl follows a redirect to a member of the cluster, and only there
                               R"( {"count":3,"slot":1})");
   }
 
-  Run refused = vendctl(dir, {"restock", "vm-far", "1", "3", "--api", front.url(),
-                              "--token-file", dir.file("token")});
+  Run refused = vendctl(dir, {"restock", "vm-far", "1", "3", "--api", front.url(), "--token-file",
+                              dir.file("token")});
   CHECK(refused.code == 1);
   CHECK_MESSAGE(has(refused, "vendctl: redirect_refused: the agent redirected to " +
                                  stranger.url() + ", which is not a member of its cluster"),

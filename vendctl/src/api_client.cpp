@@ -129,9 +129,7 @@ Result<ApiAnswer> ApiClient::send(Request request) {
   }
 }
 
-Result<ApiAnswer> ApiClient::get(const std::string& path) {
-  return send(Request{false, path, ""});
-}
+Result<ApiAnswer> ApiClient::get(const std::string& path) { return send(Request{false, path, ""}); }
 
 Result<ApiAnswer> ApiClient::post(const std::string& path, const std::string& json_body) {
   return send(Request{true, path, json_body});

@@ -64,7 +64,7 @@ class ApiClient {
   std::string base_url_;
   std::string token_;
   std::map<std::string, std::unique_ptr<httplib::Client>> clients_;  // by origin
-  std::optional<std::set<std::string>> members_;  // origins, once asked
+  std::optional<std::set<std::string>> members_;                     // origins, once asked
 };
 
 // Splits an absolute http(s) URL into its origin (scheme://host[:port]) and

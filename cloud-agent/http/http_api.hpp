@@ -117,10 +117,12 @@ struct HttpApiOptions {
   OpsHub* ops_hub = nullptr;
   OpsSeries* ops_series = nullptr;
   // Several agents (docs/deployment.md, "Several agents"); empty for one.
-  // A request about a machine another instance serves (the core answers
-  // not_owner) is answered 307 to the same path and query at that
-  // instance's base URL; while nobody serves it (its shard is moving), or
-  // this instance is taking it over, 503 with Retry-After: 1.
+  // A request about a machine another instance serves is answered 307 to
+  // the same path and query at that instance's base URL: POST /v1/orders
+  // and every per-machine route (Route::per_machine) before their handler
+  // runs, any other when the core answers not_owner; while nobody serves
+  // it (its shard is moving), or this instance is taking it over, 503 with
+  // Retry-After: 1.
   std::function<std::optional<std::string>(const std::string& device)> owner_url;
   std::string self_url;
   std::function<std::string()> cluster_metrics;  // appended to /metrics

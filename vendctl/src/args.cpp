@@ -314,7 +314,8 @@ HTTP options (devices, orders, restock, provision, reconcile, rotate-key, decomm
 
 exit codes:
   0  done
-  1  the agent answered an error (shown as "vendctl: <code>: <message>") or nonsense
+  1  the agent answered an error (shown as "vendctl: <code>: <message>") or nonsense,
+     or redirected outside its cluster (redirect_refused)
   2  bad usage, or an unreadable token/password file
   3  the agent or the broker could not be reached
   4  reconcile: no report before --wait ended

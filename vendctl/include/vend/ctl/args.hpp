@@ -23,7 +23,8 @@ namespace vend::ctl {
 
 // Exit codes of vendctl (listed in usage()).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitApiError = 1;     // the agent answered an error, or nonsense
+inline constexpr int kExitApiError = 1;     // the agent answered an error, nonsense, or a
+                                            // redirect outside its cluster
 inline constexpr int kExitUsage = 2;        // bad command line or unreadable secret file
 inline constexpr int kExitUnreachable = 3;  // agent or broker not reachable
 inline constexpr int kExitNoReport = 4;     // reconcile: no report before --wait ended

@@ -7,6 +7,10 @@
 #include "live/live.hpp"
 #include "world/world.hpp"
 
+#ifndef VEND_VERSION
+#define VEND_VERSION "0.0.0"
+#endif
+
 namespace vend::sim {
 namespace {
 
@@ -84,8 +88,10 @@ int main(int argc, char** argv) {
     std::cerr << "vend-sim: " << command.error().message << "\n";
     return 2;
   }
+  for (const std::string& w : command->warnings) std::cerr << "vend-sim: warning: " << w << "\n";
   switch (command->mode) {
     case Command::Mode::kHelp: std::cout << vend::sim::usage(); return 0;
+    case Command::Mode::kVersion: std::cout << "vend-sim " << VEND_VERSION << "\n"; return 0;
     case Command::Mode::kDeterministic: return vend::sim::run_deterministic(*command);
     case Command::Mode::kCheck: return vend::sim::run_check(*command);
     case Command::Mode::kLive: return vend::sim::run_live(*command);

@@ -68,16 +68,18 @@ void HttpApi::add_routes() {
   route("GET", order + "/history", &HttpApi::order_history, Access::kOperator);
   route("POST", "/v1/devices", &HttpApi::provision_device, Access::kOperator);
   route("GET", "/v1/devices", &HttpApi::list_devices, Access::kOperator);
-  route("GET", device, &HttpApi::get_device, Access::kOperator);
-  route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator);
-  route("GET", device + "/faults", &HttpApi::list_faults, Access::kOperator);
-  route("PUT", device + "/slots/{n}", &HttpApi::update_slot, Access::kOperator);
-  route("POST", device + "/restock", &HttpApi::restock, Access::kOperator);
-  route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator);
-  route("POST", device + "/rotate-key", &HttpApi::rotate_key, Access::kOperator);
-  route("POST", device + "/decommission", &HttpApi::decommission, Access::kOperator);
-  route("GET", "/v1/reconcile/{id}", &HttpApi::reconcile_report, Access::kOperator);
-  route("GET", "/v1/machines/{id}/catalog", &HttpApi::catalog, Access::kPublic);
+  // Per-machine routes: another instance's machine is redirected to it.
+  const bool machine = true;
+  route("GET", device, &HttpApi::get_device, Access::kOperator, machine);
+  route("GET", device + "/slots", &HttpApi::list_slots, Access::kOperator, machine);
+  route("GET", device + "/faults", &HttpApi::list_faults, Access::kOperator, machine);
+  route("PUT", device + "/slots/{n}", &HttpApi::update_slot, Access::kOperator, machine);
+  route("POST", device + "/restock", &HttpApi::restock, Access::kOperator, machine);
+  route("POST", device + "/reconcile", &HttpApi::reconcile, Access::kOperator, machine);
+  route("POST", device + "/rotate-key", &HttpApi::rotate_key, Access::kOperator, machine);
+  route("POST", device + "/decommission", &HttpApi::decommission, Access::kOperator, machine);
+  route("GET", "/v1/reconcile/{id}", &HttpApi::reconcile_report, Access::kOperator, machine);
+  route("GET", "/v1/machines/{id}/catalog", &HttpApi::catalog, Access::kPublic, machine);
   route("GET", "/v1/fleet", &HttpApi::fleet, Access::kOperator);
   route("GET", "/v1/fleet/summary", &HttpApi::fleet_counts, Access::kOperator);
   route("GET", "/v1/alerts", &HttpApi::list_alerts, Access::kOperator);
@@ -91,8 +93,9 @@ void HttpApi::add_routes() {
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, Handler handler,
-                    Access access) {
-  routes_.push_back(Route{method, http::PathPattern(pattern), handler, nullptr, access});
+                    Access access, bool per_machine) {
+  routes_.push_back(
+      Route{method, http::PathPattern(pattern), handler, nullptr, access, false, per_machine});
 }
 
 void HttpApi::route(const std::string& method, const std::string& pattern, AsyncHandler handler,
@@ -172,6 +175,9 @@ void HttpApi::run(const Route* route, const httplib::Request& req, const Finish&
           make_error("payload_too_large", "the request body is over " +
                                               std::to_string(options_.max_body_bytes) + " bytes")));
     }
+    if (route->per_machine) {
+      if (auto moved = not_served_here(req)) return finish(std::move(*moved));
+    }
     if (route->async != nullptr) {
       // `req` lives until `finish` ran (the caller's pending request owns it).
       return (this->*route->async)(
@@ -219,7 +225,7 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
   return reply;
 }
 
-HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& key) {
+HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& key) const {
   std::optional<std::string> owner;
   if (options_.owner_url) owner = options_.owner_url(key);
   // The key is a machine, or the id of an order no instance has (its
@@ -235,6 +241,15 @@ HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::str
   HttpReply reply{307, http::error_body("moved", what + " is served by " + *owner)};
   reply.headers.emplace_back("Location", location);
   return reply;
+}
+
+std::optional<HttpReply> HttpApi::not_served_here(const httplib::Request& req) const {
+  if (!options_.owner_url) return std::nullopt;
+  std::string device(http::path_segment(req.path, 2));
+  if (!http::is_valid_id(device)) return std::nullopt;
+  auto owner = options_.owner_url(device);
+  if (owner && *owner == options_.self_url) return std::nullopt;
+  return redirect_to_owner(req, device);
 }
 
 Result<HttpReply> HttpApi::cluster(const httplib::Request&) {

@@ -117,10 +117,12 @@ struct HttpApiOptions {
   OpsHub* ops_hub = nullptr;
   OpsSeries* ops_series = nullptr;
   // Several agents (docs/deployment.md, "Several agents"); empty for one.
-  // A request about a machine another instance serves (the core answers
-  // not_owner) is answered 307 to the same path and query at that
-  // instance's base URL; while nobody serves it (its shard is moving), or
-  // this instance is taking it over, 503 with Retry-After: 1.
+  // A request about a machine another instance serves is answered 307 to
+  // the same path and query at that instance's base URL: POST /v1/orders
+  // and every per-machine route (Route::per_machine) before their handler
+  // runs, any other when the core answers not_owner; while nobody serves
+  // it (its shard is moving), or this instance is taking it over, 503 with
+  // Retry-After: 1.
   std::function<std::optional<std::string>(const std::string& device)> owner_url;
   std::string self_url;
   std::function<std::string()> cluster_metrics;  // appended to /metrics
@@ -165,9 +167,15 @@ class HttpApi {
     // handler whose own work never blocks (no network, no waiting for the
     // core), so a worker hand-off would cost more than the work.
     bool on_event_thread = false;
+    // The route names a machine at path segment 2 (/v1/devices/{id}/...,
+    // /v1/reconcile/{id}, /v1/machines/{id}/...): with several agents a
+    // request for another instance's machine is answered 307 to its owner
+    // before the handler runs (not_served_here).
+    bool per_machine = false;
   };
   void add_routes();
-  void route(const std::string& method, const std::string& pattern, Handler handler, Access access);
+  void route(const std::string& method, const std::string& pattern, Handler handler, Access access,
+             bool per_machine = false);
   void route(const std::string& method, const std::string& pattern, AsyncHandler handler,
              Access access, bool on_event_thread = false);
   struct Pending {
@@ -238,7 +246,12 @@ class HttpApi {
   Result<HttpReply> cluster(const httplib::Request& req);
   // The answer to a core's not_owner about `key` (a machine, or an order id
   // no instance has): 307 to its owner, or 503.
-  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& key);
+  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& key) const;
+  // Several agents: the answer to a per-machine request whose machine this
+  // instance does not serve (307 to its owner, or 503 while its shard
+  // moves); nullopt when it serves it, runs alone, or the id in the path is
+  // malformed (the handler answers that).
+  std::optional<HttpReply> not_served_here(const httplib::Request& req) const;
   Result<HttpReply> healthz(const httplib::Request& req);
 
   bool mqtt_connected() const;

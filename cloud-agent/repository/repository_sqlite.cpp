@@ -23,6 +23,7 @@ Result<std::unique_ptr<RepositoryBackend>> Repository::open_sqlite_backend(
   sql::OpenOptions open_options;
   open_options.synchronous = options.synchronous;
   open_options.busy_timeout_ms = options.busy_timeout_ms;
+  open_options.private_file = true;  // every device's key
   auto write_db = sql::Database::open(path, open_options);
   if (!write_db.ok()) return write_db.error();
   if (auto s = write_db->migrate(detail::migrations()); !s.ok()) return s.error();

@@ -471,7 +471,10 @@ int run_agent(ShellOptions options, std::ostream& out, std::ostream& err) {
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto options = parse_options(args);
   if (!options.ok()) {
-    err << "vend-agent: " << options.error().message << "\n\n" << usage();
+    // One line naming the problem; the usage only on --help.
+    const std::string& m = options.error().message;
+    err << "vend-agent: " << m
+        << (m.find("--help") == std::string::npos ? " (see vend-agent --help)\n" : "\n");
     return 2;
   }
   if (options->help) {

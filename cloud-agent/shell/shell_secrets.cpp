@@ -11,6 +11,7 @@
 #include "shell/shell_options.hpp"
 #include "vend/crypto.hpp"
 #include "vend/file_modes.hpp"
+#include "vend/tls_files.hpp"
 
 namespace vend::agent {
 
@@ -118,10 +119,10 @@ Result<std::string> read_mqtt_password(const std::string& path) {
   return password;
 }
 
-// A TLS file Paho cannot read would fail every connect attempt in the
-// background; say so at start instead.
-// The private key is a secret like the others.
-Status check_tls_files_readable(const ShellOptions& o) {
+// A TLS file Paho cannot read or parse would fail every connect attempt in
+// the background; say so at start (and in --check-config) instead: each is
+// read and parsed. The private key is a secret like the others.
+Status check_tls_files(const ShellOptions& o) {
   const std::pair<const char*, const std::string*> files[] = {
       {"--mqtt-ca-file", &o.mqtt_ca_file},
       {"--mqtt-cert-file", &o.mqtt_cert_file},
@@ -131,8 +132,20 @@ Status check_tls_files_readable(const ShellOptions& o) {
       return make_error("bad_file", std::string(name) + " " + *path + ": " + std::strerror(errno));
     }
   }
+  if (!o.mqtt_ca_file.empty()) {
+    if (Status s = check_pem_certificates(o.mqtt_ca_file, "--mqtt-ca-file", "bad_file"); !s.ok()) {
+      return s;
+    }
+  }
+  if (!o.mqtt_cert_file.empty()) {
+    Status s = check_pem_certificates(o.mqtt_cert_file, "--mqtt-cert-file", "bad_file");
+    if (!s.ok()) return s;
+  }
   if (!o.mqtt_key_file.empty()) {
-    return check_secret_file(o.mqtt_key_file, "--mqtt-key-file", "bad_secret");
+    if (Status s = check_secret_file(o.mqtt_key_file, "--mqtt-key-file", "bad_secret"); !s.ok()) {
+      return s;
+    }
+    return check_pem_private_key(o.mqtt_key_file, "--mqtt-key-file", "bad_file");
   }
   return {};
 }
@@ -166,7 +179,7 @@ Result<Secrets> load_secrets(const ShellOptions& o, const GetEnv& getenv, std::o
     if (!password.ok()) return password.error();
     secrets.mqtt_password = *password;
   }
-  if (Status s = check_tls_files_readable(o); !s.ok()) return s.error();
+  if (Status s = check_tls_files(o); !s.ok()) return s.error();
   return secrets;
 }
 

@@ -1,5 +1,10 @@
 #include "vend/sqlite.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -118,6 +123,21 @@ const char* sync_pragma(Sync s) {
 }
 }  // namespace
 
+namespace {
+// Creates `path` empty with mode 0600 when it does not exist (SQLite takes
+// an empty file as an empty database). Errors: "io_error" naming the path.
+Status create_private(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return {};
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return {};
+    return make_error("io_error", "cannot create database '" + path + "': " + std::strerror(errno));
+  }
+  ::close(fd);
+  return {};
+}
+}  // namespace
+
 Result<Database> Database::open(const std::string& path, const OpenOptions& options) {
   // Before SQLite initialises (the first open): no allocation statistics.
   // With them on (the library's default), every sqlite3_malloc and
@@ -129,6 +149,9 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   sqlite3* handle = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (options.create) flags |= SQLITE_OPEN_CREATE;
+  if (options.create && options.private_file) {
+    if (Status s = create_private(path); !s.ok()) return s.error();
+  }
   bool buffered = options.buffer_wal_writes && options.wal && options.synchronous == Sync::kFull;
   const char* vfs = buffered ? detail::wal_buffer_vfs_name() : nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &handle, flags, vfs);

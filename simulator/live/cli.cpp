@@ -95,7 +95,7 @@ std::map<std::string, Apply> valued(Command& c) {
       {"--reservation-ttl-s", num("--reservation-ttl-s", l.reservation_ttl_s)},
       {"--dispatch-ttl-s", num("--dispatch-ttl-s", l.dispatch_ttl_s)},
       {"--settle-timeout", num("--settle-timeout", l.settle_timeout_s)},
-      {"--broker", str(l.broker_url)},
+      {"--mqtt", str(l.broker_url)},
       {"--agent", str(l.agent_url)},
       {"--operator-token", str(l.operator_token)},
       {"--gateway-secret", str(l.gateway_secret)},
@@ -124,7 +124,7 @@ Status check_live(const Command& c) {
   if (l.broker_url.empty() || l.agent_url.empty() || l.operator_token.empty() ||
       l.gateway_secret.empty()) {
     return bad(
-        "live mode needs --launch, or --broker, --agent, --operator-token and "
+        "live mode needs --launch, or --mqtt, --agent, --operator-token and "
         "--gateway-secret");
   }
   return {};
@@ -144,6 +144,10 @@ Result<Command> parse_command(const std::vector<std::string>& args) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
       has_value = true;
+    }
+    if (name == "--broker") {  // the spelling of before
+      c.warnings.push_back("--broker is deprecated; use --mqtt");
+      name = "--mqtt";
     }
     if (auto it = table.find(name); it != table.end()) {
       if (!has_value) {
@@ -171,9 +175,12 @@ Result<Command> parse_command(const std::vector<std::string>& args) {
       c.world.verbose = true;
     else if (name == "--help" || name == "-h")
       c.mode = Command::Mode::kHelp;
+    else if (name == "--version")
+      c.mode = Command::Mode::kVersion;
     else
       return bad("unknown option '" + name + "' (see --help)");
   }
+  if (c.mode == Command::Mode::kHelp || c.mode == Command::Mode::kVersion) return c;
   share_sizes(c, given);
   c.world.work_dir = c.work_dir;
   c.world.seed = c.first_seed;
@@ -194,11 +201,12 @@ std::string usage() {
 
 Live fleet (docs/simulator.md):
   --launch                   start mosquitto and vend-agent in the work dir, stop them after
-  --broker URL --agent URL[,URL...] --operator-token T --gateway-secret S [--agent-db PATH]
+  --mqtt URL --agent URL[,URL...] --operator-token T --gateway-secret S [--agent-db PATH]
                              attach to running ones instead; several agents of one
                              cluster: requests spread over them, follow 307s, and are
                              retried on another after a 503 or no answer (--agent-db
-                             is SQLite's: a postgresql:// one is not checked)
+                             is SQLite's: a postgresql:// one is not checked;
+                             --broker URL, the spelling of before, works with a warning)
   --machines N (20)  --slots N (8)  --capacity N (10)
   --customers N (8)  --rate ORDERS_PER_S (10)  --duration S (60)
   --abandon P (0.1)  --pay-twice P (0.05)
@@ -216,6 +224,8 @@ Deterministic:
   --trace FILE               every trace line (one seed)
   --work-dir DIR             keep the ledgers and agent.db there (one seed)
   --json  --verbose
+
+vend-sim --help | --version
 
 Exit: 0 all invariants held; 1 an invariant broke (evidence printed); 2 bad usage or set-up.
 )";

@@ -13,7 +13,7 @@ namespace vend::sim {
 // The live fleet's options (live.hpp).
 struct LiveOptions {
   bool launch = false;         // start mosquitto and vend-agent in the work dir
-  std::string broker_url;      // attach: tcp://host:port
+  std::string broker_url;      // attach: tcp://host:port (--mqtt)
   std::string agent_url;       // attach: http://host:port
   std::string operator_token;  // attach: the agent's operator token
   std::string gateway_secret;  // attach: the agent's gateway secret
@@ -41,7 +41,7 @@ struct LiveOptions {
 };
 
 struct Command {
-  enum class Mode { kLive, kDeterministic, kCheck, kHelp };
+  enum class Mode { kLive, kDeterministic, kCheck, kHelp, kVersion };
   Mode mode = Mode::kLive;
   bool json = false;
   std::string work_dir;
@@ -51,6 +51,9 @@ struct Command {
   uint64_t first_seed = 1;
   uint64_t seed_count = 1;
   LiveOptions live;
+  // One line each, for stderr: deprecated spellings that were used
+  // (--broker, now --mqtt as in vend-agent and vendctl).
+  std::vector<std::string> warnings;
 };
 
 // `args` excludes argv[0]. Errors: "bad_usage", naming the option.

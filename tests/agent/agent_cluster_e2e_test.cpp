@@ -2,7 +2,8 @@
 // binaries (tests/support PostgresServer, mosquitto, vend-agent × 3 with
 // --instance-id, vend-firmware × 4): the shards spread over the three,
 // every machine is served by exactly one, requests to another instance are
-// redirected (307) to the owner, a kill -9 of an owner moves its machines to
+// redirected (307) to the owner -- orders and every per-machine operator
+// route, which vendctl follows -- a kill -9 of an owner moves its machines to
 // the others, which serve them within the lease, a SIGSTOPped instance
 // loses its shards and, resumed, neither sells nor writes for them, and
 // restarts rejoin. Nothing is sold twice and every paid order completes.
@@ -251,6 +252,60 @@ void three_agents_share_a_fleet(bool production) {
     REQUIRE(r);
     CHECK(r->status == 307);
     CHECK(r->get_header_value("Location") == c.agents[*owner1]->url() + "/v1/orders");
+  }
+  // Every per-machine request to another instance is redirected to the
+  // owner's same path before its handler runs (reads as writes), and
+  // followed it is answered there.
+  {
+    httplib::Client raw("127.0.0.1", c.agents[other]->port());
+    httplib::Headers auth{{"Authorization", "Bearer " + test_rig::trim(test::read_file(
+                                                            c.dir.file("operator.token")))}};
+    const std::string d = "/v1/devices/vm-c-1";
+    const std::vector<std::pair<std::string, std::string>> calls = {
+        {"GET", d},
+        {"GET", d + "/slots"},
+        {"GET", d + "/faults"},
+        {"PUT", d + "/slots/1"},
+        {"POST", d + "/restock"},
+        {"POST", d + "/reconcile"},
+        {"POST", d + "/rotate-key"},
+        {"POST", d + "/decommission"},
+        {"GET", "/v1/reconcile/vm-c-1"},
+        {"GET", "/v1/machines/vm-c-1/catalog"}};
+    for (const auto& [method, path] : calls) {
+      auto r = method == "GET"   ? raw.Get(path, auth)
+               : method == "PUT" ? raw.Put(path, auth, "{}", "application/json")
+                                 : raw.Post(path, auth, "{}", "application/json");
+      REQUIRE(r);
+      CHECK_MESSAGE(r->status == 307, method << " " << path << ": " << r->status << " " << r->body);
+      CHECK_MESSAGE(r->get_header_value("Location") == c.agents[*owner1]->url() + path,
+                    method << " " << path);
+    }
+    Json device = c.agents[other]->as_operator("GET", d, "", 200);
+    CHECK(device["id"] == "vm-c-1");
+  }
+  // vendctl against a non-owner follows the redirect to the owner (a member
+  // of the cluster): restock and reconcile succeed there.
+  {
+    auto vendctl = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), test::binary_path("vendctl/vendctl"));
+      for (const std::string& a : {std::string("--api"), c.agents[other]->url(),
+                                   std::string("--token-file"), c.dir.file("operator.token")}) {
+        args.push_back(a);
+      }
+      test::Child ctl(args, c.dir.file("vendctl.out"));
+      int code = ctl.wait(40s);
+      return std::make_pair(code, test::read_file(c.dir.file("vendctl.out")));
+    };
+    auto [restock_code, restock_out] = vendctl({"restock", "vm-c-1", "1", "2"});
+    CHECK_MESSAGE(restock_code == 0, restock_out);
+    CHECK_MESSAGE(restock_out.find("rst-") != std::string::npos, restock_out);
+    restocked["vm-c-1"] += 2;
+    REQUIRE_MESSAGE(eventually([&] { return c.slot(other, "vm-c-1")["pool"] == 8; }, 20s),
+                    c.logs());
+    auto [reconcile_code, reconcile_out] = vendctl({"reconcile", "vm-c-1", "--wait", "30"});
+    CHECK_MESSAGE(reconcile_code == 0, reconcile_out);
+    CHECK_MESSAGE(reconcile_out.find("moved") == std::string::npos, reconcile_out);
   }
   // A payment for an order id no instance has is its id's shard owner's:
   // redirected there, recorded and refunded once.

@@ -243,9 +243,17 @@ TEST_CASE("secret files readable by group or others are refused, naming the file
   std::filesystem::permissions(o.mqtt_password_file, std::filesystem::perms(0600));
 
   o.mqtt_url = "ssl://broker:8883";
-  o.mqtt_ca_file = write_mode(dir.file("ca.crt"), "public", 0644);  // public: any mode
-  o.mqtt_cert_file = write_mode(dir.file("agent.crt"), "public", 0644);
-  o.mqtt_key_file = write_mode(dir.file("agent.key"), "private", 0640);
+  // A self-signed certificate serves as CA and client certificate (the
+  // files are parsed: shell_secrets.cpp); public files may have any mode.
+  test::Child req(
+      {test::require_program("openssl", "openssl"), "req", "-x509", "-newkey", "ec", "-pkeyopt",
+       "ec_paramgen_curve:P-256", "-nodes", "-keyout", dir.file("agent.key"), "-out",
+       dir.file("ca.crt"), "-days", "1", "-subj", "/CN=vend-test"},
+      dir.file("openssl.log"));
+  REQUIRE(req.wait(20s) == 0);
+  o.mqtt_ca_file = write_mode(dir.file("ca.crt"), test::read_file(dir.file("ca.crt")), 0644);
+  o.mqtt_cert_file = write_mode(dir.file("agent.crt"), test::read_file(o.mqtt_ca_file), 0644);
+  o.mqtt_key_file = write_mode(dir.file("agent.key"), test::read_file(dir.file("agent.key")), 0640);
   CHECK(load_secrets(o, no_env, out)
             .error()
             .message.find("--mqtt-key-file " + o.mqtt_key_file + " has mode 0640") == 0);

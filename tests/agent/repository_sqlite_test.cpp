@@ -305,3 +305,35 @@ TEST_CASE("sqlite: the state CHECKs build no ephemeral table per write, old data
   CHECK(loaded->pool.size() == 2);
   CHECK(loaded->open_orders.size() == 1);
 }
+
+// agent.db holds every device's key: created 0600 whatever the umask, and
+// its -wal and -shm with it; an existing file keeps the mode it has.
+TEST_CASE("the agent's SQLite database and its -wal and -shm are created mode 0600") {
+  test::TempDir dir;
+  const std::string path = dir.file("agent.db");
+  MemoryLogger log;
+  const mode_t old_umask = ::umask(022);  // a permissive umask, as a shell's default
+  {
+    auto repo = Repository::open(path, RepositoryOptions{}, log);
+    ::umask(old_umask);
+    REQUIRE(repo.ok());
+    Changeset changes;
+    changes.insert_device("vm-1", std::string(64, 'a'), 1);
+    auto ticket = (*repo)->submit(std::move(changes));
+    REQUIRE(ticket.ok());
+    REQUIRE((*repo)->wait(*ticket).ok());
+    for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+      struct stat st {};
+      REQUIRE_MESSAGE(::stat(file.c_str(), &st) == 0, file);
+      CHECK_MESSAGE((st.st_mode & 0777) == 0600,
+                    file << " has mode " << std::oct << (st.st_mode & 0777));
+    }
+  }
+  // An operator's chmod stays.
+  REQUIRE(::chmod(path.c_str(), 0640) == 0);
+  auto again = Repository::open(path, RepositoryOptions{}, log);
+  REQUIRE(again.ok());
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0640);
+}

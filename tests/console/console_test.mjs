@@ -214,7 +214,7 @@ async function main() {
     (await call('GET', '/v1/devices/vm-frozen/slots')).slots[0].pool === 3, 15000);
 
   // The live fleet: 3 simulated machines selling for 40 s.
-  start('vend-sim', [path.join(buildDir, 'simulator/vend-sim'), '--broker', broker,
+  start('vend-sim', [path.join(buildDir, 'simulator/vend-sim'), '--mqtt', broker,
                                  '--agent', api, '--operator-token', token, '--gateway-secret',
                                  secret, '--machines', '3', '--slots', '3', '--capacity', '30',
                                  '--customers', '2', '--rate', '2', '--duration', '40',

@@ -5,6 +5,7 @@
 // PahoTransport and verifies the MAC of everything the device sends.
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -392,6 +393,16 @@ TEST_CASE("bad arguments and a bad config exit 2 with a clear message") {
   CHECK(key.code == 0);
   CHECK(crypto::Key::from_hex(key.output).ok());
   CHECK(key.output.size() == 65);
+
+  // A key file is created mode 0600, whatever the umask (this process's,
+  // which the child inherits, is set permissive here).
+  const mode_t old_umask = ::umask(022);
+  Run key_file = run({"keygen", "--out", dir.file("new.key")});
+  ::umask(old_umask);
+  CHECK(key_file.code == 0);
+  auto perms = std::filesystem::status(dir.file("new.key")).permissions();
+  CHECK((perms & std::filesystem::perms::all) ==
+        (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The vend-sim binary: its exit status is the verdict. A deterministic run
 // exits 0, and `vend-sim check` over its files exits 1 with the evidence once
 // a ledger is corrupted (the live mode runs the same checker at its end).
+// Its command line: --version, and --broker, the spelling of before --mqtt.
 #include <doctest/doctest.h>
 
 #include "checker/invariant_checker.hpp"
@@ -57,6 +58,23 @@ TEST_CASE("a failing deterministic run prints seed, step, invariant and trace, a
   CHECK(output.find("reproduce: vend-sim --deterministic --seed 2 --scenario") !=
         std::string::npos);
   CHECK(output.find("seed 2: FAILED after") != std::string::npos);
+}
+
+TEST_CASE("vend-sim --version; the broker is --mqtt, --broker works with a one-line warning") {
+  test::TempDir dir;
+  CHECK(run_sim({"--version"}, dir.file("version.log")) == 0);
+  std::string version = test::read_file(dir.file("version.log"));
+  CHECK(version.rfind("vend-sim ", 0) == 0);
+  CHECK(version.find('\n') == version.size() - 1);
+
+  CHECK(run_sim({"--broker", "tcp://127.0.0.1:1883", "--help"}, dir.file("old.log")) == 0);
+  std::string old = test::read_file(dir.file("old.log"));
+  CHECK(old.rfind("vend-sim: warning: --broker is deprecated; use --mqtt\n", 0) == 0);
+  CHECK(run_sim({"--mqtt", "tcp://127.0.0.1:1883", "--help"}, dir.file("new.log")) == 0);
+  CHECK(test::read_file(dir.file("new.log")).find("vend-sim: warning") == std::string::npos);
+  // Attaching without a broker names the one spelling.
+  CHECK(run_sim({"--agent", "http://127.0.0.1:1"}, dir.file("missing.log")) == 2);
+  CHECK(test::read_file(dir.file("missing.log")).find("--mqtt, --agent") != std::string::npos);
 }
 
 }  // namespace

@@ -32,15 +32,32 @@ TEST_CASE("watch: defaults and options") {
   CHECK_FALSE(d.once);
   CHECK_FALSE(d.for_ms.has_value());
 
-  CtlOptions o = parsed({"watch", "--mqtt=ssl://broker:8883", "--once", "--for", "3", "--username",
-                         "ops", "--password-file", "/run/pw"});
+  CtlOptions o =
+      parsed({"watch", "--mqtt=ssl://broker:8883", "--once", "--for", "3", "--mqtt-username", "ops",
+              "--mqtt-password-file", "/run/pw", "--mqtt-ca-file", "/etc/vend/ca.crt"});
   CHECK(o.mqtt_url == "ssl://broker:8883");
   CHECK(o.once);
   CHECK(o.for_ms == 3000);
   CHECK(o.username == "ops");
   CHECK(o.password_file == "/run/pw");
+  CHECK(o.ca_file == "/etc/vend/ca.crt");
+  CHECK(o.warnings.empty());
 
-  CHECK(refusal({"watch", "--username", "ops"}).find("--password-file") != std::string::npos);
+  // The spellings of before: the same options, one warning each.
+  CtlOptions old = parsed(
+      {"watch", "--username", "ops", "--password-file=/run/pw", "--ca-file", "/etc/vend/ca.crt"});
+  CHECK(old.username == "ops");
+  CHECK(old.password_file == "/run/pw");
+  CHECK(old.ca_file == "/etc/vend/ca.crt");
+  CHECK(old.warnings ==
+        std::vector<std::string>{"--username is deprecated; use --mqtt-username",
+                                 "--password-file is deprecated; use --mqtt-password-file",
+                                 "--ca-file is deprecated; use --mqtt-ca-file"});
+  CHECK(parsed({"--version"}).command == CommandKind::kVersion);
+  CHECK(refusal({"--version", "watch"}) == "--version takes no arguments");
+
+  CHECK(refusal({"watch", "--mqtt-username", "ops"}) ==
+        "--mqtt-username and --mqtt-password-file go together");
   CHECK(refusal({"watch", "--for", "0"}).find("--for") == 0);
   CHECK(refusal({"watch", "--once=yes"}) == "--once takes no value");
   CHECK(refusal({"watch", "--json"}) == "--json is not an option of watch");

@@ -1,9 +1,13 @@
 // A small client of the agent's HTTP API over cpp-httplib: JSON bodies, the
-// operator bearer token, and errors as values. Not thread-safe; one per
-// command. Non-copyable.
+// operator bearer token, errors as values, and the redirects of several
+// agents followed to a machine's owner. Not thread-safe; one per command.
+// Non-copyable.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "vend/result.hpp"
@@ -31,16 +35,40 @@ class ApiClient {
   // Any HTTP answer is a value (check status); errors: "unreachable" naming
   // the URL and why (connection refused, timeout), "bad_usage" for a URL
   // httplib cannot use.
+  //
+  // A 307 or 308 (several agents: the machine is another instance's) is
+  // followed, at most kMaxRedirects times, re-sending the method, body and
+  // token -- only to a member of the cluster of `base_url`: the Location's
+  // origin must be one of the member URLs that GET /v1/cluster of
+  // `base_url` lists (asked once, with the token). Anywhere else is the
+  // error "redirect_refused" naming the URL, and the token is not sent.
   Result<ApiAnswer> get(const std::string& path);
   Result<ApiAnswer> post(const std::string& path, const std::string& json_body);
 
+  static constexpr int kMaxRedirects = 3;
+
  private:
-  template <typename Send>
-  Result<ApiAnswer> send(const std::string& path, Send send_request);
+  struct Request {
+    bool post = false;
+    std::string target;  // path and query
+    std::string body;
+  };
+  // One request to `origin` (scheme://host[:port]), no redirect followed.
+  Result<ApiAnswer> send_once(const std::string& origin, const Request& request,
+                              std::optional<std::string>& location);
+  Result<ApiAnswer> send(Request request);
+  // OK when `origin` is a member of base_url_'s cluster (or base_url_ itself).
+  Status check_member(const std::string& origin);
+  httplib::Client* client_for(const std::string& origin);
 
   std::string base_url_;
   std::string token_;
-  std::unique_ptr<httplib::Client> client_;
+  std::map<std::string, std::unique_ptr<httplib::Client>> clients_;  // by origin
+  std::optional<std::set<std::string>> members_;                     // origins, once asked
 };
+
+// Splits an absolute http(s) URL into its origin (scheme://host[:port]) and
+// its target (path and query, "/" when none); nullopt when it is not one.
+std::optional<std::pair<std::string, std::string>> split_url(const std::string& url);
 
 }  // namespace vend::ctl

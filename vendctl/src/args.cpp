@@ -22,7 +22,7 @@ struct CommandName {
   std::string_view synopsis;
 };
 
-constexpr std::array<CommandName, 10> kCommands = {{
+constexpr std::array<CommandName, 11> kCommands = {{
     {"watch", K::kWatch, 0, "watch"},
     {"devices", K::kDevices, 0, "devices"},
     {"orders", K::kOrders, 0, "orders"},
@@ -33,6 +33,19 @@ constexpr std::array<CommandName, 10> kCommands = {{
     {"decommission", K::kDecommission, 1, "decommission DEVICE"},
     {"help", K::kHelp, 0, "help"},
     {"--help", K::kHelp, 0, "--help"},
+    {"--version", K::kVersion, 0, "--version"},
+}};
+
+// Spellings of before, accepted with a warning: the broker options are
+// spelled as vend-agent's (--mqtt-...).
+struct Renamed {
+  std::string_view old_name;
+  std::string_view name;
+};
+constexpr std::array<Renamed, 3> kRenamed = {{
+    {"--username", "--mqtt-username"},
+    {"--password-file", "--mqtt-password-file"},
+    {"--ca-file", "--mqtt-ca-file"},
 }};
 
 bool is_http(CommandKind k) {
@@ -78,17 +91,17 @@ const std::vector<OptionSpec>& option_specs() {
          o.mqtt_url = v;
          return {};
        }},
-      {"--username", true, for_watch,
+      {"--mqtt-username", true, for_watch,
        [](CtlOptions& o, const std::string& v) -> Status {
          o.username = v;
          return {};
        }},
-      {"--password-file", true, for_watch,
+      {"--mqtt-password-file", true, for_watch,
        [](CtlOptions& o, const std::string& v) -> Status {
          o.password_file = v;
          return {};
        }},
-      {"--ca-file", true, for_watch,
+      {"--mqtt-ca-file", true, for_watch,
        [](CtlOptions& o, const std::string& v) -> Status {
          o.ca_file = v;
          return {};
@@ -175,7 +188,7 @@ Status set_positionals(CtlOptions& o, const std::vector<std::string>& pos) {
     return usage_error("provision: at least one --slot N:PRODUCT:PRICE_CENTS:CAPACITY");
   }
   if (o.command == K::kWatch && (o.username.has_value() != o.password_file.has_value())) {
-    return usage_error("--username and --password-file go together");
+    return usage_error("--mqtt-username and --mqtt-password-file go together");
   }
   return {};
 }
@@ -185,7 +198,12 @@ Status apply_option(CtlOptions& o, const std::vector<std::string>& args, size_t&
                     std::string_view command) {
   const std::string& arg = args[i];
   const size_t eq = arg.find('=');
-  const std::string name = arg.substr(0, eq);
+  std::string name = arg.substr(0, eq);
+  for (const Renamed& r : kRenamed) {
+    if (name != r.old_name) continue;
+    o.warnings.push_back(name + " is deprecated; use " + std::string(r.name));
+    name = r.name;
+  }
   const OptionSpec* spec = find_option(name);
   if (spec == nullptr) return usage_error("unknown option " + name);
   if (!spec->applies(o.command)) {
@@ -236,6 +254,10 @@ Result<CtlOptions> parse_args(const std::vector<std::string>& args) {
   if (command == nullptr) return usage_error("unknown command '" + args[0] + "'");
   o.command = command->kind;
   if (o.command == K::kHelp) return o;
+  if (o.command == K::kVersion) {
+    if (args.size() > 1) return usage_error("--version takes no arguments");
+    return o;
+  }
   std::vector<std::string> positionals;
   for (size_t i = 1; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
@@ -259,13 +281,14 @@ std::string usage() {
   return R"(vendctl: operate a Vend fleet (docs/operations.md)
 
 usage:
-  vendctl watch [--mqtt URL] [--username U --password-file F] [--ca-file F]
-                [--once] [--for SECONDS]
+  vendctl watch [--mqtt URL] [--mqtt-username U --mqtt-password-file F]
+                [--mqtt-ca-file F] [--once] [--for SECONDS]
       Live fleet view from the agent's ops topics (vend/v1/ops/#), redrawn in place
       (at most 4 frames/s). --for: stop after SECONDS. --once: print one plain frame
       after collecting the retained messages for 1 s (or --for SECONDS) and exit.
       Default --mqtt tcp://127.0.0.1:1883; ssl://HOST:8883 checks the broker's
-      certificate against --ca-file (default /etc/ssl/certs/ca-certificates.crt).
+      certificate against --mqtt-ca-file (default /etc/ssl/certs/ca-certificates.crt).
+      The spellings --username, --password-file and --ca-file still work, with a warning.
   vendctl devices                          devices with presence and last seen
   vendctl orders [--state S] [--limit N]   latest orders (N 1..1000, default 100)
   vendctl restock DEVICE SLOT COUNT        send a restock order (COUNT 1..1000)
@@ -283,10 +306,16 @@ HTTP options (devices, orders, restock, provision, reconcile, rotate-key, decomm
   --api URL          the agent's API (default http://127.0.0.1:8080)
   --token-file F     operator bearer token (else $VEND_OPERATOR_TOKEN; none: no header)
   --json             print the agent's JSON instead of a table
+  Several agents: a 307/308 to another agent is followed (method, body and token
+  re-sent, at most 3 times) only when its origin is one of the member URLs that
+  GET /v1/cluster of --api lists; anywhere else is the error redirect_refused.
+
+  vendctl --version                        print the version
 
 exit codes:
   0  done
-  1  the agent answered an error (shown as "vendctl: <code>: <message>") or nonsense
+  1  the agent answered an error (shown as "vendctl: <code>: <message>") or nonsense,
+     or redirected outside its cluster (redirect_refused)
   2  bad usage, or an unreadable token/password file
   3  the agent or the broker could not be reached
   4  reconcile: no report before --wait ended

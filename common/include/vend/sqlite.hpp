@@ -29,6 +29,11 @@ struct OpenOptions {
   // of up to 124 KiB at its commit's sync, not two per page (sqlite_wal_buffer.hpp).
   // Ignored otherwise. false: the default VFS, as before the buffer.
   bool buffer_wal_writes = true;
+  // The database holds secrets (the agent's: every device's key): a file
+  // that does not exist yet is created mode 0600 whatever the umask, and
+  // SQLite gives its -wal and -shm files the same mode. An existing file
+  // keeps its mode.
+  bool private_file = false;
 };
 
 class Database;

@@ -1,12 +1,15 @@
 // The vendctl command line: pure parsing into CtlOptions, the --help text and
 // the exit codes. No I/O.
 //
-//   vendctl watch [--mqtt URL] [--username U --password-file F] [--ca-file F]
-//                 [--once] [--for SECONDS]
+//   vendctl watch [--mqtt URL] [--mqtt-username U --mqtt-password-file F]
+//                 [--mqtt-ca-file F] [--once] [--for SECONDS]
 //   vendctl devices | orders [--state S] [--limit N] | restock DEVICE SLOT COUNT
 //   vendctl provision DEVICE --slot N:PRODUCT:PRICE_CENTS:CAPACITY ...
 //   vendctl reconcile DEVICE [--wait SECONDS]
+//   vendctl --version | --help
 //   HTTP commands also take [--api URL] [--token-file F] [--json].
+// The spellings of before (--username, --password-file, --ca-file) are
+// accepted with a warning (CtlOptions::warnings).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +23,15 @@ namespace vend::ctl {
 
 // Exit codes of vendctl (listed in usage()).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitApiError = 1;     // the agent answered an error, or nonsense
+inline constexpr int kExitApiError = 1;     // the agent answered an error, nonsense, or a
+                                            // redirect outside its cluster
 inline constexpr int kExitUsage = 2;        // bad command line or unreadable secret file
 inline constexpr int kExitUnreachable = 3;  // agent or broker not reachable
 inline constexpr int kExitNoReport = 4;     // reconcile: no report before --wait ended
 
 enum class CommandKind {
   kHelp,
+  kVersion,
   kWatch,
   kDevices,
   kOrders,
@@ -70,6 +75,8 @@ struct CtlOptions {
   int count = 0;                     // restock
   std::vector<ProvisionSlot> slots;  // provision
   int64_t wait_ms = 30000;           // reconcile
+  // One line each, for stderr: deprecated spellings that were used.
+  std::vector<std::string> warnings;
 };
 
 // How long `watch --once` collects retained messages by default.

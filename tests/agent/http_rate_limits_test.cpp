@@ -42,7 +42,15 @@ class LimitedAgent {
     core_ = std::make_unique<AgentCore>(*repo_, *transport_, clock_, random_, log_, AgentOptions{},
                                         &core_thread_);
     REQUIRE(core_->start().ok());
-    core_thread_.start(CoreThread::Handlers{});
+    // Connected to the broker (no reservation without it); the machines
+    // never come online, so orders that pass the limits answer
+    // device_offline.
+    AgentCore& core = *core_;
+    core_thread_.start(
+        CoreThread::Handlers{nullptr, [&core](bool up) { core.on_connection(up); }, nullptr});
+    transport_->on_connection([this](bool up) { core_thread_.push_connection(up); });
+    REQUIRE(transport_->connect().ok());
+    REQUIRE(core_thread_.run([] {}));  // after the connection change: the core knows
     for (const char* id : {"vm-x", "vm-y", "vm-z"}) {
       REQUIRE(core_->provision_device(id, {{1, "cola", 150, 10}}).ok());
     }

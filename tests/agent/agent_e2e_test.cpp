@@ -15,26 +15,19 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent {
 namespace {
 
+using test_rig::eventually;
+using test_rig::trim;
+
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDevice = "vm-demo-1";
-
-// Polls `done` every 50 ms until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
 
 // A finished command's exit code and output (stdout + stderr).
 struct Run {
@@ -46,11 +39,6 @@ Run run(const std::vector<std::string>& argv, const std::string& log) {
   test::Child child(argv, log);
   int code = child.wait(20s);
   return Run{code, test::read_file(log)};
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 // The HTTP side of the walkthrough (what curl does in docs/agent.md).

@@ -15,26 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent::test_rig {
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-inline std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // One vend-agent process on the PostgreSQL log; restartable on the same
 // address, database and secrets.

@@ -19,31 +19,20 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 #include "vend/webhook.hpp"
 
 namespace vend::agent {
 namespace {
 
+using test_rig::eventually;
+using test_rig::trim;
+
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDevice = "vm-swap-1";
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 // The operator's HTTP calls (what curl does in docs/operations.md).
 class OperatorApi {

@@ -12,30 +12,19 @@
 #include <string>
 #include <thread>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 
 namespace vend::agent {
 namespace {
 
+using test_rig::eventually;
+using test_rig::trim;
+
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kDevice = "vm-nobroker-1";
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 std::string device_config(const std::string& broker_url) {
   Json config = {{"device_id", kDevice},

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "faketime.hpp"
 #include "test_support.hpp"
 #include "vend/webhook.hpp"
@@ -24,20 +25,13 @@
 namespace vend::agent {
 namespace {
 
+using test_rig::eventually;
+using test_rig::trim;
+
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr int64_t kAheadS = 360;
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
 
 int64_t real_now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -48,11 +42,6 @@ int64_t real_now_s() {
 // argv run with its wall clock `ahead_s` seconds fast.
 std::vector<std::string> ahead(int64_t ahead_s, std::vector<std::string> argv) {
   return test::faketime_command({"FAKETIME=+" + std::to_string(ahead_s)}, argv);
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 class Api {

@@ -20,34 +20,24 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 #include "vend/webhook.hpp"
 
 namespace vend::agent {
 namespace {
 
+using test_rig::eventually;
+using test_rig::trim;
+
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!done()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
 
 int64_t now_s() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 // One answer of the gateway: a status, and a Retry-After ("" = none).

@@ -87,15 +87,31 @@ std::set<std::string> listed(AgentRig& rig) {
   return out;
 }
 
-TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brings the rest") {
-  AgentRig rig;
+// The orders in `state`, as the core counts them.
+int64_t in_state(AgentRig& rig, const std::string& state) {
+  int64_t n = 0;
+  for (const auto& [s, count] : rig.core->take_metrics().orders_by_state) {
+    if (s == state) n += count;
+  }
+  return n;
+}
+
+// vm-1 and vm-2 stocked with 3 each, and a RESERVED order of vm-2.
+Order two_machines_one_reserved(AgentRig& rig) {
   DeviceSim& one = rig.add_device("vm-1", kSlots);
   DeviceSim& two = rig.add_device("vm-2", kSlots);
   one.restock(1, 3);
   two.restock(1, 3);
   REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
-  auto open_two = rig.create_order("vm-2", 1, "", "");  // stays RESERVED
+  auto open_two = rig.create_order("vm-2", 1, "", "");
   REQUIRE(open_two.ok());
+  return *open_two;
+}
+
+TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brings the rest") {
+  AgentRig rig;
+  const Order open_two = two_machines_one_reserved(rig);
+  DeviceSim& two = *rig.devices.back();
 
   restart_owning(rig, only({"vm-1"}));
   CHECK(listed(rig) == std::set<std::string>{"vm-1"});
@@ -106,7 +122,7 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   REQUIRE_FALSE(order.ok());
   CHECK(order.error().code == "not_owner");
   CHECK(order.error().message == "vm-2");
-  auto read = rig.core->get_order(open_two->id);
+  auto read = rig.core->get_order(open_two.id);
   REQUIRE_FALSE(read.ok());
   CHECK(read.error().code == "not_owner");
   CHECK(read.error().message == "vm-2");
@@ -137,11 +153,11 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK(listed(rig) == std::set<std::string>{"vm-1", "vm-2"});
   CHECK(rig.online("vm-1"));
   REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));  // its retained status, subscribed
-  CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
+  CHECK(rig.state_of(open_two.id) == OrderState::kReserved);
   CHECK(rig.pool("vm-2", 1) == 2);
   CHECK(rig.pool("vm-1", 1) == 2);
-  REQUIRE(rig.pay(open_two->id, "pay-2", open_two->price_cents).ok());
-  REQUIRE(rig.run_until([&] { return rig.state_of(open_two->id) == OrderState::kCompleted; }));
+  REQUIRE(rig.pay(open_two.id, "pay-2", open_two.price_cents).ok());
+  REQUIRE(rig.run_until([&] { return rig.state_of(open_two.id) == OrderState::kCompleted; }));
 
   // restrict(): vm-1 stops being served at once (before its lease goes).
   rig.core->restrict(only({"vm-2"}));
@@ -153,29 +169,15 @@ TEST_CASE("cluster mode: only owned machines are loaded and served; rebuild brin
   CHECK_FALSE(rig.core->fenced());
 }
 
-int64_t in_state(AgentRig& rig, const std::string& state) {
-  int64_t n = 0;
-  for (const auto& [s, count] : rig.core->take_metrics().orders_by_state) {
-    if (s == state) n += count;
-  }
-  return n;
-}
-
 // Issue 35: a failover reloaded every shard the instance held; gain() reads
 // only the gained machines and leaves the kept ones as they are.
 TEST_CASE("cluster mode: gain() adds the gained machines and keeps the rest as they were") {
   AgentRig rig;
-  DeviceSim& one = rig.add_device("vm-1", kSlots);
-  DeviceSim& two = rig.add_device("vm-2", kSlots);
-  one.restock(1, 3);
-  two.restock(1, 3);
-  REQUIRE(rig.run_until([&] { return rig.pool("vm-1", 1) == 3 && rig.pool("vm-2", 1) == 3; }));
-  auto open_two = rig.create_order("vm-2", 1, "", "");  // stays RESERVED
-  REQUIRE(open_two.ok());
+  const Order open_two = two_machines_one_reserved(rig);
 
   restart_owning(rig, only({"vm-1"}));
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
-  auto open_one = rig.create_order("vm-1", 1, "", "");  // only in memory's view so far
+  auto open_one = rig.create_order("vm-1", 1, "", "");  // made after the start
   REQUIRE(open_one.ok());
   CHECK(in_state(rig, "RESERVED") == 1);
 
@@ -189,15 +191,15 @@ TEST_CASE("cluster mode: gain() adds the gained machines and keeps the rest as t
   CHECK(rig.state_of(open_one->id) == OrderState::kReserved);
   CHECK(rig.pool("vm-1", 1) == 2);
   // The gained one: its open order, pool and presence (its retained status).
-  CHECK(rig.state_of(open_two->id) == OrderState::kReserved);
+  CHECK(rig.state_of(open_two.id) == OrderState::kReserved);
   CHECK(rig.pool("vm-2", 1) == 2);
   CHECK(in_state(rig, "RESERVED") == 2);  // the counts of both
   REQUIRE(rig.run_until([&] { return rig.online("vm-2"); }));
   REQUIRE(rig.pay(open_one->id, "pay-1", open_one->price_cents).ok());
-  REQUIRE(rig.pay(open_two->id, "pay-2", open_two->price_cents).ok());
+  REQUIRE(rig.pay(open_two.id, "pay-2", open_two.price_cents).ok());
   REQUIRE(rig.run_until([&] {
     return rig.state_of(open_one->id) == OrderState::kCompleted &&
-           rig.state_of(open_two->id) == OrderState::kCompleted;
+           rig.state_of(open_two.id) == OrderState::kCompleted;
   }));
 
   // A machine already in memory is never loaded twice: refused, and what
@@ -271,20 +273,13 @@ TEST_CASE("cluster mode: start and rebuild load only the few most recent finishe
     REQUIRE(rig.core->cancel(order->id).ok());
     ids.push_back(order->id);
   }
-  auto finished_in_memory = [&rig] {
-    int64_t n = 0;
-    for (const auto& [state, count] : rig.core->take_metrics().orders_by_state) {
-      if (state == "CANCELLED") n += count;
-    }
-    return n;
-  };
-  CHECK(finished_in_memory() == 3);
+  CHECK(in_state(rig, "CANCELLED") == 3);
   AgentOptions options = vend::agent::test::test_agent_options();
   options.cluster_finished_orders_max = 1;
   restart_owning(rig, only({"vm-2"}), options);
-  CHECK(finished_in_memory() == 1);
+  CHECK(in_state(rig, "CANCELLED") == 1);
   REQUIRE(rig.core->rebuild(only({"vm-2"})).ok());
-  CHECK(finished_in_memory() == 1);
+  CHECK(in_state(rig, "CANCELLED") == 1);
   for (const auto& id : ids) {  // the others are read back from the log
     auto read = rig.core->get_order(id);
     REQUIRE(read.ok());

@@ -100,6 +100,9 @@ std::map<std::string, Apply> valued(Command& c) {
       {"--operator-token", str(l.operator_token)},
       {"--gateway-secret", str(l.gateway_secret)},
       {"--agent-db", str(l.agent_db)},
+      {"--mqtt-password-dir", str(l.mqtt_password_dir)},
+      {"--mqtt-ca-file", str(l.mqtt_ca_file)},
+      {"--id-prefix", str(l.id_prefix)},
       {"--agent-bin", str(l.agent_bin)},
       {"--mosquitto-bin", str(l.mosquitto_bin)},
   };
@@ -113,6 +116,16 @@ void share_sizes(Command& c, const std::map<std::string, bool>& given) {
   if (given.count("--jam-rate")) c.world.faults.jam = c.live.jam;
 }
 
+bool valid_id_prefix(const std::string& p) {
+  if (p.empty() || p.size() > 56) return false;
+  for (char ch : p) {
+    bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 Status check_live(const Command& c) {
   const LiveOptions& l = c.live;
   if (l.machines < 1 || l.machines > 2000) return bad("--machines: 1..2000");
@@ -120,7 +133,20 @@ Status check_live(const Command& c) {
   if (l.capacity < 1 || l.capacity > 1000) return bad("--capacity: 1..1000");
   if (l.customers < 1 || l.customers > 256) return bad("--customers: 1..256");
   if (l.rate <= 0 || l.duration_s <= 0) return bad("--rate and --duration must be > 0");
-  if (c.mode != Command::Mode::kLive || l.launch) return {};
+  if (!l.id_prefix.empty() && !valid_id_prefix(l.id_prefix)) {
+    return bad("--id-prefix '" + l.id_prefix +
+               "': 1..56 characters of A-Z a-z 0-9 . _ - (a device id is PREFIX-NNN)");
+  }
+  if (c.mode != Command::Mode::kLive || l.launch) {
+    if (l.launch && (!l.mqtt_password_dir.empty() || !l.mqtt_ca_file.empty())) {
+      return bad("--mqtt-password-dir and --mqtt-ca-file are for a broker of your own (--mqtt), "
+                 "not --launch");
+    }
+    return {};
+  }
+  if (l.broker_url.rfind("ssl://", 0) == 0 && l.mqtt_ca_file.empty()) {
+    return bad("--mqtt " + l.broker_url + ": ssl:// needs --mqtt-ca-file (the broker's CA)");
+  }
   if (l.broker_url.empty() || l.agent_url.empty() || l.operator_token.empty() ||
       l.gateway_secret.empty()) {
     return bad(
@@ -207,6 +233,10 @@ Live fleet (docs/simulator.md):
                              retried on another after a 503 or no answer (--agent-db
                              is SQLite's: a postgresql:// one is not checked;
                              --broker URL, the spelling of before, works with a warning)
+  --mqtt-password-dir DIR    a broker on the production config: each machine logs in as
+                             its device id with the password in DIR/<device id>
+  --mqtt-ca-file FILE        the CA of an ssl:// broker
+  --id-prefix P              machine ids P-001, P-002, ... (default sim-<seed hex>)
   --machines N (20)  --slots N (8)  --capacity N (10)
   --customers N (8)  --rate ORDERS_PER_S (10)  --duration S (60)
   --abandon P (0.1)  --pay-twice P (0.05)

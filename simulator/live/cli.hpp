@@ -18,6 +18,14 @@ struct LiveOptions {
   std::string operator_token;  // attach: the agent's operator token
   std::string gateway_secret;  // attach: the agent's gateway secret
   std::string agent_db;        // attach: the agent's database, for the final check
+  // Attach to a broker on the production config (deploy/mosquitto): each
+  // machine logs in with username = its device id and the password in
+  // mqtt_password_dir/<device id> (one line, as add-user --secret-out writes
+  // it); "" = anonymous. mqtt_ca_file: the CA of an ssl:// broker.
+  std::string mqtt_password_dir;
+  std::string mqtt_ca_file;
+  // Machine ids are <id_prefix>-001, -002, ...; "" = sim-<6 hex digits of the seed>.
+  std::string id_prefix;
   std::string agent_bin;       // launch: vend-agent ("" = next to vend-sim, then PATH)
   std::string mosquitto_bin = "mosquitto";
   int machines = 20;

@@ -19,12 +19,25 @@
 #include "live/live_processes.hpp"
 #include "live/live_report.hpp"
 #include "live/live_workload.hpp"
+#include "vend/fw/config.hpp"
 #include "vend/log.hpp"
 #include "world/work_dir.hpp"
 
 namespace vend::sim {
 
 namespace {
+
+// The password of machine `id` on a broker with credentials: the one line of
+// dir/<id>, read as the firmware reads its password_file. dir "" = anonymous.
+Result<std::optional<std::string>> machine_password(const std::string& dir, const std::string& id) {
+  if (dir.empty()) return std::optional<std::string>{};
+  fw::DeviceConfig config;
+  config.password_file = dir + "/" + id;
+  if (Status s = fw::load_password_file(config); !s.ok()) {
+    return make_error("bad_usage", "--mqtt-password-dir: machine " + id + ": " + s.error().message);
+  }
+  return std::optional<std::string>{config.password};
+}
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -131,12 +144,15 @@ Status LiveRun::start_services() {
 Status LiveRun::start_fleet() {
   AgentClient client(endpoint_, "sim-provisioner");
   uint64_t run_id = o_.seed * 0x9e3779b97f4a7c15ULL;
-  char prefix[32];
+  char prefix[64];
   std::snprintf(prefix, sizeof prefix, "sim-%06llx", static_cast<unsigned long long>(run_id >> 40));
+  if (!o_.id_prefix.empty()) std::snprintf(prefix, sizeof prefix, "%s", o_.id_prefix.c_str());
   std::vector<std::string> ids;
   for (int i = 0; i < o_.machines; ++i) {
-    char id[48];
+    char id[80];
     std::snprintf(id, sizeof id, "%s-%03d", prefix, i + 1);
+    auto password = machine_password(o_.mqtt_password_dir, id);
+    if (!password.ok()) return password.error();
     std::vector<SlotDef> defs;
     std::vector<fw::SlotConfig> slots;
     for (int s = 1; s <= o_.slots; ++s) {
@@ -156,6 +172,8 @@ Status LiveRun::start_fleet() {
                            *key,
                            dir_ + "/" + ledger_file_name(id),
                            broker_,
+                           *password,
+                           o_.mqtt_ca_file,
                            slots,
                            core,
                            fw::SimulatedMachineOptions{500, o_.jam},

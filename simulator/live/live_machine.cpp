@@ -53,6 +53,11 @@ void LiveMachine::make_transport() {
   PahoOptions po;
   po.server_uri = setup_.broker_url;
   po.client_id = setup_.id;
+  if (setup_.mqtt_password) {
+    po.username = setup_.id;
+    po.password = setup_.mqtt_password;
+  }
+  if (!setup_.mqtt_ca_file.empty()) po.tls = PahoTlsOptions{setup_.mqtt_ca_file, "", ""};
   po.clean_session = false;
   po.tcp_nodelay = setup_.tcp_nodelay;
   Message will = fw::DeviceCore::presence(ledger_->identity(), false, clock_.wall_ms());

@@ -32,6 +32,8 @@ struct LiveMachineSetup {
   crypto::Key key;
   std::string ledger_path;
   std::string broker_url;
+  std::optional<std::string> mqtt_password;  // set: log in as `id` with it
+  std::string mqtt_ca_file;                  // ssl:// brokers
   std::vector<fw::SlotConfig> slots;
   fw::CoreOptions core;
   fw::SimulatedMachineOptions mechanics;

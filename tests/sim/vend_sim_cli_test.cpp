@@ -77,5 +77,22 @@ TEST_CASE("vend-sim --version; the broker is --mqtt, --broker works with a one-l
   CHECK(test::read_file(dir.file("missing.log")).find("--mqtt, --agent") != std::string::npos);
 }
 
+TEST_CASE("vend-sim on a broker with credentials: the options are checked before anything runs") {
+  test::TempDir dir;
+  const std::vector<std::string> attach = {"--agent", "http://127.0.0.1:1", "--operator-token",
+                                           "t", "--gateway-secret", "s"};
+  auto run = [&](std::vector<std::string> extra, const std::string& log) {
+    extra.insert(extra.end(), attach.begin(), attach.end());
+    return run_sim(extra, dir.file(log));
+  };
+  CHECK(run({"--mqtt", "ssl://127.0.0.1:8883"}, "ssl.log") == 2);
+  CHECK(test::read_file(dir.file("ssl.log")).find("ssl:// needs --mqtt-ca-file") !=
+        std::string::npos);
+  CHECK(run({"--mqtt", "tcp://127.0.0.1:1", "--id-prefix", "vm/+"}, "prefix.log") == 2);
+  CHECK(test::read_file(dir.file("prefix.log")).find("--id-prefix 'vm/+'") != std::string::npos);
+  CHECK(run({"--launch", "--mqtt-password-dir", dir.path()}, "launch.log") == 2);
+  CHECK(test::read_file(dir.file("launch.log")).find("not --launch") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace vend::sim

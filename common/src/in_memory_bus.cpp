@@ -20,6 +20,10 @@ std::string_view next_level(std::string_view s, size_t& pos) {
 
 bool valid_qos(int qos) { return qos >= 0 && qos <= 2; }
 
+bool has_wildcard(std::string_view filter) {
+  return filter.find_first_of("+#") != std::string_view::npos;
+}
+
 }  // namespace
 
 // ---- topic rules -----------------------------------------------------------
@@ -96,8 +100,14 @@ bool InMemoryBus::is_connected(const std::string& client_id) const {
   return it != endpoints_.end() && it->second.online;
 }
 
+InMemoryBus::Endpoint& InMemoryBus::endpoint_of(const std::string& client_id) {
+  auto [it, made] = endpoints_.try_emplace(client_id);
+  if (made) it->second.id = client_id;
+  return it->second;
+}
+
 Status InMemoryBus::connect_client(InMemoryClient* client) {
-  Endpoint& endpoint = endpoints_[client->client_id_];
+  Endpoint& endpoint = endpoint_of(client->client_id_);
   if (endpoint.partitioned) {
     return make_error("unreachable", "client '" + client->client_id_ + "' is partitioned");
   }
@@ -136,8 +146,33 @@ void InMemoryBus::take_over(Endpoint& endpoint, InMemoryClient* client) {
 
 void InMemoryBus::clear_session(Endpoint& endpoint) {
   endpoint.session = false;
-  endpoint.subscriptions.clear();
+  while (!endpoint.subscriptions.empty()) {
+    drop_subscription(endpoint, endpoint.subscriptions.begin()->first);
+  }
   endpoint.offline_queue.clear();
+}
+
+void InMemoryBus::set_subscription(Endpoint& endpoint, const std::string& filter, int qos) {
+  endpoint.subscriptions[filter] = qos;
+  auto& index = has_wildcard(filter) ? wildcard_subscribers_[filter] : exact_subscribers_[filter];
+  index.insert(endpoint.id);
+}
+
+void InMemoryBus::drop_subscription(Endpoint& endpoint, const std::string& filter) {
+  // `filter` may be the key erased below: the index is updated first.
+  if (endpoint.subscriptions.count(filter) == 0) return;
+  auto drop = [&](auto& index) {
+    auto it = index.find(filter);
+    if (it == index.end()) return;
+    it->second.erase(endpoint.id);
+    if (it->second.empty()) index.erase(it);
+  };
+  if (has_wildcard(filter)) {
+    drop(wildcard_subscribers_);
+  } else {
+    drop(exact_subscribers_);
+  }
+  endpoint.subscriptions.erase(filter);
 }
 
 void InMemoryBus::restore_subscriptions(Endpoint& endpoint, const std::string& client_id,
@@ -193,7 +228,7 @@ bool InMemoryBus::reconnect(const std::string& client_id) {
 }
 
 void InMemoryBus::partition(const std::string& client_id, bool partitioned) {
-  endpoints_[client_id].partitioned = partitioned;
+  endpoint_of(client_id).partitioned = partitioned;
 }
 
 // ---- publish and subscribe -------------------------------------------------
@@ -210,7 +245,7 @@ Status InMemoryBus::publish_from(InMemoryClient* client, const Message& message)
     ++stats_.dropped_overflow;
     return make_error("queue_full", "bus pending queue holds " + std::to_string(pending()));
   }
-  if (endpoints_[client->client_id_].partitioned) {
+  if (endpoint_of(client->client_id_).partitioned) {
     ++stats_.dropped_partition;  // lost on the wire; the client cannot tell
     return {};
   }
@@ -220,25 +255,31 @@ Status InMemoryBus::publish_from(InMemoryClient* client, const Message& message)
 
 void InMemoryBus::add_subscription(InMemoryClient* client, const std::string& filter, int qos) {
   if (!is_online(client)) return;  // applied at the next connect
-  Endpoint& endpoint = endpoints_[client->client_id_];
+  Endpoint& endpoint = endpoint_of(client->client_id_);
   subscribe_endpoint(endpoint, client->client_id_, filter, qos);
 }
 
 void InMemoryBus::remove_subscription(InMemoryClient* client, const std::string& filter) {
   // From the session too, connected or not (a persistent one keeps it).
   auto it = endpoints_.find(client->client_id_);
-  if (it != endpoints_.end() && it->second.client == client) it->second.subscriptions.erase(filter);
+  if (it != endpoints_.end() && it->second.client == client) drop_subscription(it->second, filter);
 }
 
 void InMemoryBus::subscribe_endpoint(Endpoint& endpoint, const std::string& client_id,
                                      const std::string& filter, int qos) {
-  endpoint.subscriptions[filter] = qos;
-  for (const auto& [topic, message] : retained_) {
-    if (!topic_matches(filter, topic)) continue;
+  set_subscription(endpoint, filter, qos);
+  auto send_retained = [&](const Message& message) {
     Message copy = message;
     copy.qos = std::min(copy.qos, qos);
     copy.retained = true;
     enqueue(Pending{Envelope{client_id, "", std::move(copy)}, false});
+  };
+  if (!has_wildcard(filter)) {  // one topic: no scan of every retained one
+    if (auto it = retained_.find(filter); it != retained_.end()) send_retained(it->second);
+    return;
+  }
+  for (const auto& [topic, message] : retained_) {
+    if (topic_matches(filter, topic)) send_retained(message);
   }
 }
 
@@ -251,13 +292,24 @@ void InMemoryBus::route(const std::string& from, const Message& message) {
       retained_[message.topic] = message;
     }
   }
-  for (auto& [client_id, endpoint] : endpoints_) {
-    if (!endpoint.session) continue;
-    int best_qos = -1;
-    for (const auto& [filter, qos] : endpoint.subscriptions) {
-      if (topic_matches(filter, message.topic)) best_qos = std::max(best_qos, qos);
+  // Client id -> the highest QoS of its matching filters, in client id order.
+  std::map<std::string, int> to;
+  auto add = [&](const std::string& filter, const std::set<std::string>& ids) {
+    for (const std::string& id : ids) {
+      int qos = endpoints_.at(id).subscriptions.at(filter);
+      auto [it, made] = to.try_emplace(id, qos);
+      if (!made) it->second = std::max(it->second, qos);
     }
-    if (best_qos < 0) continue;
+  };
+  if (auto it = exact_subscribers_.find(message.topic); it != exact_subscribers_.end()) {
+    add(it->first, it->second);
+  }
+  for (const auto& [filter, ids] : wildcard_subscribers_) {
+    if (topic_matches(filter, message.topic)) add(filter, ids);
+  }
+  for (const auto& [client_id, best_qos] : to) {
+    Endpoint& endpoint = endpoints_.at(client_id);
+    if (!endpoint.session) continue;
     Message copy = message;
     copy.qos = std::min(message.qos, best_qos);
     copy.retained = false;
@@ -340,7 +392,7 @@ void InMemoryBus::release_due_delayed() {
 }
 
 void InMemoryBus::deliver_to_client(const Envelope& envelope) {
-  Endpoint& endpoint = endpoints_[envelope.to];
+  Endpoint& endpoint = endpoint_of(envelope.to);
   if (!endpoint.online || endpoint.client == nullptr) {
     queue_offline(endpoint, envelope);  // went offline while it was pending
     return;

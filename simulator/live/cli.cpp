@@ -139,8 +139,9 @@ Status check_live(const Command& c) {
   }
   if (c.mode != Command::Mode::kLive || l.launch) {
     if (l.launch && (!l.mqtt_password_dir.empty() || !l.mqtt_ca_file.empty())) {
-      return bad("--mqtt-password-dir and --mqtt-ca-file are for a broker of your own (--mqtt), "
-                 "not --launch");
+      return bad(
+          "--mqtt-password-dir and --mqtt-ca-file are for a broker of your own (--mqtt), "
+          "not --launch");
     }
     return {};
   }

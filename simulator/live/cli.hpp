@@ -26,7 +26,7 @@ struct LiveOptions {
   std::string mqtt_ca_file;
   // Machine ids are <id_prefix>-001, -002, ...; "" = sim-<6 hex digits of the seed>.
   std::string id_prefix;
-  std::string agent_bin;       // launch: vend-agent ("" = next to vend-sim, then PATH)
+  std::string agent_bin;  // launch: vend-agent ("" = next to vend-sim, then PATH)
   std::string mosquitto_bin = "mosquitto";
   int machines = 20;
   int slots = 8;

@@ -124,6 +124,39 @@ TEST_CASE("one copy per client at the highest matching qos") {
   CHECK(p.seen.messages[0].qos == 1);
 }
 
+TEST_CASE("exact and wildcard filters: fan-out in client id order, unsubscribe and takeover") {
+  InMemoryBus bus;
+  auto pub = bus.make_client("pub");
+  REQUIRE(pub->connect());
+  std::vector<std::string> order;
+  std::vector<std::unique_ptr<InMemoryClient>> subs;
+  for (std::string id : {"c", "a", "b"}) {
+    subs.push_back(bus.make_client(id));
+    subs.back()->on_message(
+        [&order, id](const Message& m) { order.push_back(id + ":" + m.payload); });
+    REQUIRE(subs.back()->connect());
+  }
+  REQUIRE(subs[0]->subscribe("t/x"));     // c: exact
+  REQUIRE(subs[1]->subscribe("t/+", 0));  // a: wildcard
+  REQUIRE(subs[1]->subscribe("t/x", 1));  //    and exact: one copy, QoS 1
+  REQUIRE(subs[2]->subscribe("t/y"));     // b: another topic
+  REQUIRE(pub->publish(msg("t/x", "1")));
+  bus.deliver_all();
+  CHECK(order == std::vector<std::string>{"a:1", "c:1"});
+  REQUIRE(subs[1]->unsubscribe("t/+"));  // a keeps its exact filter
+  REQUIRE(subs[0]->unsubscribe("t/x"));  // c has none left
+  REQUIRE(pub->publish(msg("t/x", "2")));
+  bus.deliver_all();
+  CHECK(order == std::vector<std::string>{"a:1", "c:1", "a:2"});
+  // A clean session taking a's id over drops every filter of a's session.
+  auto clean = bus.make_client("a", std::nullopt, /*clean_session=*/true);
+  REQUIRE(clean->connect());
+  REQUIRE(pub->publish(msg("t/x", "3")));
+  REQUIRE(pub->publish(msg("t/y", "4")));
+  bus.deliver_all();
+  CHECK(order == std::vector<std::string>{"a:1", "c:1", "a:2", "b:4"});
+}
+
 TEST_CASE("publish while disconnected fails with not_connected") {
   InMemoryBus bus;
   auto c = bus.make_client("c");

@@ -80,7 +80,7 @@ TEST_CASE("vend-sim --version; the broker is --mqtt, --broker works with a one-l
 TEST_CASE("vend-sim on a broker with credentials: the options are checked before anything runs") {
   test::TempDir dir;
   const std::vector<std::string> attach = {"--agent", "http://127.0.0.1:1", "--operator-token",
-                                           "t", "--gateway-secret", "s"};
+                                           "t",       "--gateway-secret",   "s"};
   auto run = [&](std::vector<std::string> extra, const std::string& log) {
     extra.insert(extra.end(), attach.begin(), attach.end());
     return run_sim(extra, dir.file(log));

@@ -45,6 +45,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "vend/random.hpp"
@@ -160,6 +161,7 @@ class InMemoryBus {
   friend class InMemoryClient;
 
   struct Endpoint {
+    std::string id;                    // its client id
     InMemoryClient* client = nullptr;  // the client object that connected last
     bool online = false;
     bool partitioned = false;
@@ -182,8 +184,14 @@ class InMemoryBus {
   void remove_subscription(InMemoryClient* client, const std::string& filter);
   bool is_online(const InMemoryClient* client) const;
 
+  // The endpoint of `client_id`, made on first use.
+  Endpoint& endpoint_of(const std::string& client_id);
   void take_over(Endpoint& endpoint, InMemoryClient* client);
-  static void clear_session(Endpoint& endpoint);
+  void clear_session(Endpoint& endpoint);
+  // Every change to an endpoint's subscriptions goes through these two, so
+  // the index below stays the subscriptions' inverse.
+  void set_subscription(Endpoint& endpoint, const std::string& filter, int qos);
+  void drop_subscription(Endpoint& endpoint, const std::string& filter);
   void restore_subscriptions(Endpoint& endpoint, const std::string& client_id,
                              const InMemoryClient& client);
   void subscribe_endpoint(Endpoint& endpoint, const std::string& client_id,
@@ -201,6 +209,12 @@ class InMemoryBus {
   Stats stats_;
   FaultFilter filter_;
   std::map<std::string, Endpoint> endpoints_;  // ordered: deterministic fan-out
+  // Who subscribes to each filter: a topic's subscribers are found without
+  // looking at every subscription (a fleet of thousands of machines has one
+  // exact filter per machine and topic, and a handful of wildcard ones).
+  // Client ids in order, so the fan-out order stays that of endpoints_.
+  std::unordered_map<std::string, std::set<std::string>> exact_subscribers_;
+  std::map<std::string, std::set<std::string>> wildcard_subscribers_;
   std::map<std::string, Message> retained_;
   std::deque<Pending> queue_;
   std::multimap<uint64_t, Pending> delayed_;  // due step -> delivery (FIFO per step)

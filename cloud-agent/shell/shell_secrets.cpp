@@ -11,6 +11,7 @@
 #include "shell/shell_options.hpp"
 #include "vend/crypto.hpp"
 #include "vend/file_modes.hpp"
+#include "vend/secret_file.hpp"
 #include "vend/tls_files.hpp"
 
 namespace vend::agent {
@@ -93,32 +94,6 @@ Result<std::optional<std::string>> find_secret(const std::string& file, const ch
   return std::optional<std::string>(secret);
 }
 
-// The whole file minus one trailing newline ("\n" or "\r\n"): a password may
-// have surrounding spaces, so nothing else is trimmed.
-Result<std::string> read_mqtt_password(const std::string& path) {
-  if (Status s = check_secret_file(path, "--mqtt-password-file", "bad_secret"); !s.ok()) {
-    return s.error();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return make_error("bad_secret",
-                      "--mqtt-password-file " + path + ": cannot read: " + std::strerror(errno));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string password = ss.str();
-  if (!password.empty() && password.back() == '\n') password.pop_back();
-  if (!password.empty() && password.back() == '\r') password.pop_back();
-  if (password.empty() || password.size() > kMaxMqttPassword) {
-    return make_error("bad_secret", "--mqtt-password-file " + path + ": must hold 1.." +
-                                        std::to_string(kMaxMqttPassword) + " bytes");
-  }
-  if (password.find_first_of("\r\n") != std::string::npos) {
-    return make_error("bad_secret", "--mqtt-password-file " + path + ": must be one line");
-  }
-  return password;
-}
-
 // A TLS file Paho cannot read or parse would fail every connect attempt in
 // the background; say so at start (and in --check-config) instead: each is
 // read and parsed. The private key is a secret like the others.
@@ -175,7 +150,8 @@ Result<Secrets> load_secrets(const ShellOptions& o, const GetEnv& getenv, std::o
   }
   secrets.gateway_secret = **gateway;
   if (!o.mqtt_password_file.empty()) {
-    auto password = read_mqtt_password(o.mqtt_password_file);
+    auto password = read_secret_line(o.mqtt_password_file, "--mqtt-password-file", "bad_secret",
+                                     kMaxMqttPassword);
     if (!password.ok()) return password.error();
     secrets.mqtt_password = *password;
   }

@@ -99,6 +99,8 @@ std::map<std::string, Apply> valued(Command& c) {
       {"--agent", str(l.agent_url)},
       {"--operator-token", str(l.operator_token)},
       {"--gateway-secret", str(l.gateway_secret)},
+      {"--operator-token-file", str(l.operator_token_file)},
+      {"--gateway-secret-file", str(l.gateway_secret_file)},
       {"--agent-db", str(l.agent_db)},
       {"--mqtt-password-dir", str(l.mqtt_password_dir)},
       {"--mqtt-ca-file", str(l.mqtt_ca_file)},
@@ -148,11 +150,18 @@ Status check_live(const Command& c) {
   if (l.broker_url.rfind("ssl://", 0) == 0 && l.mqtt_ca_file.empty()) {
     return bad("--mqtt " + l.broker_url + ": ssl:// needs --mqtt-ca-file (the broker's CA)");
   }
-  if (l.broker_url.empty() || l.agent_url.empty() || l.operator_token.empty() ||
-      l.gateway_secret.empty()) {
+  if (!l.operator_token.empty() && !l.operator_token_file.empty()) {
+    return bad("--operator-token and --operator-token-file exclude each other");
+  }
+  if (!l.gateway_secret.empty() && !l.gateway_secret_file.empty()) {
+    return bad("--gateway-secret and --gateway-secret-file exclude each other");
+  }
+  if (l.broker_url.empty() || l.agent_url.empty() ||
+      (l.operator_token.empty() && l.operator_token_file.empty()) ||
+      (l.gateway_secret.empty() && l.gateway_secret_file.empty())) {
     return bad(
-        "live mode needs --launch, or --mqtt, --agent, --operator-token and "
-        "--gateway-secret");
+        "live mode needs --launch, or --mqtt, --agent, --operator-token-file and "
+        "--gateway-secret-file");
   }
   return {};
 }
@@ -175,6 +184,9 @@ Result<Command> parse_command(const std::vector<std::string>& args) {
     if (name == "--broker") {  // the spelling of before
       c.warnings.push_back("--broker is deprecated; use --mqtt");
       name = "--mqtt";
+    }
+    if (name == "--operator-token" || name == "--gateway-secret") {
+      c.warnings.push_back(name + " on the command line is visible in ps; use " + name + "-file");
     }
     if (auto it = table.find(name); it != table.end()) {
       if (!has_value) {
@@ -228,7 +240,7 @@ std::string usage() {
 
 Live fleet (docs/simulator.md):
   --launch                   start mosquitto and vend-agent in the work dir, stop them after
-  --mqtt URL --agent URL[,URL...] --operator-token T --gateway-secret S [--agent-db PATH]
+  --mqtt URL --agent URL[,URL...] --operator-token-file F --gateway-secret-file F [--agent-db PATH]
                              attach to running ones instead; several agents of one
                              cluster: requests spread over them, follow 307s, and are
                              retried on another after a 503 or no answer (--agent-db

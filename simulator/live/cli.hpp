@@ -17,7 +17,11 @@ struct LiveOptions {
   std::string agent_url;       // attach: http://host:port
   std::string operator_token;  // attach: the agent's operator token
   std::string gateway_secret;  // attach: the agent's gateway secret
-  std::string agent_db;        // attach: the agent's database, for the final check
+  // The same from files (one line each, mode 0600: read by LiveRun, not here);
+  // the command-line forms are visible in ps and work with a warning.
+  std::string operator_token_file;
+  std::string gateway_secret_file;
+  std::string agent_db;  // attach: the agent's database, for the final check
   // Attach to a broker on the production config (deploy/mosquitto): each
   // machine logs in with username = its device id and the password in
   // mqtt_password_dir/<device id> (one line, as add-user --secret-out writes

@@ -19,8 +19,8 @@
 #include "live/live_processes.hpp"
 #include "live/live_report.hpp"
 #include "live/live_workload.hpp"
-#include "vend/fw/config.hpp"
 #include "vend/log.hpp"
+#include "vend/secret_file.hpp"
 #include "world/work_dir.hpp"
 
 namespace vend::sim {
@@ -28,15 +28,20 @@ namespace vend::sim {
 namespace {
 
 // The password of machine `id` on a broker with credentials: the one line of
-// dir/<id>, read as the firmware reads its password_file. dir "" = anonymous.
+// dir/<id>, as the firmware reads its password_file. dir "" = anonymous.
 Result<std::optional<std::string>> machine_password(const std::string& dir, const std::string& id) {
   if (dir.empty()) return std::optional<std::string>{};
-  fw::DeviceConfig config;
-  config.password_file = dir + "/" + id;
-  if (Status s = fw::load_password_file(config); !s.ok()) {
-    return make_error("bad_usage", "--mqtt-password-dir: machine " + id + ": " + s.error().message);
-  }
-  return std::optional<std::string>{config.password};
+  auto password = read_secret_line(dir + "/" + id,
+                                   "--mqtt-password-dir: the password file of " + id, "bad_usage");
+  if (!password.ok()) return password.error();
+  return std::optional<std::string>{*password};
+}
+
+// A secret given on the command line, else read from its file.
+Result<std::string> secret_option(const std::string& value, const std::string& file,
+                                  const std::string& option) {
+  if (file.empty()) return value;
+  return read_secret_line(file, option, "bad_usage");
 }
 
 using Clock = std::chrono::steady_clock;
@@ -111,8 +116,12 @@ Status LiveRun::start_services() {
     auto e = AgentEndpoint::parse(o_.agent_url);
     if (!e.ok()) return e.error();
     endpoint_ = *e;
-    endpoint_.operator_token = o_.operator_token;
-    endpoint_.gateway_secret = o_.gateway_secret;
+    auto token = secret_option(o_.operator_token, o_.operator_token_file, "--operator-token-file");
+    if (!token.ok()) return token.error();
+    auto secret = secret_option(o_.gateway_secret, o_.gateway_secret_file, "--gateway-secret-file");
+    if (!secret.ok()) return secret.error();
+    endpoint_.operator_token = *token;
+    endpoint_.gateway_secret = *secret;
     broker_ = o_.broker_url;
     return {};
   }

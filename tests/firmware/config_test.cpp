@@ -295,7 +295,7 @@ TEST_CASE("the MQTT password can come from a file of its own") {
   test::write_private_file(dir.file("mqtt.password"), "one\ntwo\n");
   auto two = load_password_file(*r);
   REQUIRE_FALSE(two.ok());
-  CHECK(two.error().message.find("more than one line") != std::string::npos);
+  CHECK(two.error().message.find("must be one line") != std::string::npos);
 
   Json both = j;
   both["password"] = "x";

@@ -3,6 +3,7 @@
 // a ledger is corrupted (the live mode runs the same checker at its end).
 // Its command line: --version, and --broker, the spelling of before --mqtt.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include "checker/invariant_checker.hpp"
 #include "test_support.hpp"
@@ -92,6 +93,33 @@ TEST_CASE("vend-sim on a broker with credentials: the options are checked before
   CHECK(test::read_file(dir.file("prefix.log")).find("--id-prefix 'vm/+'") != std::string::npos);
   CHECK(run({"--launch", "--mqtt-password-dir", dir.path()}, "launch.log") == 2);
   CHECK(test::read_file(dir.file("launch.log")).find("not --launch") != std::string::npos);
+  // Secrets on the command line work, with a warning; with their file too is an error.
+  CHECK(run_sim({"--operator-token", "t", "--help"}, dir.file("warned.log")) == 0);
+  std::string warned = test::read_file(dir.file("warned.log"));
+  CHECK(warned.find("--operator-token on the command line is visible in ps; use "
+                    "--operator-token-file") != std::string::npos);
+  CHECK(run({"--mqtt", "tcp://127.0.0.1:1", "--operator-token-file", "x"}, "both.log") == 2);
+  CHECK(test::read_file(dir.file("both.log")).find("exclude each other") != std::string::npos);
+}
+
+TEST_CASE("vend-sim reads its secrets from files that only their owner can read") {
+  test::TempDir dir;
+  test::write_file(dir.file("token"), "operator-token-for-tests-0123456789\n");
+  ::chmod(dir.file("token").c_str(), 0644);
+  test::write_private_file(dir.file("secret"), "gateway-secret-for-tests-012345\n");
+  std::vector<std::string> args = {"--mqtt",
+                                   "tcp://127.0.0.1:1",
+                                   "--agent",
+                                   "http://127.0.0.1:1",
+                                   "--operator-token-file",
+                                   dir.file("token"),
+                                   "--gateway-secret-file",
+                                   dir.file("secret"),
+                                   "--no-progress"};
+  CHECK(run_sim(args, dir.file("mode.log")) == 2);
+  std::string log = test::read_file(dir.file("mode.log"));
+  CHECK(log.find("--operator-token-file " + dir.file("token") + " has mode 0644") !=
+        std::string::npos);
 }
 
 }  // namespace

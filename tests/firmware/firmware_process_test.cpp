@@ -348,6 +348,42 @@ TEST_CASE("the firmware dispenses signed orders once, survives kill -9 and broke
   CHECK(story.device.daemon().wait(15s) == 0);
 }
 
+TEST_CASE("check-config loads what the daemon loads: a fresh board passes, bad files fail") {
+  Device device("tcp://127.0.0.1:1");
+  Run fresh = device.run({"check-config", "--config", device.config_path()});
+  CHECK_MESSAGE(fresh.code == 0, fresh.output);
+  CHECK(fresh.output.find("none yet (a new board)") != std::string::npos);
+  CHECK(fresh.output.find("key ") != std::string::npos);
+  CHECK(fresh.output.rfind("ok\n") == fresh.output.size() - 3);
+
+  // A ledger that exists is opened (and nothing is printed about a new one).
+  REQUIRE(device.run({"restock", "--config", device.config_path(), "--slot", "1", "--count", "2"})
+              .code == 0);
+  Run opened = device.run({"check-config", "--config", device.config_path()});
+  CHECK_MESSAGE(opened.code == 0, opened.output);
+  CHECK(opened.output.find(": opens; ") != std::string::npos);
+
+  // A CA file that holds no certificate is refused, naming the field.
+  Json config = Json::parse(test::read_file(device.config_path()));
+  std::string dir = device.config_path().substr(0, device.config_path().rfind('/'));
+  test::write_file(dir + "/ca.crt", "notacert\n");
+  config["tls_ca_file"] = "ca.crt";
+  config["broker_url"] = "ssl://127.0.0.1:1";
+  test::write_file(device.config_path(), config.dump());
+  Run bad_ca = device.run({"check-config", "--config", device.config_path()});
+  CHECK(bad_ca.code == 2);
+  CHECK(bad_ca.output.find("tls_ca_file " + dir + "/ca.crt") != std::string::npos);
+
+  // A key file that is not a key.
+  config.erase("tls_ca_file");
+  config["broker_url"] = "tcp://127.0.0.1:1";
+  test::write_file(device.config_path(), config.dump());
+  test::write_private_file(dir + "/device.key", "not hex\n");
+  Run bad_key = device.run({"check-config", "--config", device.config_path()});
+  CHECK(bad_key.code == 2);
+  CHECK(bad_key.output.find("ok\n") == std::string::npos);
+}
+
 TEST_CASE("bad arguments and a bad config exit 2 with a clear message") {
   test::TempDir dir;
   auto run = [&](std::vector<std::string> args) {

@@ -30,6 +30,8 @@ constexpr const char* kUsage = R"(usage:
       print a dispense command signed with the device key (for testing)
   vend-firmware keygen [--out FILE]
       a new device key (64 hex chars)
+  vend-firmware check-config --config FILE
+      load everything the daemon loads (config, key, password and TLS files, ledger)
   vend-firmware --help | --version
 )";
 
@@ -48,6 +50,7 @@ const std::map<std::string, Spec>& specs() {
       {"sign-dispense",
        {{"config", "order", "slot", "token", "ttl-s"}, {}, {"config", "order", "slot"}}},
       {"keygen", {{"out"}, {}, {}}},
+      {"check-config", {{"config"}, {}, {"config"}}},
   };
   return kSpecs;
 }
@@ -137,6 +140,7 @@ int run_parsed(const Parsed& p, std::ostream& out, std::ostream& err) {
                       out, err);
   }
   if (cmd == "keygen") return run_keygen({p.value("out")}, out, err);
+  if (cmd == "check-config") return run_check_config({p.value("config")}, out, err);
   auto slot = parse_int(p, "slot", 1, 255);
   if (!slot.ok()) return usage(err, slot.error());
   if (cmd == "restock") {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 
@@ -158,6 +159,38 @@ int run_status(const StatusArgs& args, std::ostream& out, std::ostream& err) {
   } else {
     print_status_text(out, device, setup->config.ledger_path, *report, args.tokens);
   }
+  return kExitOk;
+}
+
+int run_check_config(const CheckConfigArgs& args, std::ostream& out, std::ostream& err) {
+  auto setup = load_setup(args.config_path, /*with_key=*/true);
+  if (!setup.ok()) return fail(err, setup.error());
+  const DeviceConfig& c = setup->config;
+  out << "config " << args.config_path << ": device " << c.device_id << ", " << c.slots.size()
+      << " slots, broker " << c.broker_url << "\n"
+      << "key " << c.key_file << ": private, a valid key\n";
+  if (!c.password_file.empty())
+    out << "password file " << c.password_file << ": private, one line\n";
+  for (const std::string* f : {&c.tls_ca_file, &c.tls_cert_file, &c.tls_key_file}) {
+    if (!f->empty()) out << "TLS file " << *f << ": parses\n";
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(c.ledger_path, ec)) {
+    auto dir = std::filesystem::path(c.ledger_path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      return fail(err, make_error("no_ledger_dir", "ledger " + c.ledger_path + ": directory " +
+                                                       dir.string() + " does not exist"));
+    }
+    out << "ledger " << c.ledger_path << ": none yet (a new board): the daemon creates it\n";
+  } else {
+    auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
+    if (!ledger.ok()) return fail(err, ledger.error());
+    auto report = read_status(*ledger, /*tokens=*/false);
+    if (!report.ok()) return fail(err, report.error());
+    out << "ledger " << c.ledger_path << ": opens; " << report->outbox_depth
+        << " events waiting to be sent\n";
+  }
+  out << "ok\n";
   return kExitOk;
 }
 

@@ -28,6 +28,16 @@ struct StatusArgs {
 };
 int run_status(const StatusArgs& args, std::ostream& out, std::ostream& err);
 
+// `check-config`: everything `run` would load before it connects: the
+// config, the key and password files (private, parseable), the TLS files
+// (they parse), and the ledger (opened when it exists; else its directory
+// must exist for the daemon to create it). Prints one line per check; exit
+// 0 when all pass, 2 (bad config or key) or 1 (ledger) at the first failure.
+struct CheckConfigArgs {
+  std::string config_path;
+};
+int run_check_config(const CheckConfigArgs& args, std::ostream& out, std::ostream& err);
+
 // `keygen`: a new device key as 64 hex chars, on stdout or into a new file
 // (mode 0600; an existing file is never overwritten).
 struct KeygenArgs {

@@ -2,12 +2,35 @@
 
 #include <filesystem>
 
+#include "vend/tls_files.hpp"
+
 namespace vend::fw {
 
 int exit_code_for(const Error& error) {
   const std::string& c = error.code;
   return c == "bad_config" || c == "bad_key" || c == "usage" ? kExitUsage : kExitFailure;
 }
+
+namespace {
+
+// Paho reads them only when it connects, in the background: a wrong file
+// would fail every connect attempt instead of stopping the start.
+Status check_tls_files(const DeviceConfig& c) {
+  if (!c.tls_ca_file.empty()) {
+    if (auto s = check_pem_certificates(c.tls_ca_file, "tls_ca_file", "bad_config"); !s.ok()) {
+      return s;
+    }
+  }
+  if (!c.tls_cert_file.empty()) {
+    if (auto s = check_pem_certificates(c.tls_cert_file, "tls_cert_file", "bad_config"); !s.ok()) {
+      return s;
+    }
+  }
+  if (c.tls_key_file.empty()) return {};
+  return check_pem_private_key(c.tls_key_file, "tls_key_file", "bad_key");
+}
+
+}  // namespace
 
 Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key) {
   auto config = load_device_config(config_path);
@@ -20,6 +43,7 @@ Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key) {
       auto s = check_secret_file(c.tls_key_file, "TLS key file", "bad_key");
       if (!s.ok()) return s.error();
     }
+    if (auto s = check_tls_files(c); !s.ok()) return s.error();
     if (auto s = load_password_file(setup.config); !s.ok()) return s.error();
     auto key = crypto::Key::load_file(setup.config.key_file);
     if (!key.ok()) return key.error();

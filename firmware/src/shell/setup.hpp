@@ -27,7 +27,7 @@ struct DeviceSetup {
 
 // Loads the config and, when `with_key`, the key file it names and the
 // password file, after checking that they and the TLS key file are private
-// (check_secret_file).
+// (check_secret_file) and that the TLS files parse (tls_files.hpp).
 Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key);
 
 // Opens the ledger named by the config, signing as `boot_id`. With

@@ -4,6 +4,8 @@
 #include <functional>
 #include <map>
 
+#include "vend/topics.hpp"
+
 namespace vend::sim {
 
 namespace {
@@ -118,14 +120,9 @@ void share_sizes(Command& c, const std::map<std::string, bool>& given) {
   if (given.count("--jam-rate")) c.world.faults.jam = c.live.jam;
 }
 
+// PREFIX-NNN must be a device id (the broker's ACL patterns rely on it).
 bool valid_id_prefix(const std::string& p) {
-  if (p.empty() || p.size() > 56) return false;
-  for (char ch : p) {
-    bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-              ch == '.' || ch == '_' || ch == '-';
-    if (!ok) return false;
-  }
-  return true;
+  return p.size() <= 56 && topics::is_valid_device_id(p + "-001");
 }
 
 Status check_live(const Command& c) {

@@ -138,7 +138,10 @@ class AckWindow {
 //    arrives in the window. A backlog therefore never raises the alert;
 //    the caller asks for a round trip (wants_round_trip) when the lower
 //    bound alone says "behind", and opens one (asked) only for a device that
-//    is online, so an answer is due.
+//    is online, so an answer is due. What is assumed: that answer arrives
+//    within the window (a device answers at once); a device that stays
+//    silent while an old status of it arrives in the window would give a
+//    bound too low.
 // A round trip is closed, and its bound kept, at the first observe() after
 // its window; the bound is dropped when a later sample exceeds it (the
 // device's clock was corrected) or when it leaves the window.

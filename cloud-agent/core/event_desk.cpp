@@ -130,7 +130,7 @@ void EventDesk::on_status(const std::string& topic_device, const std::string& pa
   }
   dev.last_seen_ms = clock.wall_ms();
   const device_rules::Presence presence = device_rules::decide_presence(dev, status, live);
-  if (presence.clock_sample) observe_clock(dev, status.ts_ms);
+  if (presence.clock_sample) observe_clock(dev, status.ts_ms, true);
   out_.mark_device_dirty(dev.id);
   switch (presence.kind) {
     case device_rules::Presence::Kind::kOnline:
@@ -210,19 +210,25 @@ bool EventDesk::verify_signed(DeviceRecord& dev, const std::string& canonical,
   return true;
 }
 
-// The estimate and its alert are ClockSkew's (device_link.hpp).
-void EventDesk::observe_clock(DeviceRecord& device, int64_t device_ts_ms) {
+// The estimate and its alert are ClockSkew's (device_link.hpp): a backlog of
+// old messages only lowers the estimate, and "behind" is judged only on a
+// status request's answer, asked for here.
+void EventDesk::observe_clock(DeviceRecord& device, int64_t device_ts_ms, bool status) {
   if (device.clock_skew.observe(clock.monotonic_ms(), device_ts_ms, clock.wall_ms(),
-                                options.clock_skew_window_ms)) {
+                                options.clock_skew_window_ms, status)) {
     out_.mark_device_dirty(device.id);
   }
-  int64_t skew = device.clock_skew.skew_ms().value_or(0);
-  int64_t size = skew < 0 ? -skew : skew;
+  if (device.clock_skew.wants_round_trip(clock.monotonic_ms(), options.clock_skew_alert_ms)) {
+    out_.request_status(device);
+  }
   ClockSkew::Alert verdict = device.clock_skew.judge(options.clock_skew_alert_ms);
   if (verdict == ClockSkew::Alert::kRaise) {
     if (out_.alert_active(device.id, 0, "clock_skew")) return;  // said once, not per event
+    int64_t skew = device.clock_skew.skew_ms().value_or(0);
+    bool ahead = skew > options.clock_skew_alert_ms;
+    int64_t size = ahead ? skew : -device.clock_skew.upper_bound_ms().value_or(0);
     out_.raise_alert(device.id, 0, "clock_skew", "warning",
-                     "device clock " + std::string(skew > 0 ? "ahead" : "behind") + " by about " +
+                     "device clock " + std::string(ahead ? "ahead" : "behind") + " by at least " +
                          std::to_string(size) + " ms (alert above " +
                          std::to_string(options.clock_skew_alert_ms) +
                          " ms; commands are checked with a " +

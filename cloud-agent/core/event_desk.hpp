@@ -78,9 +78,11 @@ class EventDesk : public CoreEnv {
   // True when `mac` is the device's signature of `canonical` under its key,
   // or under its pending new key (which then replaces the old one, durably).
   bool verify_signed(DeviceRecord& device, const std::string& canonical, const std::string& mac);
-  // A verified message stamped `device_ts_ms` by the device: a skew sample;
-  // raises or clears the clock_skew alert.
-  void observe_clock(DeviceRecord& device, int64_t device_ts_ms);
+  // A verified message stamped `device_ts_ms` by the device (`status`: a
+  // live online status): a skew sample; asks the device for its status
+  // when only a round trip can tell (ClockSkew::wants_round_trip); raises
+  // or clears the clock_skew alert.
+  void observe_clock(DeviceRecord& device, int64_t device_ts_ms, bool status = false);
   // ---- event_ledgers.cpp ----
   // Where the event (signed `mac`) falls in its stream
   // (device_rules::decide_intake), carried out; true when it is processed

@@ -99,7 +99,10 @@ void Output::request_status(DeviceRecord& device) {
     return;
   }
   ++counters.status_requests_total;
-  (void)publish_command(device, proto::StatusRequest{device.id});
+  if (!publish_command(device, proto::StatusRequest{device.id}).ok()) return;
+  // Its answer bounds the device's clock skew (ClockSkew); an offline
+  // device's answer is not due.
+  if (device.online) device.clock_skew.asked(clock.monotonic_ms(), clock.wall_ms());
 }
 
 void Output::request_check_snapshot(DeviceRecord& device, const char* prefix) {

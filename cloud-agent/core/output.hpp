@@ -45,7 +45,8 @@ class Output : public CoreEnv {
   // now + command_ttl_ms + expiry_skew_ms (wall clock).
   proto::Command stamped(const proto::Command& command) const;
   // A status_request, at most once per status_request_interval_ms; none
-  // while the broker connection is down (the interval is not spent).
+  // while the broker connection is down (the interval is not spent). To an
+  // online device it opens a clock-skew round trip (ClockSkew::asked).
   void request_status(DeviceRecord& device);
   // A full snapshot request (at most one per device per second, only while
   // it is online); `prefix` names the reason in its request id ("chk-",

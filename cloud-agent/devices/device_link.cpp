@@ -88,23 +88,53 @@ AckWindow::Flushed AckWindow::flush(int64_t now_ms, int64_t interval_ms) {
   return out;
 }
 
-bool ClockSkew::observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms) {
-  samples_.emplace_back(now_ms, device_ts_ms - wall_ms);
+bool ClockSkew::observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms,
+                        bool status) {
+  if (upper_ && now_ms - upper_at_ms_ > window_ms) upper_.reset();
+  close_round_trip(now_ms);
+  if (status && asked_mono_ms_)
+    reply_ts_ms_ = std::max(reply_ts_ms_.value_or(device_ts_ms), device_ts_ms);
+  int64_t sample = device_ts_ms - wall_ms;
+  if (upper_ && sample > *upper_) upper_.reset();  // the clock moved since: the bound is gone
+  samples_.emplace_back(now_ms, sample);
   while (samples_.size() > kMaxSamples ||
          (samples_.size() > 1 && now_ms - samples_.front().first > window_ms)) {
     samples_.pop_front();
   }
   int64_t skew = samples_.front().second;
-  for (const auto& [at, sample] : samples_) skew = std::max(skew, sample);
+  for (const auto& [at, s] : samples_) skew = std::max(skew, s);
   bool changed = skew_ != skew;
   skew_ = skew;
   return changed;
 }
 
+void ClockSkew::close_round_trip(int64_t now_ms) {
+  if (!asked_mono_ms_ || now_ms - *asked_mono_ms_ < kReplyWindowMs) return;
+  if (reply_ts_ms_) {
+    upper_ = *reply_ts_ms_ - asked_wall_ms_;
+    upper_at_ms_ = *asked_mono_ms_;
+  }
+  asked_mono_ms_.reset();
+  reply_ts_ms_.reset();
+}
+
+void ClockSkew::asked(int64_t now_ms, int64_t wall_ms) {
+  close_round_trip(now_ms);
+  if (asked_mono_ms_) return;  // still open: its answer is due
+  asked_mono_ms_ = now_ms;
+  asked_wall_ms_ = wall_ms;
+  reply_ts_ms_.reset();
+}
+
+bool ClockSkew::wants_round_trip(int64_t now_ms, int64_t alert_ms) const {
+  if (alert_ms <= 0 || !skew_ || *skew_ >= -alert_ms || upper_) return false;
+  return !asked_mono_ms_ || now_ms - *asked_mono_ms_ >= kReplyWindowMs;
+}
+
 ClockSkew::Alert ClockSkew::judge(int64_t alert_ms) const {
   if (alert_ms <= 0 || !skew_) return Alert::kKeep;
+  if (*skew_ > alert_ms || (upper_ && *upper_ < -alert_ms)) return Alert::kRaise;
   int64_t size = *skew_ < 0 ? -*skew_ : *skew_;
-  if (size > alert_ms) return Alert::kRaise;
   if (size * 10 < alert_ms * 8) return Alert::kClear;
   return Alert::kKeep;
 }

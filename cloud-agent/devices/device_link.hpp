@@ -119,31 +119,77 @@ class AckWindow {
   int64_t due_ms_ = 0;  // monotonic; 0 = no ack scheduled
 };
 
-// A device's clock skew from its messages: each verified message stamped by
-// the device gives a sample (its ts minus the agent's wall time). A sample
-// is skew minus delivery delay, so the largest recent one is the closest to
-// the skew: old events re-sent from the outbox, a slow broker or a busy
-// agent only make samples smaller.
+// A device's clock skew (its wall clock minus the agent's) from its verified
+// messages. A message stamped `ts` by the device and received at agent wall
+// time `wall` gives the sample ts - wall = skew - delay, with a delay that is
+// never negative and unknown: an event re-sent from the outbox, a message
+// queued in the agent's broker session while it was away, a slow broker or
+// a busy agent only make samples smaller. So every sample is a lower bound
+// of the skew:
+//  - the estimate (skew_ms) is the largest sample of the window;
+//  - "ahead by more than T" is proven by that lower bound alone;
+//  - "behind by more than T" needs an upper bound, which only a round trip
+//    gives: a device answers the agent's status_request, sent at agent wall
+//    time t0, with a status it stamps when it answers, so its ts >= t0 +
+//    skew and skew <= ts - t0. Statuses carry no request id, so every status
+//    received within kReplyWindowMs of the request counts and the largest ts
+//    is taken: an older status delivered meanwhile (queued while the agent
+//    was away) has a smaller ts and cannot lower the bound while the answer
+//    arrives in the window. A backlog therefore never raises the alert;
+//    the caller asks for a round trip (wants_round_trip) when the lower
+//    bound alone says "behind", and opens one (asked) only for a device that
+//    is online, so an answer is due. What is assumed: that answer arrives
+//    within the window (a device answers at once); a device that stays
+//    silent while an old status of it arrives in the window would give a
+//    bound too low.
+// A round trip is closed, and its bound kept, at the first observe() after
+// its window; the bound is dropped when a later sample exceeds it (the
+// device's clock was corrected) or when it leaves the window.
 class ClockSkew {
  public:
   static constexpr size_t kMaxSamples = 32;
+  static constexpr int64_t kReplyWindowMs = 2000;
 
   // A sample taken at monotonic `now_ms`; samples older than `window_ms`
-  // (but the newest) and beyond kMaxSamples are dropped. True when the
-  // estimate changed.
-  bool observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms);
-  // Device clock minus agent clock (ms); nullopt before the first sample.
+  // (but the newest) and beyond kMaxSamples are dropped. `status`: a live
+  // status of the device's session, stamped when published (a round trip's
+  // answer when one is open). True when the estimate changed.
+  bool observe(int64_t now_ms, int64_t device_ts_ms, int64_t wall_ms, int64_t window_ms,
+               bool status = false);
+  // A status_request went out to the online device at monotonic `now_ms`,
+  // agent wall time `wall_ms`: a round trip opens (unless one is open).
+  void asked(int64_t now_ms, int64_t wall_ms);
+  // Device clock minus agent clock (ms), the largest recent sample; nullopt
+  // before the first sample.
   std::optional<int64_t> skew_ms() const { return skew_; }
+  // The upper bound of the last round trip with an answer; nullopt if none
+  // holds.
+  std::optional<int64_t> upper_bound_ms() const { return upper_; }
+  // True when the lower bound says "behind by more than alert_ms" and no
+  // round trip is open or holds a bound: ask the device for its status.
+  bool wants_round_trip(int64_t now_ms, int64_t alert_ms) const;
 
   enum class Alert { kRaise, kClear, kKeep };
-  // Raise above `alert_ms`; clear only below 80 % of it (hysteresis, so a
-  // skew near the threshold does not flap); kKeep in between, before any
-  // sample, or with the alert off (alert_ms <= 0).
+  // Raise when the estimate is above `alert_ms` or the round trip's bound
+  // below -alert_ms; clear when the estimate is within 80 % of it either way
+  // (hysteresis, so a skew near the threshold does not flap); kKeep
+  // otherwise, before any sample, or with the alert off (alert_ms <= 0).
   Alert judge(int64_t alert_ms) const;
 
  private:
+  // The open round trip, once its window has passed: its bound kept if a
+  // status came.
+  void close_round_trip(int64_t now_ms);
+
   std::deque<std::pair<int64_t, int64_t>> samples_;  // (monotonic ms, sample), newest last
   std::optional<int64_t> skew_;
+  // The open round trip: when asked (monotonic, wall), the largest ts of the
+  // statuses received since.
+  std::optional<int64_t> asked_mono_ms_;
+  int64_t asked_wall_ms_ = 0;
+  std::optional<int64_t> reply_ts_ms_;
+  std::optional<int64_t> upper_;  // skew <= upper_, found by the round trip asked at upper_at_
+  int64_t upper_at_ms_ = 0;       // monotonic
 };
 
 }  // namespace vend::agent

@@ -45,7 +45,7 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       clock_(clock),
       log_(log),
       peers_(options_.max_requests_per_peer),
-      bad_signature_log_(clock, log, RateLimitedLog::Options{60'000, 256}),
+      bad_input_log_(clock, log, RateLimitedLog::Options{60'000, 256}),
       workers_(options_.worker_threads, options_.max_queued_requests) {
   add_routes();
 }

@@ -54,6 +54,7 @@
 #include "http/http_server.hpp"
 #include "http/metrics.hpp"
 #include "http/path_pattern.hpp"
+#include "http/trusted_proxies.hpp"
 #include "http/worker_pool.hpp"
 #include "limits/in_flight_gate.hpp"
 #include "limits/rate_limiter.hpp"
@@ -93,9 +94,12 @@ struct HttpApiOptions {
     uint64_t dropped = 0, dropped_machine_share = 0;  // since start
   };
   std::function<InboundFill()> inbound_fill;
+  // The reverse proxies whose X-Forwarded-For names the client (client_of);
+  // empty: none, the client's address is the TCP peer's.
+  TrustedProxies trusted_proxies;
   // Order rate limits: POST /v1/orders takes one token from the bucket
   // "machine:<device>" and one from "client:<client>" (the idempotency
-  // scope: X-Client-Id, else the peer address), both or neither; over
+  // scope: X-Client-Id, else the client's address), both or neither; over
   // either it is answered 429. Null: no rate limits. Must outlive the HttpApi.
   RateLimiter* rate_limiter = nullptr;
   // A limit with rate_per_s 0 is off. Defaults: docs/agent.md "Rate limits".
@@ -194,6 +198,15 @@ class HttpApi {
   HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);
 
   // Orders (http_orders.cpp).
+  // The client of a customer's request: its idempotency scope, rate bucket
+  // and reservation cap. "id:<X-Client-Id>" when the app sends one (1..64
+  // of [A-Za-z0-9._-]), else "addr:<address>": the TCP peer's, or from a
+  // trusted proxy the client it forwards for
+  // (TrustedProxies::client_address). The prefixes keep a client id from
+  // posing as an address. A malformed X-Forwarded-For from a trusted proxy
+  // is bad_request, counted and logged once per proxy a minute; X-Client-Id
+  // then changes nothing. Thread-safe.
+  Result<std::string> client_of(const httplib::Request& req);
   // POST /v1/orders and .../payment answer after their commit, holding no
   // thread meanwhile (AgentCore::create_order_async / pay_async).
   void create_order(const httplib::Request& req, Done done);
@@ -225,7 +238,8 @@ class HttpApi {
   // limited together, like one machine).
   std::optional<HttpReply> order_rate_limited(const std::string& device, bool known,
                                               const std::string& client);
-  // The rate-limit counters in the Prometheus text format.
+  // The rate-limit counters in the Prometheus text format, and the requests
+  // refused for a bad X-Forwarded-For (client_of).
   std::string rate_limit_metrics() const;
 
   // The public catalog (http_catalog.cpp).
@@ -281,8 +295,10 @@ class HttpApi {
   std::atomic<uint64_t> rate_limited_client_{0};
   std::atomic<uint64_t> payment_clock_skew_{0};
   std::atomic<uint64_t> payment_bad_signatures_{0};
-  std::mutex bad_signature_log_mu_;  // guards bad_signature_log_
-  RateLimitedLog bad_signature_log_;
+  std::atomic<uint64_t> bad_forwarded_{0};
+  std::mutex bad_input_log_mu_;  // guards bad_input_log_
+  // Bad signatures and bad X-Forwarded-For, once per source and reason a minute.
+  RateLimitedLog bad_input_log_;
   // When a skewed notification may be logged next (monotonic ms).
   std::atomic<int64_t> skew_log_next_ms_{std::numeric_limits<int64_t>::min()};
   std::vector<Route> routes_;  // written by the constructor only

@@ -41,21 +41,6 @@ Result<std::string> idempotency_key_of(const httplib::Request& req) {
   return key;
 }
 
-// The scope of the caller's idempotency keys: "id:<X-Client-Id>" when the
-// app sends one (1..64 of [A-Za-z0-9._-]), else "addr:<peer address>". The
-// prefixes keep a client id from posing as an address.
-Result<std::string> client_of(const httplib::Request& req) {
-  if (!req.has_header("X-Client-Id")) return "addr:" + req.remote_addr;
-  if (req.get_header_value_count("X-Client-Id") > 1) {
-    return http::bad_request("header 'X-Client-Id' given more than once");
-  }
-  std::string id = req.get_header_value("X-Client-Id");
-  if (!http::is_valid_id(id)) {
-    return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
-  }
-  return "id:" + id;
-}
-
 // Cancel takes no input: an empty body or {}.
 Status expect_empty_body(const httplib::Request& req) {
   if (req.body.empty()) return {};
@@ -195,12 +180,36 @@ void HttpApi::note_signature_time(int64_t signed_s, int64_t received_s,
                       std::to_string(n) + " such notifications so far)");
 }
 
+Result<std::string> HttpApi::client_of(const httplib::Request& req) {
+  std::vector<std::string> forwarded;
+  size_t lines = req.get_header_value_count("X-Forwarded-For");
+  for (size_t i = 0; i < lines; ++i)
+    forwarded.push_back(req.get_header_value("X-Forwarded-For", i));
+  auto address = options_.trusted_proxies.client_address(req.remote_addr, forwarded);
+  if (!address.ok()) {
+    bad_forwarded_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(bad_input_log_mu_);
+    bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, "bad_forwarded_for",
+                       req.method + " " + req.path + " refused: " + address.error().message);
+    return address.error();
+  }
+  if (!req.has_header("X-Client-Id")) return "addr:" + *address;
+  if (req.get_header_value_count("X-Client-Id") > 1) {
+    return http::bad_request("header 'X-Client-Id' given more than once");
+  }
+  std::string id = req.get_header_value("X-Client-Id");
+  if (!http::is_valid_id(id)) {
+    return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  return "id:" + id;
+}
+
 void HttpApi::note_bad_signature(const httplib::Request& req, const Error& error) {
   payment_bad_signatures_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard lock(bad_signature_log_mu_);
-  bad_signature_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
-                         "payment notification " + req.path + " from " + req.remote_addr +
-                             " refused: " + error.message);
+  std::lock_guard lock(bad_input_log_mu_);
+  bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
+                     "payment notification " + req.path + " from " + req.remote_addr +
+                         " refused: " + error.message);
 }
 
 std::string HttpApi::payment_metrics() const {

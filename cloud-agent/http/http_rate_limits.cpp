@@ -58,6 +58,12 @@ std::string HttpApi::rate_limit_metrics() const {
       "wrong) and let the order through.\n";
   out += "# TYPE vend_rate_limiter_errors_total counter\n";
   out += "vend_rate_limiter_errors_total " + std::to_string(errors) + "\n";
+  out +=
+      "# HELP vend_http_bad_forwarded_for_total Customer requests refused 400: a malformed "
+      "X-Forwarded-For from a --trusted-proxy.\n"
+      "# TYPE vend_http_bad_forwarded_for_total counter\n"
+      "vend_http_bad_forwarded_for_total " +
+      std::to_string(bad_forwarded_.load(std::memory_order_relaxed)) + "\n";
   return out;
 }
 

@@ -274,6 +274,7 @@ Result<int> AgentProcess::bind_http() {
   HttpApiOptions ho;
   open_rate_limiter();
   ho.rate_limiter = limiter_.get();
+  ho.trusted_proxies = options_.trusted_proxies;
   ho.machine_limit = {static_cast<double>(options_.machine_rate_per_s), options_.machine_burst};
   ho.client_limit = {static_cast<double>(options_.client_rate_per_s), options_.client_burst};
   ho.operator_token = secrets_.operator_token;

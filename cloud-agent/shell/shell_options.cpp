@@ -107,6 +107,13 @@ Status parse_advertise_url(const std::string& value, ShellOptions& o) {
   return {};
 }
 
+Status parse_trusted_proxies(const std::string& value, ShellOptions& o) {
+  auto proxies = TrustedProxies::parse(value);
+  if (!proxies.ok()) return proxies.error();
+  o.trusted_proxies = std::move(proxies).value();
+  return {};
+}
+
 const std::map<std::string, Setter>& valued_options() {
   static const std::map<std::string, Setter> kOptions = {
       {"--http", parse_listen},
@@ -180,6 +187,7 @@ const std::map<std::string, Setter>& valued_options() {
       {"--client-burst", set_int(&ShellOptions::client_burst, "--client-burst", 1, 1'000'000)},
       {"--max-open-reservations",
        set_int(&ShellOptions::max_open_reservations, "--max-open-reservations", 0, 1'000'000)},
+      {"--trusted-proxy", parse_trusted_proxies},
       {"--instance-id", parse_instance_id},
       {"--advertise-url", parse_advertise_url},
       {"--shards", set_int(&ShellOptions::shards, "--shards", 1, 4096)},
@@ -507,6 +515,9 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
                                 over a limit: 429 with Retry-After
   --max-open-reservations N     unpaid reservations one client may hold at once; one
                                 more gets 429 too_many_reservations (20; 0 = off)
+  --trusted-proxy ADDR[,ADDR...]  reverse proxies (IPs or CIDR blocks, v4 or v6) whose
+                                X-Forwarded-For names the client: its address is then the
+                                right-most one not itself a proxy (none: the peer's)
   --redis redis://HOST:PORT     keep what several agents share (the rate limits) in
                                 this Redis (default: in process); if it fails, orders
                                 go through unlimited (fail open, counted in /metrics)

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "http/trusted_proxies.hpp"
 #include "limits/redis_rate_limiter.hpp"
 #include "vend/log.hpp"
 #include "vend/result.hpp"
@@ -67,6 +68,9 @@ struct ShellOptions {
   int64_t client_burst = 20;
   // RESERVED orders one client may hold at once (AgentOptions); 0 = off.
   int64_t max_open_reservations = 20;
+  // --trusted-proxy: the reverse proxies whose X-Forwarded-For names the
+  // client (HttpApiOptions); none by default.
+  TrustedProxies trusted_proxies;
   // --redis: the Redis that holds what several agents share (the rate
   // limits). nullopt: kept in process.
   std::optional<RedisLimiterOptions> shared_redis;

@@ -10,7 +10,6 @@
 #include <future>
 
 #include "agent_rig.hpp"
-#include "http/metrics.hpp"
 
 using namespace vend;
 using namespace vend::agent;
@@ -829,63 +828,6 @@ TEST_CASE("a replayed genuine offline will of the live session is corrected at o
   publish_retained_status(rig, will.payload);
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
   CHECK(rig.create_order("vm-1", 1, "", "").ok());
-}
-
-namespace {
-// A well-signed event of the device with the next seq, stamped `ts_ms` by
-// "its clock".
-void send_stamped_event(AgentRig& rig, DeviceSim& dev, int64_t ts_ms) {
-  auto view = rig.core->devices().front();
-  proto::DeviceEvent e{"vm-1", view.last_processed_seq + 1, dev.boot_id, ts_ms,
-                       proto::Fault{"note", "stamped", 0}};
-  rig.core->on_message(Message{topics::device_evt("vm-1"),
-                               proto::encode(e, crypto::sign(dev.key, proto::encode_canonical(e))),
-                               1, false});
-}
-
-bool skew_alert_active(AgentRig& rig) {
-  for (const auto& [code, n] : rig.core->take_metrics().alerts_active) {
-    if (code == "clock_skew") return n > 0;
-  }
-  return false;
-}
-}  // namespace
-
-TEST_CASE("device clock skew: measured from its events, alerted, shown, cleared") {
-  AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 1);
-  REQUIRE(rig.core->devices().front().clock_skew_ms.has_value());
-  CHECK(*rig.core->devices().front().clock_skew_ms <= 0);  // same clock, minus delivery delay
-  CHECK_FALSE(skew_alert_active(rig));
-
-  // The device's clock runs 3 s ahead; deliveries take 0..500 ms.
-  int64_t now = rig.clock.wall_ms();
-  send_stamped_event(rig, dev, now + 3000 - 500);
-  send_stamped_event(rig, dev, now + 3000);
-  send_stamped_event(rig, dev, now + 3000 - 200);
-  send_stamped_event(rig, dev, now - 3'600'000);  // an hour-old event from its outbox
-  CHECK(rig.core->devices().front().clock_skew_ms == 3000);
-  CHECK(skew_alert_active(rig));
-  AgentMetrics m = rig.core->take_metrics();
-  std::string text = MetricsExporter().render(m, AgentHealth{});
-  CHECK(text.find("vend_device_clock_skew_ms{device=\"vm-1\"} 3000\n") != std::string::npos);
-  CHECK(rig.log.contains("ALERT clock_skew vm-1", LogLevel::kWarn));
-  CHECK(rig.log.contains("device clock ahead by about 2500 ms"));  // when first beyond 2 s
-  auto view = rig.core->devices().front();
-  CHECK(view.clock_skew_ms == 3000);
-
-  // Fixed (NTP): once the old samples leave the window the alert clears.
-  rig.clock.advance(11 * 60 * 1000);
-  send_stamped_event(rig, dev, rig.clock.wall_ms() + 100);
-  CHECK(rig.core->devices().front().clock_skew_ms == 100);
-  CHECK_FALSE(skew_alert_active(rig));
-
-  // Behind counts too.
-  rig.clock.advance(11 * 60 * 1000);
-  send_stamped_event(rig, dev, rig.clock.wall_ms() - 4000);
-  CHECK(rig.core->devices().front().clock_skew_ms == -4000);
-  CHECK(skew_alert_active(rig));
-  CHECK(rig.log.contains("device clock behind by about 4000 ms"));
 }
 
 TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reservations") {

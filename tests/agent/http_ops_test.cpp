@@ -263,8 +263,17 @@ TEST_CASE("the device page's reads: one device, its orders, its faults; never th
   expect_error(get("/v1/devices/vm-http-1/faults?limit=101"), 400, "bad_request", "'limit'");
   expect_error(get("/v1/devices/vm-http-1/faults?since=1"), 400, "bad_request", "'limit'");
 
-  // The rig's machine sends test timestamps, so clock_skew is active too;
-  // the list is ordered by device, slot and code.
+  // A status stamped an hour ahead of the agent's clock: clock_skew is
+  // active too (the machine's events, stamped 1970, only lower the
+  // estimate); the list is ordered by device, slot and code.
+  int64_t hour_ahead = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count() +
+                       3'600'000;
+  proto::PresenceStatus ahead{kDevice, m.boot_id, true, hour_ahead};
+  agent.core().on_message(
+      Message{topics::device_status(kDevice),
+              proto::encode(ahead, crypto::sign(m.key, proto::encode_canonical(ahead))), 1, false});
   Json alerts = body_of(get("/v1/alerts"));
   REQUIRE_MESSAGE(alerts["alerts"].size() == 2, alerts.dump());
   CHECK(alerts["alerts"][0]["code"] == "clock_skew");

@@ -206,3 +206,64 @@ TEST_CASE("clock skew alert: raise above, clear below 80 %, keep between") {
   near.observe(0, 11'599, 10'000, 60'000);  // +1599
   CHECK(near.judge(2'000) == ClockSkew::Alert::kClear);
 }
+
+TEST_CASE("clock skew: a backlog of old messages never says behind, it asks") {
+  ClockSkew skew;
+  // An outbox drained after an outage (or the agent's restart): events of
+  // 10 and 5 minutes ago, and a status queued in the agent's session.
+  skew.observe(0, 10'000 - 600'000, 10'000, 600'000);
+  skew.observe(1, 10'001 - 300'000, 10'001, 600'000);
+  skew.observe(2, 10'002 - 60'000, 10'002, 600'000, true);
+  CHECK(skew.skew_ms() == -60'000);
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kKeep);
+  CHECK(skew.wants_round_trip(2, 2'000));
+  CHECK_FALSE(skew.wants_round_trip(2, 0));  // the alert is off
+  // Asked; the answer comes in 30 ms: the clocks agree.
+  skew.asked(10, 10'010);
+  CHECK_FALSE(skew.wants_round_trip(20, 2'000));  // an answer is due
+  skew.observe(40, 10'040, 10'040, 600'000, true);
+  CHECK(skew.skew_ms() == 0);
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kClear);
+  skew.observe(3'000, 13'000 - 120'000, 13'000, 600'000);  // more backlog, window closed
+  CHECK(skew.upper_bound_ms() == 30);
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kClear);
+  CHECK_FALSE(skew.wants_round_trip(3'000, 2'000));
+}
+
+TEST_CASE("clock skew: behind is proven by a round trip, judged once its window closed") {
+  ClockSkew skew;
+  skew.observe(0, 10'000 - 4'000, 10'000, 600'000);  // an event: -4 s, a lower bound only
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kKeep);
+  REQUIRE(skew.wants_round_trip(0, 2'000));
+  skew.asked(100, 10'100);
+  // A status queued long ago arrives first, then the answer (stamped 20 ms
+  // after the request by a clock 4 s behind).
+  skew.observe(110, 10'110 - 90'000, 10'110, 600'000, true);
+  skew.observe(150, 10'120 - 4'000, 10'150, 600'000, true);
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kKeep);  // the window is open
+  CHECK_FALSE(skew.upper_bound_ms().has_value());
+  skew.observe(2'200, 12'200 - 4'000, 12'200, 600'000);
+  CHECK(skew.upper_bound_ms() == -3'980);  // skew <= 10'120 - 4'000 - 10'100
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kRaise);
+  // NTP fixes the device: a sample above the bound drops it, the alert clears.
+  skew.observe(5'000, 15'000, 15'000, 600'000);
+  CHECK_FALSE(skew.upper_bound_ms().has_value());
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kClear);
+}
+
+TEST_CASE("clock skew: a round trip without an answer bounds nothing") {
+  ClockSkew skew;
+  skew.observe(0, 10'000 - 30'000, 10'000, 600'000);
+  skew.asked(10, 10'010);
+  skew.observe(3'000, 13'000 - 30'000, 13'000, 600'000);  // an event, no status
+  CHECK_FALSE(skew.upper_bound_ms().has_value());
+  CHECK(skew.judge(2'000) == ClockSkew::Alert::kKeep);
+  CHECK(skew.wants_round_trip(3'000, 2'000));  // ask again
+  // A bound leaves with the window.
+  skew.asked(3'000, 13'000);
+  skew.observe(3'050, 13'050 - 30'000, 13'050, 60'000, true);
+  skew.observe(5'100, 15'100 - 30'000, 15'100, 60'000);
+  REQUIRE(skew.upper_bound_ms().has_value());
+  skew.observe(70'000, 80'000 - 30'000, 80'000, 60'000);
+  CHECK_FALSE(skew.upper_bound_ms().has_value());
+}

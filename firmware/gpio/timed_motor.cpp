@@ -18,7 +18,6 @@ constexpr const char* kLog = "motor";
 // seen promptly; the off deadline itself is met to the wait's precision.
 constexpr int64_t kSliceNs = 20'000'000;
 constexpr int64_t kNsPerMs = 1'000'000;
-constexpr int kRealtimePriority = 20;  // above ordinary work, below kernel IRQ threads (50)
 
 }  // namespace
 
@@ -40,10 +39,10 @@ TimedMotor::TimedMotor(Logger& log, std::map<int, DigitalOutput*> lines, Digital
   // the stop then waits for no ordinary process. Elsewhere the deadline
   // waits still hold, to the scheduler's latency.
   sched_param param{};
-  param.sched_priority = kRealtimePriority;
+  param.sched_priority = kMotorRealtimePriority;
   int rc = pthread_setschedparam(thread_.native_handle(), SCHED_FIFO, &param);
   log_.info(kLog, rc == 0 ? "motor controller thread at SCHED_FIFO priority " +
-                                std::to_string(kRealtimePriority)
+                                std::to_string(kMotorRealtimePriority)
                           : "motor controller thread at normal priority (no SCHED_FIFO: " +
                                 std::string(std::strerror(rc)) + ")");
 }

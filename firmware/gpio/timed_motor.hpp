@@ -24,6 +24,10 @@
 
 namespace vend::fw {
 
+// The SCHED_FIFO priority of the motor's timing (TimedMotor's thread and the
+// motor guard process): above ordinary work, below kernel IRQ threads (50).
+inline constexpr int kMotorRealtimePriority = 20;
+
 // CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's GPIO edge
 // timestamps (Linux >= 5.7) and of TimedMotor's deadlines.
 int64_t monotonic_ns();

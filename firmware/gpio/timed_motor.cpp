@@ -166,8 +166,10 @@ void TimedMotor::rotate(int slot) {
   }
   auto level = sensor_.read();
   r.blocked_at_start = level.ok() && *level;
-  r.on_ns = monotonic_ns();
   Status on = line->write(true);
+  // Once the line is on: a write through the motor guard is a round trip,
+  // and the rotation's time counts from the line, not from the request.
+  r.on_ns = monotonic_ns();
   {
     std::lock_guard lock(mu_);
     rotation_ = r;

@@ -62,7 +62,7 @@ class DigitalInput {
 // What a rotation did, as the controller saw it. Times are monotonic_ns.
 struct Rotation {
   int slot = 0;
-  int64_t on_ns = 0;               // motor line set active
+  int64_t on_ns = 0;               // motor line set active (its write returned)
   int64_t off_ns = 0;              // motor line set inactive (0: never)
   std::optional<int64_t> drop_ns;  // first edge in [on, off + window], or level at the end
   bool blocked_at_start = false;   // the beam was already interrupted: only edges count

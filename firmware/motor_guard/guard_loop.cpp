@@ -27,7 +27,8 @@ int64_t now_ns() noexcept {
   return static_cast<int64_t>(ts.tv_sec) * kNsPerS + ts.tv_nsec;
 }
 
-void prepare_process(const Setup& s) noexcept {
+// Returns the errno of a failed sched_setscheduler (0: none).
+int32_t prepare_process(const Setup& s) noexcept {
   prctl(PR_SET_NAME, "vend-motorguard", 0, 0, 0);
   // Stop signals sent to the whole service must not cut a rotation short:
   // the daemon finishes it, then closes the socket.
@@ -38,10 +39,18 @@ void prepare_process(const Setup& s) noexcept {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  if (s.rt_priority > 0) {
-    sched_param param{};
-    param.sched_priority = s.rt_priority;
-    sched_setscheduler(0, SCHED_FIFO, &param);  // the parent reads back what it got
+  if (s.rt_priority <= 0) return 0;
+  sched_param param{};
+  param.sched_priority = s.rt_priority;
+  return sched_setscheduler(0, SCHED_FIFO, &param) == 0 ? 0 : errno;
+}
+
+void all_off(const Setup& s) noexcept {
+  for (size_t i = 0; i < s.count; ++i) {
+    for (int attempt = 0; attempt < kOffAttemptsAtExit && !s.lines[i]->set(false); ++attempt) {
+      timespec pause{0, kRetryOffNs};
+      nanosleep(&pause, nullptr);
+    }
   }
 }
 
@@ -113,16 +122,12 @@ bool serve_one(const Setup& s, int64_t deadline_ns) noexcept {
 }  // namespace
 
 void run(const Setup& s) noexcept {
-  prepare_process(s);
-  while (serve_one(s, expire(s, now_ns()))) {
+  Reply ready{prepare_process(s)};
+  bool serving = send(s.channel, &ready, sizeof ready, MSG_NOSIGNAL) == sizeof ready;
+  while (serving && serve_one(s, expire(s, now_ns()))) {
   }
-  for (size_t i = 0; i < s.count; ++i) {
-    for (int attempt = 0; attempt < kOffAttemptsAtExit && !s.lines[i]->set(false); ++attempt) {
-      timespec pause{0, kRetryOffNs};
-      nanosleep(&pause, nullptr);
-    }
-  }
-  _exit(0);
+  all_off(s);
+  _exit(serving ? 0 : 1);
 }
 
 }  // namespace vend::fw::guard

@@ -1,6 +1,7 @@
 // The guard process's loop (motor_guard.hpp): what runs in the forked child.
 // Internal to MotorGuard; its requests and replies are fixed-size records on
-// a SOCK_SEQPACKET socket, one reply per request.
+// a SOCK_SEQPACKET socket: one reply when the guard starts, then one per
+// request.
 #pragma once
 
 #include <cstddef>
@@ -34,9 +35,11 @@ struct Setup {
   int rt_priority;  // SCHED_FIFO priority, 0: leave the policy as it is
 };
 
-// Serves requests until the socket reaches end-of-file (or fails), drives
-// every line inactive and exits the process. Async-signal-safe throughout:
-// it runs in a child forked from a process that may have other threads.
+// Sends one Reply first (the errno of its SCHED_FIFO request, 0: none or
+// granted), then serves requests until the socket reaches end-of-file (or
+// fails), drives every line inactive and exits the process.
+// Async-signal-safe throughout: it runs in a child forked from a process
+// that may have other threads.
 [[noreturn]] void run(const Setup& setup) noexcept;
 
 }  // namespace vend::fw::guard

@@ -44,12 +44,12 @@ void protect_from_oom(pid_t pid, Logger& log) {
   if (!ok) log.info(kLog, "OOM score of the guard not lowered (" + errno_text(err) + ")");
 }
 
-void log_policy(pid_t pid, int rt_priority, Logger& log) {
+// `sched_error`: what the guard's own sched_setscheduler() returned.
+void log_policy(int rt_priority, int32_t sched_error, Logger& log) {
   if (rt_priority <= 0) return;
-  int policy = sched_getscheduler(pid);
-  log.info(kLog, policy == SCHED_FIFO
+  log.info(kLog, sched_error == 0
                      ? "guard at SCHED_FIFO priority " + std::to_string(rt_priority)
-                     : std::string("guard at normal priority (no SCHED_FIFO)"));
+                     : "guard at normal priority (no SCHED_FIFO: " + errno_text(sched_error) + ")");
 }
 
 }  // namespace
@@ -78,8 +78,11 @@ Result<std::unique_ptr<MotorGuard>> MotorGuard::spawn(const std::vector<GuardLin
   }
   close(fds[1]);
   std::unique_ptr<MotorGuard> g(new MotorGuard(pid, fds[0], lines.size(), log));
+  // The guard's first record says it serves (and how it is scheduled).
+  auto ready = g->await_reply();
+  if (!ready.ok()) return ready.error();  // the destructor stops and reaps it
   protect_from_oom(pid, log);
-  log_policy(pid, rt_priority, log);
+  log_policy(rt_priority, *ready, log);
   log.info(kLog, "motor guard (pid " + std::to_string(pid) + ") holds " +
                      std::to_string(lines.size()) + " motor lines, each on for at most " +
                      std::to_string(max_on_ms) + " ms");
@@ -125,6 +128,13 @@ Status MotorGuard::set(size_t index, bool active) {
     sent = send(channel_, &request, sizeof request, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
   if (sent != sizeof request) return broken("is gone (" + errno_text(errno) + ")");
+  auto error = await_reply();
+  if (!error.ok()) return error.error();
+  if (*error != 0) return make_error("gpio_error", "motor guard: " + errno_text(*error));
+  return {};
+}
+
+Result<int32_t> MotorGuard::await_reply() {
   pollfd pfd{channel_, POLLIN, 0};
   int ready;
   do {
@@ -137,8 +147,7 @@ Status MotorGuard::set(size_t index, bool active) {
   ssize_t got = recv(channel_, &reply, sizeof reply, 0);
   if (got == 0) return broken("is gone");
   if (got != sizeof reply) return broken("answered badly (" + errno_text(errno) + ")");
-  if (reply.error != 0) return make_error("gpio_error", "motor guard: " + errno_text(reply.error));
-  return {};
+  return reply.error;
 }
 
 Status MotorGuard::check() {

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "vend/log.hpp"
@@ -53,8 +54,8 @@ class MotorGuard {
   // releases its own handles of the lines, so that the guard holds the only
   // ones. max_on_ms > 0: the longest a line stays active. The guard asks for
   // SCHED_FIFO (priority `rt_priority`, 0: none) and an OOM score of -1000;
-  // both are best effort and logged. Errors: "motor_guard" (no socket, no
-  // fork).
+  // both are best effort and logged. Returns once the guard serves. Errors:
+  // "motor_guard" (no socket, no fork, the guard did not start).
   static Result<std::unique_ptr<MotorGuard>> spawn(const std::vector<GuardLine*>& lines,
                                                    int64_t max_on_ms, int rt_priority, Logger& log);
   // Closes the socket: the guard drives every line inactive and exits; it is
@@ -78,6 +79,9 @@ class MotorGuard {
 
  private:
   MotorGuard(pid_t pid, int channel, size_t lines, Logger& log);
+  // The guard's next record: its error field. REQUIRES: mu_ held, or no
+  // other user yet.
+  Result<int32_t> await_reply();
   Error broken(const std::string& why);
 
   std::mutex mu_;

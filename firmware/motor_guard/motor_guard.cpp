@@ -57,6 +57,10 @@ void log_policy(int rt_priority, int32_t sched_error, Logger& log) {
 Result<std::unique_ptr<MotorGuard>> MotorGuard::spawn(const std::vector<GuardLine*>& lines,
                                                       int64_t max_on_ms, int rt_priority,
                                                       Logger& log) {
+  if (max_on_ms <= 0) {
+    return guard_error("a rotation's longest time must be positive, not " +
+                       std::to_string(max_on_ms) + " ms");
+  }
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
     return guard_error("cannot create the motor guard's socket: " + errno_text(errno));

@@ -55,7 +55,8 @@ class MotorGuard {
   // ones. max_on_ms > 0: the longest a line stays active. The guard asks for
   // SCHED_FIFO (priority `rt_priority`, 0: none) and an OOM score of -1000;
   // both are best effort and logged. Returns once the guard serves. Errors:
-  // "motor_guard" (no socket, no fork, the guard did not start).
+  // "motor_guard" (max_on_ms not positive, no socket, no fork, the guard did
+  // not start).
   static Result<std::unique_ptr<MotorGuard>> spawn(const std::vector<GuardLine*>& lines,
                                                    int64_t max_on_ms, int rt_priority, Logger& log);
   // Closes the socket: the guard drives every line inactive and exits; it is

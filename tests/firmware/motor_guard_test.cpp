@@ -78,6 +78,15 @@ TEST_CASE("a line goes on and off when told, through the guard; the guard exits 
   CHECK(exited(pid));
 }
 
+TEST_CASE("a guard without a deadline is refused") {
+  MemoryLogger log;
+  SharedLines lines(1);
+  auto guard = MotorGuard::spawn(lines.guard_lines(), 0, 0, log);
+  REQUIRE_FALSE(guard.ok());
+  CHECK(guard.error().code == "motor_guard");
+  CHECK(guard.error().message.find("not 0 ms") != std::string::npos);
+}
+
 TEST_CASE("the guard's deadline stops a rotation it is never told to stop") {
   MemoryLogger log;
   SharedLines lines(1);

@@ -15,8 +15,9 @@
 //     when the daemon dies, however it dies; it then exits.
 // It ignores SIGINT, SIGTERM and SIGHUP (a stop signal to the service's
 // whole control group must not cut a rotation the daemon is finishing);
-// only SIGKILL ends it without writing, which is what the board's pull-down
-// on the motor driver's enable is for (docs/boards.md).
+// only a SIGKILL (or a crash of the guard itself) ends it without writing,
+// which is what the board's pull-down on the motor driver's enable is for
+// (docs/boards.md).
 #pragma once
 
 #include <sys/types.h>
@@ -50,7 +51,10 @@ class MotorGuard {
  public:
   // Forks the guard process for `lines` (indexed as given). REQUIRES: the
   // lines are requested as outputs and inactive, and `lines` outlive this
-  // call (the guard works on its copy of them). After it returns the caller
+  // call (the guard works on its copy of them), and the caller forks nothing
+  // else without exec while the guard runs (that child would hold the
+  // socket open, and the guard would miss the caller's death). After it
+  // returns the caller
   // releases its own handles of the lines, so that the guard holds the only
   // ones. max_on_ms > 0: the longest a line stays active. The guard asks for
   // SCHED_FIFO (priority `rt_priority`, 0: none) and an OOM score of -1000;

@@ -54,9 +54,8 @@ class MotorGuard {
   // call (the guard works on its copy of them), and the caller forks nothing
   // else without exec while the guard runs (that child would hold the
   // socket open, and the guard would miss the caller's death). After it
-  // returns the caller
-  // releases its own handles of the lines, so that the guard holds the only
-  // ones. max_on_ms > 0: the longest a line stays active. The guard asks for
+  // returns the caller releases its own handles of the lines, so that the
+  // guard holds the only ones. max_on_ms > 0: the longest a line stays active. The guard asks for
   // SCHED_FIFO (priority `rt_priority`, 0: none) and an OOM score of -1000;
   // both are best effort and logged. Returns once the guard serves. Errors:
   // "motor_guard" (max_on_ms not positive, no socket, no fork, the guard did

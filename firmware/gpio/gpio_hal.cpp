@@ -8,6 +8,8 @@
 #include <ctime>
 #include <optional>
 
+#include "gpio/guarded_output.hpp"
+
 namespace vend::fw {
 
 namespace {
@@ -18,20 +20,17 @@ Error gpio_error(const std::string& what) {
   return make_error("gpio_error", what + ": " + std::strerror(errno));
 }
 
-// A line requested from libgpiod; released by closing its chip.
-class GpiodOutput final : public DigitalOutput {
+// A motor line as the guard process writes it: one ioctl, no allocation
+// (libgpiod v1's gpiod_line_set_value), as GuardLine requires.
+class GpiodGuardLine final : public GuardLine {
  public:
-  GpiodOutput(gpiod_line* line, std::string name) : line_(line), name_(std::move(name)) {}
-  Status write(bool active) override {
-    if (gpiod_line_set_value(line_, active ? 1 : 0) != 0) {
-      return gpio_error("cannot set " + name_ + (active ? " on" : " off"));
-    }
-    return {};
+  explicit GpiodGuardLine(gpiod_line* line) : line_(line) {}
+  bool set(bool active) noexcept override {
+    return gpiod_line_set_value(line_, active ? 1 : 0) == 0;
   }
 
  private:
   gpiod_line* line_;
-  std::string name_;
 };
 
 constexpr int64_t kSampleEveryNs = 1'000'000;  // lines without edge events
@@ -99,12 +98,14 @@ class GpiodInput final : public DigitalInput {
 
 struct GpioMachine::Lines {
   gpiod_chip* chip = nullptr;
+  std::unique_ptr<MotorGuard> guard;
   std::vector<std::unique_ptr<DigitalOutput>> outputs;
   std::unique_ptr<DigitalInput> input;
   std::unique_ptr<TimedMotor> motor;
 
   ~Lines() {
-    motor.reset();  // switches a running motor off while the lines are still held
+    motor.reset();  // switches a running motor off through the guard
+    guard.reset();  // the guard switches every line off, exits and is reaped
     if (chip != nullptr) gpiod_chip_close(chip);
   }
 };
@@ -125,10 +126,16 @@ std::string line_name(const std::string& chip, int offset, const std::string& pu
   return purpose + " (line " + std::to_string(offset) + " of '" + chip + "')";
 }
 
-Status open_motors(gpiod_chip* chip, const GpioConfig& gpio, const std::vector<SlotConfig>& slots,
-                   const std::string& consumer,
-                   std::vector<std::unique_ptr<DigitalOutput>>& outputs,
-                   std::map<int, DigitalOutput*>& by_slot) {
+// The motor lines of `slots`, requested as outputs, inactive.
+struct MotorLines {
+  std::vector<gpiod_line*> lines;
+  std::vector<std::string> names;
+};
+
+Result<MotorLines> request_motors(gpiod_chip* chip, const GpioConfig& gpio,
+                                  const std::vector<SlotConfig>& slots,
+                                  const std::string& consumer) {
+  MotorLines m;
   for (const auto& s : slots) {
     std::string purpose = "slot " + std::to_string(s.slot) + " motor";
     auto line = get_line(chip, gpio.chip, s.motor_line, purpose);
@@ -137,9 +144,33 @@ Status open_motors(gpiod_chip* chip, const GpioConfig& gpio, const std::vector<S
       return gpio_error("cannot request line " + std::to_string(s.motor_line) + " of GPIO chip '" +
                         gpio.chip + "' as output for " + purpose);
     }
-    outputs.push_back(
-        std::make_unique<GpiodOutput>(*line, line_name(gpio.chip, s.motor_line, purpose)));
-    by_slot[s.slot] = outputs.back().get();
+    m.lines.push_back(*line);
+    m.names.push_back(line_name(gpio.chip, s.motor_line, purpose));
+  }
+  return m;
+}
+
+// Hands the motor lines to a guard process (motor_guard.hpp) and releases
+// this process's handles of them: from then on only the guard holds them, so
+// the motor stops when this process dies, however it dies.
+Status guard_motors(const MotorLines& motors, const GpioConfig& gpio,
+                    const std::vector<SlotConfig>& slots, Logger& log,
+                    std::unique_ptr<MotorGuard>& guard_out,
+                    std::vector<std::unique_ptr<DigitalOutput>>& outputs,
+                    std::map<int, DigitalOutput*>& by_slot) {
+  std::vector<std::unique_ptr<GpiodGuardLine>> guarded;
+  std::vector<GuardLine*> lines;
+  for (gpiod_line* l : motors.lines) {
+    guarded.push_back(std::make_unique<GpiodGuardLine>(l));
+    lines.push_back(guarded.back().get());
+  }
+  auto guard = MotorGuard::spawn(lines, gpio.motor_run_ms, kMotorRealtimePriority, log);
+  if (!guard.ok()) return guard.error();
+  guard_out = std::move(guard).value();
+  for (gpiod_line* l : motors.lines) gpiod_line_release(l);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    outputs.push_back(std::make_unique<GuardedOutput>(*guard_out, i, motors.names[i]));
+    by_slot[slots[i].slot] = outputs.back().get();
   }
   return {};
 }
@@ -172,12 +203,15 @@ Result<std::unique_ptr<GpioMachine>> GpioMachine::open(const GpioConfig& gpio,
   auto lines = std::make_unique<Lines>();
   lines->chip = gpiod_chip_open_lookup(gpio.chip.c_str());
   if (lines->chip == nullptr) return gpio_error("cannot open GPIO chip '" + gpio.chip + "'");
-  std::map<int, DigitalOutput*> by_slot;
-  auto motors = open_motors(lines->chip, gpio, slots, consumer, lines->outputs, by_slot);
+  auto motors = request_motors(lines->chip, gpio, slots, consumer);
   if (!motors.ok()) return motors.error();
   auto input = open_sensor(lines->chip, gpio, consumer, log);
   if (!input.ok()) return input.error();
   lines->input = std::move(*input);
+  // Forked before TimedMotor starts its thread.
+  std::map<int, DigitalOutput*> by_slot;
+  Status guarded = guard_motors(*motors, gpio, slots, log, lines->guard, lines->outputs, by_slot);
+  if (!guarded.ok()) return guarded.error();
   lines->motor = std::make_unique<TimedMotor>(log, std::move(by_slot), *lines->input,
                                               gpio.motor_run_ms, gpio.drop_window_ms);
   log.info(kLog, "opened GPIO chip '" + gpio.chip + "': " + std::to_string(slots.size()) +
@@ -187,6 +221,8 @@ Result<std::unique_ptr<GpioMachine>> GpioMachine::open(const GpioConfig& gpio,
 
 GpioMachine::GpioMachine(std::unique_ptr<Lines> lines) : lines_(std::move(lines)) {}
 GpioMachine::~GpioMachine() = default;
+
+Status GpioMachine::check() { return lines_->guard->check(); }
 
 Hal GpioMachine::hal() { return Hal{lines_->motor.get(), lines_->motor.get(), nullptr}; }
 

@@ -18,7 +18,6 @@ constexpr const char* kLog = "motor";
 // seen promptly; the off deadline itself is met to the wait's precision.
 constexpr int64_t kSliceNs = 20'000'000;
 constexpr int64_t kNsPerMs = 1'000'000;
-constexpr int kRealtimePriority = 20;  // above ordinary work, below kernel IRQ threads (50)
 
 }  // namespace
 
@@ -40,10 +39,10 @@ TimedMotor::TimedMotor(Logger& log, std::map<int, DigitalOutput*> lines, Digital
   // the stop then waits for no ordinary process. Elsewhere the deadline
   // waits still hold, to the scheduler's latency.
   sched_param param{};
-  param.sched_priority = kRealtimePriority;
+  param.sched_priority = kMotorRealtimePriority;
   int rc = pthread_setschedparam(thread_.native_handle(), SCHED_FIFO, &param);
   log_.info(kLog, rc == 0 ? "motor controller thread at SCHED_FIFO priority " +
-                                std::to_string(kRealtimePriority)
+                                std::to_string(kMotorRealtimePriority)
                           : "motor controller thread at normal priority (no SCHED_FIFO: " +
                                 std::string(std::strerror(rc)) + ")");
 }
@@ -167,8 +166,10 @@ void TimedMotor::rotate(int slot) {
   }
   auto level = sensor_.read();
   r.blocked_at_start = level.ok() && *level;
-  r.on_ns = monotonic_ns();
   Status on = line->write(true);
+  // Once the line is on: a write through the motor guard is a round trip,
+  // and the rotation's time counts from the line, not from the request.
+  r.on_ns = monotonic_ns();
   {
     std::lock_guard lock(mu_);
     rotation_ = r;

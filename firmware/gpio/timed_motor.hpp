@@ -24,6 +24,10 @@
 
 namespace vend::fw {
 
+// The SCHED_FIFO priority of the motor's timing (TimedMotor's thread and the
+// motor guard process): above ordinary work, below kernel IRQ threads (50).
+inline constexpr int kMotorRealtimePriority = 20;
+
 // CLOCK_MONOTONIC in nanoseconds: the clock of the kernel's GPIO edge
 // timestamps (Linux >= 5.7) and of TimedMotor's deadlines.
 int64_t monotonic_ns();
@@ -58,7 +62,7 @@ class DigitalInput {
 // What a rotation did, as the controller saw it. Times are monotonic_ns.
 struct Rotation {
   int slot = 0;
-  int64_t on_ns = 0;               // motor line set active
+  int64_t on_ns = 0;               // motor line set active (its write returned)
   int64_t off_ns = 0;              // motor line set inactive (0: never)
   std::optional<int64_t> drop_ns;  // first edge in [on, off + window], or level at the end
   bool blocked_at_start = false;   // the beam was already interrupted: only edges count

@@ -87,6 +87,7 @@ class Daemon {
   std::unique_ptr<DeviceCore> core_;
   std::unique_ptr<ConnectRetry> connector_;
   uint64_t ignored_while_stopping_ = 0;
+  std::optional<Error> hardware_lost_;  // the motors can no longer be driven
 };
 
 Status Daemon::start() {
@@ -155,6 +156,12 @@ void Daemon::serve() {
     Steady::time_point now = Steady::now();
     if (now < next_tick) continue;
     tick();
+    if (auto s = hal_->check(); !s.ok()) {
+      // Without its guard no motor can run: exit, and systemd restarts both.
+      log_.error(kLog, "stopping: " + s.error().to_string());
+      hardware_lost_ = s.error();
+      return;
+    }
     // Late ticks are not caught up in a burst: the next one is a period away.
     next_tick = std::max(next_tick + kTickInterval, now);
   }
@@ -202,7 +209,7 @@ int Daemon::run() {
                       std::to_string(st.failed) + " failed, " + std::to_string(st.rejected) +
                       " rejected, " + std::to_string(st.refused) + " refused, " +
                       std::to_string(inbound_.dropped_total()) + " dropped this run");
-  return kExitOk;
+  return hardware_lost_ ? exit_code_for(*hardware_lost_) : kExitOk;
 }
 
 }  // namespace

@@ -44,6 +44,13 @@ Hal MachineHal::hal() {
   return sim_->hal();
 }
 
+Status MachineHal::check() {
+#ifdef VEND_HAVE_GPIOD
+  if (gpio_) return gpio_->check();
+#endif
+  return {};
+}
+
 Status MachineHal::load_from_ledger(Ledger& ledger) {
   auto slots = ledger.slots();
   if (!slots.ok()) return slots.error();

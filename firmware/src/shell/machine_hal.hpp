@@ -33,6 +33,10 @@ class MachineHal {
 
   Hal hal();
 
+  // Whether the hardware can still be driven. GPIO: the motor guard runs;
+  // errors "motor_guard" (it is gone). Sim: always.
+  Status check();
+
   // Between two core ticks. GPIO: nothing (TimedMotor times the motor and
   // watches the drop sensor on its own thread). Sim: while the
   // core is idle (no rotation under way, so the ledger and the machine

@@ -137,7 +137,8 @@ struct AgentOptions {
   // on up to command_resend_max_ms, until a result arrives or the command
   // expires (the device deduplicates by order id). It is also sent again at
   // once on every connect of the agent to the broker and when its machine
-  // comes online: a command the broker accepted may still be lost.
+  // comes online: a command the broker accepted may still be lost. Such a
+  // re-send starts the backoff again from command_resend_ms.
   int64_t command_resend_ms = 5000;
   int64_t command_resend_max_ms = 20 * 1000;
   int64_t ack_interval_ms = 50;  // cumulative acks are batched this long

@@ -82,8 +82,13 @@ bool WorldFaults::lose_command(const InMemoryBus::Envelope& e) {
   // Watched only when nothing else is wrong: no other fault of the machine
   // or of an agent under way, no agent clock stepped (its commands expire
   // early or late).
+  // A command stamped while an agent clock was stepped or skewed expires
+  // early or late: its last change must be older than a command's life
+  // (the world's dispatch TTL plus skew, world.cpp, rounded up).
+  constexpr int64_t kCommandLifeMs = 15'000;
   bool calm = !faulted_.count(e.to) && faulted_agents_.empty() && stepped_clocks_.empty() &&
-              copied_ledgers_.empty();
+              copied_ledgers_.empty() &&
+              (agent_clock_changed_ms_ < 0 || now_ms() - agent_clock_changed_ms_ > kCommandLifeMs);
   if (calm) lost_.push_back({dispense->order_id, e.to, step_, disturbances(e.to)});
   trace_.add("fault command lost " + e.to + " order " + dispense->order_id);
   return true;
@@ -274,6 +279,7 @@ void WorldFaults::instance_faults() {
     int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
     a.own_clock().set_skew(skew);
     disturb_agents();
+    agent_clock_changed_ms_ = now_ms();
     trace_.add("fault skew agent " + a.instance_id() + " " + std::to_string(skew) + " ms");
   }
 }
@@ -338,6 +344,7 @@ void WorldFaults::step_agent_clock() {
   SkewedClock& clock = agents_.clock_of(i);
   clock.set_skew(clock.skew() + step);
   disturb_agents();
+  agent_clock_changed_ms_ = now_ms();
   ++counters_.agent_clock_steps;
   std::string name = agents_.clustered() ? agents_.at(i).instance_id() : std::string("agent");
   trace_.add("fault step clock " + name + " " + std::to_string(step) + " ms");
@@ -346,6 +353,7 @@ void WorldFaults::step_agent_clock() {
     c.set_skew(c.skew() - step);
     stepped_clocks_.erase(i);
     disturb_agents();
+    agent_clock_changed_ms_ = now_ms();
     trace_.add("heal step clock " + name);
     return Status{};
   });

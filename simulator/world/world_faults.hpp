@@ -97,6 +97,8 @@ class WorldFaults {
   bool lose_command(const InMemoryBus::Envelope& envelope);
   void disturb(const std::string& id) { ++disturbed_[id]; }
   void disturb_agents() { ++agents_disturbed_; }
+  // The world's monotonic time (the machines' clocks never drift).
+  int64_t now_ms() const { return machines_.front()->clock().monotonic_ms(); }
   // ledger_restore: a copy now, the restore later (world_faults_ledger.cpp).
   void copy_ledger(WorldMachine& m);
   Status restore_ledger(WorldMachine& m);
@@ -120,6 +122,7 @@ class WorldFaults {
   std::vector<LostCommand> lost_;                // not taken yet
   std::map<std::string, int64_t> disturbed_;     // machine -> its faults
   int64_t agents_disturbed_ = 0;                 // faults of any agent
+  int64_t agent_clock_changed_ms_ = -1;          // world monotonic: an agent clock's last change
   std::set<std::string> copied_ledgers_;         // machines with a restore pending
   std::map<std::string, int> replaced_ledgers_;  // machine -> restores done
   std::function<void(const std::string&, const std::string&)> on_replaced_;

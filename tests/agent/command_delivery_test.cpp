@@ -95,8 +95,10 @@ TEST_CASE("re-sent commands back off and stop at the command's expiry") {
   install(rig, drops);
   Order o = paid_order(rig);
   rig.run_for(10'000);
-  // Sent at 0, 200, 600, 1400, 2200 (then 3000 is the expiry): 5, not 15.
-  CHECK(drops.seen == 5);
+  // Sent at 0, 200, 600, 1400 (backoff 200, 400, 800, capped at 800), then
+  // at half the remaining life, busy_retry_ms (200) at least: 2200, 2600,
+  // 2800; 3000 is the expiry. 7, not 15.
+  CHECK(drops.seen == 7);
   CHECK(rig.state_of(o.id) == OrderState::kRefunded);
   CHECK(dev.machine.rotations() == 0);
 }

@@ -137,7 +137,10 @@ struct AgentOptions {
   // on up to command_resend_max_ms, until a result arrives or the command
   // expires (the device deduplicates by order id). It is also sent again at
   // once on every connect of the agent to the broker and when its machine
-  // comes online: a command the broker accepted may still be lost.
+  // comes online: a command the broker accepted may still be lost. Such a
+  // re-send starts the backoff again from command_resend_ms. No re-send
+  // waits more than half the command's remaining life (busy_retry_ms at
+  // least), so a copy lost near the expiry is followed by another.
   int64_t command_resend_ms = 5000;
   int64_t command_resend_max_ms = 20 * 1000;
   int64_t ack_interval_ms = 50;  // cumulative acks are batched this long

@@ -134,6 +134,10 @@ size_t OrderDesk::republish_dispatched(const std::string& device) {
     if (rec.order.state != OrderState::kDispatched) continue;
     if (!device.empty() && rec.order.device != device) continue;
     if (order_now(rec) >= rec.order.dispatch_expires_at_ms) continue;
+    // A new connection is a new way through: if this copy is lost too, the
+    // next one goes command_resend_ms later, not after the backoff reached
+    // so far (which may lie past the command's expiry).
+    rec.command_sends = 0;
     publish_dispense(rec);
     ++sent;
   }

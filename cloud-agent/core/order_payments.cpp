@@ -195,7 +195,11 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   rec.command_published = true;
   // A PUBACK is no delivery (a lost session, a broker without its store, a
   // full or restarted firmware): sent again until a result or the expiry.
-  schedule_resend(rec, resend_delay(rec.command_sends++));
+  // Never later than half the command's remaining life (busy_retry_ms at
+  // least), so a copy lost near the expiry is still followed by another.
+  int64_t left = o.dispatch_expires_at_ms - order_now(rec);
+  int64_t delay = resend_delay(rec.command_sends++);
+  schedule_resend(rec, std::min(delay, std::max(options.busy_retry_ms, left / 2)));
 }
 
 int64_t OrderDesk::resend_delay(uint32_t sends) const {

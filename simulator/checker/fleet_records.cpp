@@ -3,6 +3,9 @@
 #include "checker/fleet_records.hpp"
 
 #include <functional>
+#include <variant>
+
+#include "vend/protocol.hpp"
 
 namespace vend::sim::detail {
 
@@ -43,6 +46,16 @@ Status load_ledger(sql::Database& db, LedgerRecords& out) {
   }
   (void)db.exec("COMMIT");
   return s;
+}
+
+Status load_unreported_results(sql::Database& db, LedgerRecords& out) {
+  return for_each_row(db, "SELECT payload FROM outbox", [&](const sql::Statement& r) {
+    auto event = proto::decode_event(r.column_text(0));
+    if (!event.ok()) return;
+    if (const auto* result = std::get_if<proto::DispenseResult>(&event->message.body)) {
+      out.unreported_results.insert(result->order_id);
+    }
+  });
 }
 
 Status load_agent(sql::Database& db, AgentRecords& out) {

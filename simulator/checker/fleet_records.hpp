@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct LedgerToken {
   int slot = 0;
   std::string state;  // AVAILABLE | CONSUMED | BURNED
   std::string order_id;
+  bool replaced_away = false;  // only in a file a restore replaced
+  // Spent by a dispense whose result was lost with a replaced file.
+  bool lost_with_ledger = false;
 };
 
 struct LedgerDispense {
@@ -25,11 +29,15 @@ struct LedgerDispense {
   std::string token;
   std::string state;  // ACCEPTED .. UNCERTAIN
   bool token_consumed = false;
+  // Taken from a file a restore replaced, whose result never left it (still
+  // in its outbox, or a rotation cut short): nothing could tell the agent.
+  bool lost_with_ledger = false;
 };
 
 struct LedgerRecords {
   std::map<std::string, LedgerToken> tokens;  // token -> row
   std::vector<LedgerDispense> dispenses;      // by order id
+  std::set<std::string> unreported_results;   // orders with a result in the outbox
 };
 
 struct AgentToken {
@@ -64,12 +72,24 @@ struct FleetRecords {
 };
 
 Status load_ledger(sql::Database& db, LedgerRecords& out);
+// The orders whose dispense_result is still in the ledger's outbox.
+Status load_unreported_results(sql::Database& db, LedgerRecords& out);
 Status load_agent(sql::Database& db, AgentRecords& out);
+
+// What `replaced` (a ledger file a restore replaced) recorded, into
+// `current` (the file that replaced it, or its successor): a dispense whose
+// motor ran there and that the restore lost, or whose rotation ended there,
+// is what happened and is taken with its token's state (lost_with_ledger
+// when its result never left that file); a token the restore lost is added,
+// flagged replaced_away.
+void merge_replaced_ledger(const LedgerRecords& replaced, LedgerRecords& current);
 
 // Every rule appends what it finds.
 void check_ledger_rules(const FleetRecords& records, std::vector<Violation>& out);
 void check_token_conservation(const FleetRecords& records, CheckPhase phase,
                               std::vector<Violation>& out);
 void check_order_rules(const FleetRecords& records, CheckPhase phase, std::vector<Violation>& out);
+void check_rotations(const FleetRecords& records, const std::map<std::string, int64_t>& rotations,
+                     std::vector<Violation>& out);
 
 }  // namespace vend::sim::detail

@@ -9,6 +9,7 @@ namespace vend::sim {
 
 namespace {
 constexpr std::string_view kLedgerSuffix = ".ledger.db";
+constexpr std::string_view kReplacedSuffix = ".replaced-";
 }  // namespace
 
 std::string ledger_file_name(const std::string& device) {
@@ -18,11 +19,23 @@ std::string ledger_file_name(const std::string& device) {
 FleetFiles fleet_files_in(const std::string& dir) {
   FleetFiles files;
   std::error_code ec;
+  std::map<std::string, std::map<int, std::string>> replaced;  // device -> N -> path
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     if (name.size() > kLedgerSuffix.size() && name.ends_with(kLedgerSuffix)) {
       files.ledgers[name.substr(0, name.size() - kLedgerSuffix.size())] = entry.path().string();
+      continue;
     }
+    auto at = name.find(std::string(kLedgerSuffix) + std::string(kReplacedSuffix));
+    if (at == std::string::npos || at == 0) continue;
+    std::string n = name.substr(at + kLedgerSuffix.size() + kReplacedSuffix.size());
+    if (n.empty() || n.size() > 6 || n.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    replaced[name.substr(0, at)][std::stoi(n)] = entry.path().string();
+  }
+  for (const auto& [device, copies] : replaced) {
+    for (const auto& [n, path] : copies) files.replaced[device].push_back(path);
   }
   std::string agent = dir + "/" + kAgentDbName;
   if (std::filesystem::exists(agent, ec)) files.agent_db = agent;
@@ -30,9 +43,41 @@ FleetFiles fleet_files_in(const std::string& dir) {
 }
 
 struct InvariantChecker::Data : detail::FleetRecords {};
+struct InvariantChecker::Replaced {
+  std::map<std::string, detail::LedgerRecords> records;  // path -> what it holds
+};
 
-InvariantChecker::InvariantChecker(FleetFiles files) : files_(std::move(files)) {}
+InvariantChecker::InvariantChecker(FleetFiles files)
+    : files_(std::move(files)), replaced_(std::make_unique<Replaced>()) {}
 InvariantChecker::~InvariantChecker() = default;
+
+void InvariantChecker::add_replaced_ledger(const std::string& device, const std::string& path) {
+  files_.replaced[device].push_back(path);
+}
+
+// Newest first, so that what the oldest file recorded spent or finished
+// (the first time it happened) is what stays.
+Status InvariantChecker::merge_replaced(Data& data) {
+  for (const auto& [device, paths] : files_.replaced) {
+    auto current = data.ledgers.find(device);
+    if (current == data.ledgers.end()) continue;
+    for (auto path = paths.rbegin(); path != paths.rend(); ++path) {
+      auto cached = replaced_->records.find(*path);
+      if (cached == replaced_->records.end()) {
+        auto db = database(*path);
+        if (!db.ok()) return db.error();
+        if (*db == nullptr) return make_error("sqlite_cantopen", *path + " is gone");
+        detail::LedgerRecords records;
+        if (Status s = detail::load_ledger(**db, records); !s.ok()) return s;
+        if (Status s = detail::load_unreported_results(**db, records); !s.ok()) return s;
+        open_.erase(*path);  // never written again: read once
+        cached = replaced_->records.emplace(*path, std::move(records)).first;
+      }
+      detail::merge_replaced_ledger(cached->second, current->second);
+    }
+  }
+  return {};
+}
 
 Result<sql::Database*> InvariantChecker::database(const std::string& path) {
   if (auto it = open_.find(path); it != open_.end()) return &it->second;
@@ -60,11 +105,14 @@ Status InvariantChecker::load(Data& data) {
   return detail::load_agent(**db, data.agent);
 }
 
-Result<std::vector<Violation>> InvariantChecker::check(CheckPhase phase) {
+Result<std::vector<Violation>> InvariantChecker::check(
+    CheckPhase phase, const std::map<std::string, int64_t>& rotations) {
   Data data;
   if (Status s = load(data); !s.ok()) return s.error();
+  if (Status s = merge_replaced(data); !s.ok()) return s.error();
   std::vector<Violation> out;
   detail::check_ledger_rules(data, out);
+  detail::check_rotations(data, rotations, out);
   detail::check_token_conservation(data, phase, out);
   detail::check_order_rules(data, phase, out);
   return out;

@@ -26,6 +26,15 @@
 //   refund_missing           settled: a REFUNDED order or a duplicate / late
 //                            payment without its refund row
 //   completed_and_refunded   a COMPLETED order whose payment was refunded
+//   motor_ran_unaccounted    a machine's motor ran more times than there are
+//                            orders whose dispense reached the motor in its
+//                            ledger (given the physical counts: one order's
+//                            item dispensed twice, e.g. by a ledger that
+//                            went back in time and forgot it)
+//
+// A ledger file that went back in time (restored from an older copy) keeps
+// what the file it replaced recorded as the physical truth: tokens spent and
+// dispenses finished there stay so (add_replaced_ledger).
 //
 // And the customers' side (check_promises, deterministic world only):
 //   answered_order_lost      an order the customer was answered as created
@@ -69,9 +78,12 @@ enum class CheckPhase {
 struct FleetFiles {
   std::map<std::string, std::string> ledgers;  // device id -> ledger path
   std::string agent_db;                        // "" = ledger-only checks
+  // device id -> copies of ledger files a restore replaced, oldest first.
+  std::map<std::string, std::vector<std::string>> replaced;
 };
 
-// Ledger files in `dir` are named "<device>.ledger.db" and the agent's
+// Ledger files in `dir` are named "<device>.ledger.db", the files a restore
+// replaced "<device>.ledger.db.replaced-N" (N from 1) and the agent's
 // database "agent.db" (the simulator's work-dir layout).
 FleetFiles fleet_files_in(const std::string& dir);
 std::string ledger_file_name(const std::string& device);
@@ -88,7 +100,12 @@ class InvariantChecker {
 
   // Reads every file and returns the broken invariants (empty: all hold).
   // Errors: a file that exists but cannot be read ("sqlite_*").
-  Result<std::vector<Violation>> check(CheckPhase phase);
+  // `rotations`: device -> how many times its motor really ran, when known.
+  Result<std::vector<Violation>> check(CheckPhase phase,
+                                       const std::map<std::string, int64_t>& rotations = {});
+  // `path` holds what `device`'s ledger file held when a restore replaced it
+  // (never written again): what it recorded spent or finished stays so.
+  void add_replaced_ledger(const std::string& device, const std::string& path);
   // The agent kept its word: see the names above.
   Result<std::vector<Violation>> check_promises(const Promises& promises, CheckPhase phase);
 
@@ -97,8 +114,12 @@ class InvariantChecker {
   Status load(Data& data);
   Result<sql::Database*> database(const std::string& path);
 
+  struct Replaced;  // the replaced files' records, read once
+  Status merge_replaced(Data& data);
+
   FleetFiles files_;
   std::map<std::string, sql::Database> open_;  // path -> read connection
+  std::unique_ptr<Replaced> replaced_;
 };
 
 // "invariant: evidence" lines, one per violation.

@@ -30,7 +30,9 @@ bool ledger_visible(const FleetRecords& r, const std::string& device) {
 void check_dispensed_orders(const FleetRecords& r, CheckPhase phase, std::vector<Violation>& out) {
   for (const auto& [device, ledger] : r.ledgers) {
     for (const auto& d : ledger.dispenses) {
-      if (d.state != "DISPENSED") continue;
+      // A result lost with a replaced ledger file never reached the agent:
+      // the customer keeps the item whatever the agent decided.
+      if (d.state != "DISPENSED" || d.lost_with_ledger) continue;
       std::string what = device + " dispensed order " + d.order_id;
       auto it = r.agent.orders.find(d.order_id);
       if (it == r.agent.orders.end()) {
@@ -81,6 +83,9 @@ std::string paid_order_problem(const FleetRecords& r, const AgentOrder& o, Check
   if (!ledger_visible(r, o.device)) return o.reason.empty() ? "NEEDS_REVIEW without a cause" : "";
   const LedgerDispense* d = find_dispense(r, o);
   if (d != nullptr && d->state == "UNCERTAIN") return "";
+  // The machine's ledger now says UNCERTAIN; what really happened went with
+  // the file a restore replaced.
+  if (d != nullptr && d->lost_with_ledger) return "";
   return "NEEDS_REVIEW but " + o.device + " has it " + (d ? d->state : std::string("not at all")) +
          ", not UNCERTAIN";
 }

@@ -44,6 +44,7 @@ std::map<std::string, Setter> world_fields(WorldOptions& o) {
           {"late_pay", number(o.late_pay)},
           {"retry_pay", number(o.retry_pay)},
           {"plant_violation_at_step", number(o.plant_violation_at_step)},
+          {"command_resend_ms", number(o.command_resend_ms)},
           {"agents", number(o.agents)},
           {"shards", number(o.shards)},
           {"lease_ms", number(o.lease_ms)},
@@ -70,7 +71,10 @@ std::map<std::string, Setter> fault_fields(FaultRates& f) {
           {"agent_clock_skew", number(f.agent_clock_skew)},
           {"max_agent_drift_ppm", number(f.max_agent_drift_ppm)},
           {"agent_clock_step", number(f.agent_clock_step)},
-          {"max_agent_step_ms", number(f.max_agent_step_ms)}};
+          {"max_agent_step_ms", number(f.max_agent_step_ms)},
+          {"command_lost", number(f.command_lost)},
+          {"ledger_restore", number(f.ledger_restore)},
+          {"restore_down_min_steps", number(f.restore_down_min_steps)}};
 }
 
 Status apply(const Json& object, std::map<std::string, Setter> fields, const std::string& where,
@@ -95,12 +99,20 @@ Status validate(const WorldOptions& o, const std::string& path) {
   if (o.capacity < 1 || o.capacity > 1000) return bad("capacity must be 1..1000");
   if (o.steps < 0) return bad("steps must be >= 0");
   if (o.max_advance_ms < 0 || o.max_deliveries_per_step < 0) return bad("negative step sizes");
+  if (o.command_resend_ms < 1) return bad("command_resend_ms must be >= 1");
   if (o.agents < 1 || o.agents > 16) return bad("agents must be 1..16");
   if (o.agents > 1) {
     agent::LeaseOptions lease{"a1", o.shards, o.lease_ms, o.renew_ms, o.lease_safety_ms};
     if (std::string why = agent::check_lease_options(lease); !why.empty()) {
       return make_error("bad_scenario", path + ": " + why);
     }
+  }
+  for (double rate : {o.faults.command_lost, o.faults.ledger_restore}) {
+    if (rate < 0 || rate > 1)
+      return bad("faults.command_lost and faults.ledger_restore must be 0..1");
+  }
+  if (o.faults.restore_down_min_steps < 1 || o.faults.restore_down_min_steps > 1'000'000) {
+    return bad("faults.restore_down_min_steps must be 1..1000000");
   }
   if (o.faults.max_agent_drift_ppm < 0 || o.faults.max_agent_drift_ppm > 100'000) {
     return bad("faults.max_agent_drift_ppm must be 0..100000");

@@ -1,11 +1,13 @@
 // The deterministic world: set-up, the step loop, settling, and the checks.
 #include "world/world.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <memory>
 
 #include "checker/invariant_checker.hpp"
+#include "world/lost_commands.hpp"
 #include "world/trace.hpp"
 #include "world/work_dir.hpp"
 #include "world/world_agents.hpp"
@@ -28,8 +30,10 @@ constexpr double kAfterAnswerCrashFactor = 20;
 // payment's dispense) or its answer; and with the answer given, not received.
 constexpr double kInCallCrashFactor = 20;
 
-agent::AgentOptions world_agent_options() {
+agent::AgentOptions world_agent_options(const WorldOptions& options) {
   agent::AgentOptions o;
+  o.command_resend_ms = options.command_resend_ms;
+  o.command_resend_max_ms = std::max(o.command_resend_max_ms, options.command_resend_ms);
   o.reservation_ttl_ms = 4000;
   o.dispatch_ttl_ms = 8000;
   o.expiry_skew_ms = 5000;
@@ -67,8 +71,8 @@ class World {
         trace_(options.trace_path),
         log_(options.verbose ? static_cast<Logger*>(new StderrLogger(LogLevel::kWarn))
                              : new NullLogger()),
-        agents_(options, dir_ + "/" + kAgentDbName, world_agent_options(), bus_, clock_, random_,
-                *log_, trace_) {}
+        agents_(options, dir_ + "/" + kAgentDbName, world_agent_options(options), bus_, clock_,
+                random_, *log_, trace_) {}
 
   Result<WorldReport> run();
 
@@ -94,6 +98,7 @@ class World {
   std::unique_ptr<WorldWorkload> workload_;
   std::unique_ptr<WorldFaults> faults_;
   std::unique_ptr<InvariantChecker> checker_;
+  std::unique_ptr<LostCommandWatch> lost_commands_;
   WorldReport report_;
   int64_t step_ = 0;
   std::map<std::string, sql::Database> ack_dbs_;  // file -> read connection (check_acks)
@@ -135,10 +140,14 @@ Status World::set_up() {
     files.ledgers[ids.back()] = dir_ + "/" + ledger_file_name(ids.back());
   }
   checker_ = std::make_unique<InvariantChecker>(files);
-  workload_ = std::make_unique<WorldWorkload>(options_, world_agent_options().reservation_ttl_ms,
-                                              ids, random_, clock_, trace_);
+  workload_ = std::make_unique<WorldWorkload>(
+      options_, world_agent_options(options_).reservation_ttl_ms, ids, random_, clock_, trace_);
   faults_ =
       std::make_unique<WorldFaults>(options_.faults, random_, bus_, machines_, agents_, trace_);
+  faults_->on_ledger_replaced([this](const std::string& device, const std::string& path) {
+    checker_->add_replaced_ledger(device, path);
+  });
+  lost_commands_ = std::make_unique<LostCommandWatch>(dir_);
   return {};
 }
 
@@ -146,9 +155,7 @@ Status World::one_step(bool workload) {
   ++step_;
   clock_.advance(workload ? random_.range(0, options_.max_advance_ms) : kSettleAdvanceMs);
   trace_.set_step(step_, clock_.monotonic_ms());
-  if (workload) {
-    if (Status s = faults_->step(step_); !s.ok()) return s;
-  }
+  if (Status s = faults_->step(step_); !s.ok()) return s;
   workload_->step(
       agents_, workload,
       [this, workload] {
@@ -229,13 +236,19 @@ std::vector<Violation> World::check_acks() {
 }
 
 bool World::check(CheckPhase phase) {
-  auto violations = checker_->check(phase);
+  std::map<std::string, int64_t> rotations;  // the motors' own count: the physical truth
+  for (auto& m : machines_) rotations[m->id()] = m->mechanics().rotations();
+  auto violations = checker_->check(phase, rotations);
   if (violations.ok() && violations->empty()) {
     Promises promises{workload_->answered_orders(), workload_->answered_payments()};
     violations = checker_->check_promises(promises, phase);
   }
   if (violations.ok() && violations->empty()) violations = agents_.check_leases();
   if (violations.ok() && violations->empty()) violations = check_acks();
+  if (violations.ok() && violations->empty()) {
+    lost_commands_->add(faults_->take_lost_commands());
+    violations = lost_commands_->check(*faults_);
+  }
   if (violations.ok() && violations->empty()) return true;
   report_.ok = false;
   report_.failed_step = step_;
@@ -250,7 +263,7 @@ bool World::check(CheckPhase phase) {
 bool World::quiet() {
   if (bus_.pending() != 0 || !agents_.whole()) return false;
   for (auto& m : machines_) {
-    if (!m->idle() || m->outbox_depth() != 0) return false;
+    if (!m->up() || !m->idle() || m->outbox_depth() != 0) return false;
   }
   bool open = false;
   agents_.each_core([&](agent::AgentCore& core) {
@@ -291,6 +304,9 @@ void World::count_outcomes() {
   report_.agent_pauses = f.agent_pauses;
   report_.agent_db_partitions = f.agent_db_partitions;
   report_.agent_clock_steps = f.agent_clock_steps;
+  report_.commands_lost = f.commands_lost;
+  report_.lost_commands_completed = lost_commands_->completed();
+  report_.ledger_restores = f.ledger_restores;
   report_.fenced_writes = agents_.fenced_writes();
 }
 
@@ -339,6 +355,11 @@ std::string WorldReport::summary() const {
     out += "; agents " + std::to_string(agents) + ": pauses " + std::to_string(agent_pauses) +
            ", db partitions " + std::to_string(agent_db_partitions) + ", fenced writes " +
            std::to_string(fenced_writes);
+  }
+  if (commands_lost > 0 || ledger_restores > 0) {
+    out += "; commands lost " + std::to_string(commands_lost) + " (undisturbed, completed " +
+           std::to_string(lost_commands_completed) + "), ledgers restored " +
+           std::to_string(ledger_restores);
   }
   return out;
 }

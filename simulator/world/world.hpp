@@ -76,6 +76,23 @@ struct FaultRates {
   // late on the machines' true clocks, and the checker holds either way.
   double agent_clock_step = 0.0003;
   int64_t max_agent_step_ms = 120'000;
+  // Per dispense command delivered to a machine (0: off): the broker has
+  // acknowledged it to the agent and never delivers it (a session lost, the
+  // firmware's inbox dropped it). At most one copy of each order's command
+  // is lost; the agent's re-sends must still get the item out.
+  double command_lost = 0;
+  // Per step (0: off): a machine's ledger is copied now (a backup, or what a
+  // power loss at synchronous=normal will leave) and, 1..600 steps later,
+  // the machine loses power and boots on that copy: its seqs go back under
+  // the same ledger id. What the replaced file held stays the physical truth
+  // of the checks (InvariantChecker::add_replaced_ledger).
+  double ledger_restore = 0;
+  // How long a restored machine stays down, at least (steps; up to twice
+  // that): by default longer than a dispense command lives (the world's
+  // dispatch TTL plus skew, 13 s), as when a card is swapped. A few steps is
+  // a power loss at synchronous=normal with commands still live
+  // (docs/simulator.md, "Known limits").
+  int64_t restore_down_min_steps = 1500;
 };
 
 struct WorldOptions {
@@ -107,6 +124,10 @@ struct WorldOptions {
   // the first machine's ledger behind the firmware's back, so the checker must
   // stop the run with dispense_without_token. Pins down the failure report.
   int64_t plant_violation_at_step = 0;
+  // The agent's re-send interval of a dispense command still without a
+  // result (AgentOptions::command_resend_ms). A test sets it beyond an
+  // order's life to see lost_command_not_resent stop the run.
+  int64_t command_resend_ms = 5000;
   // Where the ledgers and the agent database go; "" = a temporary directory
   // removed afterwards. A given directory is kept (and must be empty).
   std::string work_dir;
@@ -131,6 +152,9 @@ struct WorldReport {
   int agents = 1;
   int64_t agent_pauses = 0, agent_db_partitions = 0, fenced_writes = 0;
   int64_t agent_clock_steps = 0;
+  // Dispense commands the broker lost after accepting them, those of them
+  // whose order still ended COMPLETED, and ledgers restored from a copy.
+  int64_t commands_lost = 0, lost_commands_completed = 0, ledger_restores = 0;
   std::string summary() const;  // one line
 };
 

@@ -1,5 +1,6 @@
 #include "world/world_faults.hpp"
 
+#include "vend/protocol.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::sim {
@@ -45,31 +46,72 @@ InMemoryBus::Fault WorldFaults::filter(const InMemoryBus::Envelope& e) {
   std::string what = e.from + "->" + e.to;
   if (random_.chance(rates_.drop)) {
     trace_.add("bus drop " + what);
+    disturb(e.from), disturb(e.to);
     return InMemoryBus::Fault::drop();
   }
   if (random_.chance(rates_.duplicate)) {
     trace_.add("bus duplicate " + what);
+    disturb(e.from), disturb(e.to);
     return InMemoryBus::Fault::duplicate();
   }
   if (random_.chance(rates_.delay)) {
     auto steps = static_cast<uint64_t>(random_.range(1, rates_.max_delay_steps));
     trace_.add("bus delay " + what + " " + std::to_string(steps));
+    disturb(e.from), disturb(e.to);
     return InMemoryBus::Fault::delay(steps);
   }
+  if (rates_.command_lost > 0 && lose_command(e)) return InMemoryBus::Fault::drop();
   return InMemoryBus::Fault::deliver();
+}
+
+// The first dispense command of an order, delivered to its machine, is lost
+// at the command_lost rate: the broker accepted it (the agent's publish
+// succeeded) and the machine never gets it.
+bool WorldFaults::lose_command(const InMemoryBus::Envelope& e) {
+  auto topic = topics::parse_device_topic(e.message.topic);
+  if (!topic.ok() || topic->kind != topics::DeviceTopic::Kind::kCmd || topic->device != e.to) {
+    return false;
+  }
+  auto command = proto::decode_command(e.message.payload);
+  if (!command.ok()) return false;
+  const auto* dispense = std::get_if<proto::DispenseCommand>(&command->message);
+  if (dispense == nullptr || lost_orders_.count(dispense->order_id)) return false;
+  if (!random_.chance(rates_.command_lost)) return false;
+  lost_orders_.insert(dispense->order_id);
+  ++counters_.commands_lost;  // another order's lost command disturbs no other
+  // Watched only when nothing else is wrong: no other fault of the machine
+  // or of an agent under way, no agent clock stepped (its commands expire
+  // early or late).
+  // A command stamped while an agent clock was stepped or skewed expires
+  // early or late: its last change must be older than a command's life
+  // (the world's dispatch TTL plus skew, world.cpp, rounded up).
+  constexpr int64_t kCommandLifeMs = 15'000;
+  bool calm = !faulted_.count(e.to) && faulted_agents_.empty() && stepped_clocks_.empty() &&
+              copied_ledgers_.empty() &&
+              (agent_clock_changed_ms_ < 0 || now_ms() - agent_clock_changed_ms_ > kCommandLifeMs);
+  if (calm) lost_.push_back({dispense->order_id, e.to, step_, disturbances(e.to)});
+  trace_.add("fault command lost " + e.to + " order " + dispense->order_id);
+  return true;
+}
+
+int64_t WorldFaults::disturbances(const std::string& device) const {
+  auto it = disturbed_.find(device);
+  return agents_disturbed_ + (it == disturbed_.end() ? 0 : it->second);
 }
 
 Status WorldFaults::step(int64_t step) {
   step_ = step;
-  while (!heals_.empty() && heals_.begin()->first <= step) {
-    Heal heal = std::move(heals_.begin()->second);
-    heals_.erase(heals_.begin());
-    if (Status s = heal(); !s.ok()) return s;
+  for (auto* due : {&heals_, &restore_boots_}) {
+    while (!due->empty() && due->begin()->first <= step) {
+      Heal heal = std::move(due->begin()->second);
+      due->erase(due->begin());
+      if (Status s = heal(); !s.ok()) return s;
+    }
   }
   if (!enabled_) return {};
   if (random_.chance(rates_.reorder) && !any_status_pending(bus_)) {
     bus_.reorder(random_);
-    trace_.add("bus reorder");
+    trace_.add("bus reorder");  // loses nothing: no disturbance
   }
   if (random_.chance(rates_.partition)) {
     if (WorldMachine* m = pick_healthy_machine()) partition(*m);
@@ -84,6 +126,9 @@ Status WorldFaults::step(int64_t step) {
     skew_clock(*machines_[random_.range(0, machines_.size() - 1)]);
   }
   if (random_.chance(rates_.agent_clock_step)) step_agent_clock();
+  if (rates_.ledger_restore > 0 && random_.chance(rates_.ledger_restore)) {
+    if (WorldMachine* m = pick_healthy_machine()) copy_ledger(*m);
+  }
   if (!agents_.clustered()) {
     if (agents_.at(0).up() && random_.chance(rates_.agent_crash)) crash_agent(agents_.at(0));
     return {};
@@ -113,6 +158,7 @@ WorldMachine* WorldFaults::pick_healthy_machine() {
 void WorldFaults::partition(WorldMachine& m) {
   std::string id = m.id();
   faulted_.insert(id);
+  disturb(id);
   bus_.partition(id, true);
   ++counters_.partitions;
   trace_.add("fault partition " + id);
@@ -122,6 +168,7 @@ void WorldFaults::partition(WorldMachine& m) {
       bus_.disconnect(m.id(), false);      // the old connection: its will comes later
       bool back = bus_.reconnect(m.id());  // a new connection takes the session over
       faulted_.erase(m.id());
+      disturb(m.id());
       trace_.add("heal partition " + m.id() + " with a late will" +
                  (back ? "" : " (not reconnected)"));
       Message will = m.will();
@@ -135,6 +182,7 @@ void WorldFaults::partition(WorldMachine& m) {
     bus_.partition(id, false);
     bool back = bus_.reconnect(id);
     faulted_.erase(id);
+    disturb(id);
     trace_.add("heal partition " + id + (back ? "" : " (not reconnected)"));
     return Status{};
   });
@@ -143,12 +191,14 @@ void WorldFaults::partition(WorldMachine& m) {
 void WorldFaults::offline(WorldMachine& m) {
   std::string id = m.id();
   faulted_.insert(id);
+  disturb(id);
   bus_.disconnect(id);
   ++counters_.offline;
   trace_.add("fault offline " + id);
   schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, id] {
     bool back = bus_.reconnect(id);
     faulted_.erase(id);
+    disturb(id);
     trace_.add("heal offline " + id + (back ? "" : " (not reconnected)"));
     return Status{};
   });
@@ -156,11 +206,13 @@ void WorldFaults::offline(WorldMachine& m) {
 
 void WorldFaults::crash_machine(WorldMachine& m) {
   faulted_.insert(m.id());
+  disturb(m.id());
   m.crash(random_.chance(0.5));
   ++counters_.machine_crashes;
   WorldMachine* machine = &m;
   schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps), [this, machine] {
     faulted_.erase(machine->id());
+    disturb(machine->id());
     return machine->boot();
   });
 }
@@ -189,11 +241,13 @@ bool WorldFaults::maybe_crash_in_call(WorldAgent& agent, agent::CallPoint point,
 
 void WorldFaults::crash_agent(WorldAgent& agent) {
   agent.crash();
+  disturb_agents();
   ++counters_.agent_crashes;
   faulted_agents_.insert(&agent);
   WorldAgent* a = &agent;
   schedule(step_ + random_.range(kMinFaultSteps, kMaxFaultSteps / 2), [this, a] {
     faulted_agents_.erase(a);
+    disturb_agents();
     return a->start();
   });
 }
@@ -224,17 +278,21 @@ void WorldFaults::instance_faults() {
     WorldAgent& a = agents_.at(static_cast<size_t>(random_.range(0, agents_.size() - 1)));
     int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
     a.own_clock().set_skew(skew);
+    disturb_agents();
+    agent_clock_changed_ms_ = now_ms();
     trace_.add("fault skew agent " + a.instance_id() + " " + std::to_string(skew) + " ms");
   }
 }
 
 void WorldFaults::pause_instance(WorldAgent& agent) {
   agent.pause();
+  disturb_agents();
   ++counters_.agent_pauses;
   faulted_agents_.insert(&agent);
   WorldAgent* a = &agent;
   schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a] {
     faulted_agents_.erase(a);
+    disturb_agents();
     a->resume();
     return Status{};
   });
@@ -243,6 +301,7 @@ void WorldFaults::pause_instance(WorldAgent& agent) {
 void WorldFaults::partition_instance(WorldAgent& agent) {
   SharedDatabase& db = *agents_.database();
   db.set_partitioned(agent.instance_id(), true);
+  disturb_agents();
   ++counters_.agent_db_partitions;
   faulted_agents_.insert(&agent);
   trace_.add("fault db partition " + agent.instance_id());
@@ -250,6 +309,7 @@ void WorldFaults::partition_instance(WorldAgent& agent) {
   schedule(step_ + random_.range(kMinInstanceFaultSteps, kMaxInstanceFaultSteps), [this, a, &db] {
     faulted_agents_.erase(a);
     db.set_partitioned(a->instance_id(), false);
+    disturb_agents();
     trace_.add("heal db partition " + a->instance_id());
     return Status{};
   });
@@ -261,6 +321,7 @@ Status WorldFaults::publish_late_will(const Message& will) {
     if (Status s = late_wills_->connect(); !s.ok()) return s;
   }
   trace_.add("late will " + will.topic);
+  disturb_agents();
   Message m = will;
   m.retained = true;
   return late_wills_->publish(m);
@@ -269,6 +330,7 @@ Status WorldFaults::publish_late_will(const Message& will) {
 void WorldFaults::skew_clock(WorldMachine& m) {
   int64_t skew = random_.range(-rates_.max_skew_ms, rates_.max_skew_ms);
   m.clock().set_skew(skew);
+  disturb(m.id());
   ++counters_.skews;
   trace_.add("fault skew " + m.id() + " " + std::to_string(skew) + " ms");
 }
@@ -281,6 +343,8 @@ void WorldFaults::step_agent_clock() {
   int64_t step = random_.range(1000, rates_.max_agent_step_ms) * (random_.chance(0.5) ? 1 : -1);
   SkewedClock& clock = agents_.clock_of(i);
   clock.set_skew(clock.skew() + step);
+  disturb_agents();
+  agent_clock_changed_ms_ = now_ms();
   ++counters_.agent_clock_steps;
   std::string name = agents_.clustered() ? agents_.at(i).instance_id() : std::string("agent");
   trace_.add("fault step clock " + name + " " + std::to_string(step) + " ms");
@@ -288,6 +352,8 @@ void WorldFaults::step_agent_clock() {
     SkewedClock& c = agents_.clock_of(i);
     c.set_skew(c.skew() - step);
     stepped_clocks_.erase(i);
+    disturb_agents();
+    agent_clock_changed_ms_ = now_ms();
     trace_.add("heal step clock " + name);
     return Status{};
   });

@@ -1,8 +1,35 @@
 #include "world/world_machine.hpp"
 
+#include <sqlite3.h>
+
+#include "vend/assert.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::sim {
+
+namespace {
+
+// Every page of `from` into `to` in one step (SQLite's online backup).
+Status copy_database(const std::string& from_path, const std::string& to_path) {
+  sql::OpenOptions options;
+  options.synchronous = sql::Sync::kOff;
+  auto from = sql::Database::open(from_path, options);
+  if (!from.ok()) return from.error();
+  auto to = sql::Database::open(to_path, options);
+  if (!to.ok()) return to.error();
+  sqlite3_backup* backup = sqlite3_backup_init(to->handle(), "main", from->handle(), "main");
+  if (backup == nullptr) {
+    return make_error("sqlite_backup", to_path + ": " + sqlite3_errmsg(to->handle()));
+  }
+  int rc = sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) {
+    return make_error("sqlite_backup", from_path + " -> " + to_path + ": " + sqlite3_errstr(rc));
+  }
+  return {};
+}
+
+}  // namespace
 
 WorldMachine::WorldMachine(MachineSetup setup, InMemoryBus& bus, const Clock& clock, Random& random,
                            Logger& log, Trace& trace)
@@ -58,6 +85,15 @@ int64_t WorldMachine::outbox_depth() {
   if (!ledger_) return 0;
   auto depth = ledger_->outbox_depth();
   return depth.ok() ? *depth : -1;
+}
+
+Status WorldMachine::copy_ledger_to(const std::string& path) const {
+  return copy_database(setup_.ledger_path, path);
+}
+
+Status WorldMachine::restore_ledger_from(const std::string& path) {
+  VEND_ASSERT(!up());
+  return copy_database(path, setup_.ledger_path);
 }
 
 void WorldMachine::on_command(const Message& message) {

@@ -51,8 +51,15 @@ class WorldMachine {
   bool idle() const { return !core_ || core_->idle(); }
   // Events not yet acknowledged by the agent (0 while down).
   int64_t outbox_depth();
+  // Copies what the ledger file holds, committed, to `path` (created or
+  // replaced), on a connection of its own: a backup of the SD card.
+  Status copy_ledger_to(const std::string& path) const;
+  // The ledger file's content becomes that of the copy at `path`: a card
+  // restored from a backup. REQUIRES: !up().
+  Status restore_ledger_from(const std::string& path);
 
   const std::string& id() const { return setup_.id; }
+  const std::string& ledger_path() const { return setup_.ledger_path; }
   // The last will of the current (or last) session.
   const Message& will() const { return will_; }
   SkewedClock& clock() { return clock_; }

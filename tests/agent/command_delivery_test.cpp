@@ -95,8 +95,10 @@ TEST_CASE("re-sent commands back off and stop at the command's expiry") {
   install(rig, drops);
   Order o = paid_order(rig);
   rig.run_for(10'000);
-  // Sent at 0, 200, 600, 1400, 2200 (then 3000 is the expiry): 5, not 15.
-  CHECK(drops.seen == 5);
+  // Sent at 0, 200, 600, 1400 (backoff 200, 400, 800, capped at 800), then
+  // at half the remaining life, busy_retry_ms (200) at least: 2200, 2600,
+  // 2800; 3000 is the expiry. 7, not 15.
+  CHECK(drops.seen == 7);
   CHECK(rig.state_of(o.id) == OrderState::kRefunded);
   CHECK(dev.machine.rotations() == 0);
 }
@@ -113,6 +115,26 @@ TEST_CASE("a dispense command lost after its publish is re-sent on the agent's r
   rig.run_for(100);
   REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
   REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 2000));
+  CHECK(dev.machine.rotations() == 1);
+}
+
+// The re-send on a reconnect is lost too, after the backoff grew past the
+// command's expiry (sent at 0, 500, 1500; the next would be at 3500): the
+// backoff starts again, so the next copy goes 500 ms later, not never.
+TEST_CASE("a re-send on reconnect that is lost too is followed by another before the expiry") {
+  AgentRig rig(options_with_resend(500));  // backoff 500, 1000, 2000
+  DeviceSim& dev = stocked_device(rig, 2);
+  DropDispenses drops;
+  drops.to_drop = 4;
+  install(rig, drops);
+  Order o = paid_order(rig);
+  REQUIRE(rig.run_until([&] { return drops.seen == 3; }, 2000));
+  rig.bus.disconnect(rig_test::kAgentClient, false);
+  rig.run_for(50);
+  REQUIRE(rig.bus.reconnect(rig_test::kAgentClient));
+  REQUIRE(rig.run_until([&] { return drops.seen == 4; }, 200));
+  REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }, 1200));
+  CHECK(drops.seen == 5);
   CHECK(dev.machine.rotations() == 1);
 }
 

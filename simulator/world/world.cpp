@@ -38,7 +38,9 @@ agent::AgentOptions world_agent_options(const WorldOptions& options) {
   o.dispatch_ttl_ms = 8000;
   o.expiry_skew_ms = 5000;
   o.sweep_interval_ms = 2000;
-  o.busy_retry_ms = 500;
+  // No re-send at all when the interval outlives every command (a test's
+  // switch): a re-send waits at most max(busy_retry_ms, half the life left).
+  o.busy_retry_ms = options.command_resend_ms > o.dispatch_ttl_ms ? options.command_resend_ms : 500;
   o.ack_interval_ms = 50;
   o.refund_retry_base_ms = 200;
   o.refund_retry_max_ms = 5000;

@@ -126,7 +126,8 @@ struct WorldOptions {
   int64_t plant_violation_at_step = 0;
   // The agent's re-send interval of a dispense command still without a
   // result (AgentOptions::command_resend_ms). A test sets it beyond an
-  // order's life to see lost_command_not_resent stop the run.
+  // order's life to see lost_command_not_resent stop the run: then the
+  // busy retry, which also bounds a re-send near the expiry, is as long.
   int64_t command_resend_ms = 5000;
   // Where the ledgers and the agent database go; "" = a temporary directory
   // removed afterwards. A given directory is kept (and must be empty).

@@ -181,13 +181,13 @@ Status LiveRun::start_fleet() {
                            *key,
                            dir_ + "/" + ledger_file_name(id),
                            broker_,
-                           *password,
-                           o_.mqtt_ca_file,
                            slots,
                            core,
                            fw::SimulatedMachineOptions{500, o_.jam},
                            o_.duplicate,
                            o_.seed + static_cast<uint64_t>(i) * 7919};
+    setup.mqtt_password = *password;
+    setup.mqtt_ca_file = o_.mqtt_ca_file;
     machines_.push_back(std::make_unique<LiveMachine>(std::move(setup), log_));
     if (Status s = machines_.back()->boot(); !s.ok()) return s;
     ids.push_back(id);

@@ -32,8 +32,6 @@ struct LiveMachineSetup {
   crypto::Key key;
   std::string ledger_path;
   std::string broker_url;
-  std::optional<std::string> mqtt_password;  // set: log in as `id` with it
-  std::string mqtt_ca_file;                  // ssl:// brokers
   std::vector<fw::SlotConfig> slots;
   fw::CoreOptions core;
   fw::SimulatedMachineOptions mechanics;
@@ -43,6 +41,8 @@ struct LiveMachineSetup {
   // scanning the process's descriptors: a process hosting thousands of
   // machines turns it off and calls enable_tcp_nodelay_to_peer() once.
   bool tcp_nodelay = true;
+  std::optional<std::string> mqtt_password = std::nullopt;  // set: log in as `id` with it
+  std::string mqtt_ca_file = {};                            // ssl:// brokers
 };
 
 class LiveMachine {

@@ -55,10 +55,15 @@ class PostgresBackend final : public RepositoryBackend {
   Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) override;
 
  private:
-  // kHold: every changeset is applied (or rolled back to its savepoint),
-  // the transaction is open, and its fence must be held with the COMMIT.
-  enum class Together { kDone, kRetryAlone, kHold };
-  Together apply_together(const std::vector<const Changeset*>& group, std::vector<Status>& results);
+  // One pipelined try of `group` in one transaction; `results` gets each
+  // changeset's outcome. kHold: every changeset is applied (or rolled back
+  // to its savepoint), the transaction is open, and its fence must be held
+  // with the COMMIT. `savepoints` false: no savepoint per changeset, and
+  // kAborted when one failed (the transaction is aborted; roll it back and
+  // try again with savepoints).
+  enum class Together { kDone, kRetryAlone, kHold, kAborted };
+  Together apply_together(const std::vector<const Changeset*>& group, std::vector<Status>& results,
+                          bool savepoints);
   Status apply_alone(const Changeset& changes);
   // The outcome of hold_and_commit(). kRefused: positions in the group of
   // the changesets whose claims failed (their errors in `refusals`).

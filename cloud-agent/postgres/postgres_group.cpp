@@ -1,17 +1,23 @@
 // PostgreSQL group commit. A group is ONE round trip when nothing fails:
+//   BEGIN; <the statements of every changeset>; COMMIT; Sync
+// all pipelined. Conditional statements fail inside the server
+// (vend_expect_one), so nothing waits for a row count. Changesets fail only
+// when the core's view and the log disagree (a fenced claim, a bug), so the
+// first try has no savepoints: each would cost the server a subtransaction
+// (and past 64 of them every snapshot in the cluster overflows its subxid
+// cache). When a statement fails, that try is rolled back whole and the
+// group is applied again with a savepoint per changeset:
 //   BEGIN; (SAVEPOINT w; <its statements>; RELEASE SAVEPOINT w) per
 //   changeset; COMMIT; Sync
-// all pipelined. Conditional statements fail inside the server
-// (vend_expect_one), so nothing waits for a row count. When changeset k
-// fails, the server skips the rest up to the Sync and the transaction waits,
-// aborted, inside k's savepoint: the next round trip rolls k back and sends
-// k+1.. and the COMMIT again. A failing BEGIN or COMMIT retries each
-// changeset in a transaction of its own, as the SQLite backend does. A lost
-// connection fails every undecided ticket "unavailable" and every later
-// write too, until Repository::recover() reconnects: the outcome of an
-// unanswered COMMIT is unknown, so nothing is retried here (the core stops
-// changing state; it is rebuilt from what committed, in process in cluster
-// mode, by a restart otherwise).
+// When changeset k fails there, the server skips the rest up to the Sync
+// and the transaction waits, aborted, inside k's savepoint: the next round
+// trip rolls k back and sends k+1.. and the COMMIT again. Either way a
+// failed changeset changes nothing and the others are applied in order. A failing BEGIN or COMMIT
+// retries each changeset in a transaction of its own, as the SQLite backend does. A lost connection
+// fails every undecided ticket "unavailable" and every later write too, until Repository::recover()
+// reconnects: the outcome of an unanswered COMMIT is unknown, so nothing is retried here (the core
+// stops changing state; it is rebuilt from what committed, in process in cluster mode, by a restart
+// otherwise).
 //
 // Fenced changesets (cluster mode) start with a check of their claim
 // (vend_fence without lock) inside their savepoint, so a stale one fails
@@ -25,6 +31,7 @@
 // refused claim rolls the group back; its changesets fail "fenced" and the
 // rest is applied again (each round drops at least one changeset).
 #include <utility>
+#include <variant>
 
 #include "postgres/pg_pipeline.hpp"
 #include "postgres/postgres_backend.hpp"
@@ -67,6 +74,17 @@ Status queue_changes(Pipeline& p, std::vector<int>& owner, int index, const Chan
   return {};
 }
 
+// Raw changes (tests) run on the connection as they are queued, and a
+// failing one is rolled back to its changeset's savepoint.
+bool has_raw(const std::vector<const Changeset*>& group) {
+  for (const Changeset* changes : group) {
+    for (const Change& change : changes->changes()) {
+      if (std::holds_alternative<change::Raw>(change)) return true;
+    }
+  }
+  return false;
+}
+
 void queue_sql(Pipeline& p, std::vector<int>& owner, const char* sql, int who) {
   p.send_sql(sql);
   owner.push_back(who);
@@ -89,7 +107,13 @@ std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changes
     std::vector<const Changeset*> subset;
     for (size_t i : todo) subset.push_back(group[i]);
     std::vector<Status> sub;
-    Together together = apply_together(subset, sub);
+    Together together = apply_together(subset, sub, has_raw(subset));
+    if (together == Together::kAborted) {
+      // A changeset failed in the try without savepoints: nothing of it
+      // stays; apply the group again, a savepoint per changeset.
+      (void)write_.exec("ROLLBACK");
+      together = apply_together(subset, sub, true);
+    }
     if (together == Together::kRetryAlone) {
       (void)write_.exec("ROLLBACK");  // whatever is left of the group's transaction
       for (size_t i : todo) results[i] = write_lost_ ? lost_status() : apply_alone(*group[i]);
@@ -140,7 +164,7 @@ std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changes
 }
 
 PostgresBackend::Together PostgresBackend::apply_together(
-    const std::vector<const Changeset*>& group, std::vector<Status>& results) {
+    const std::vector<const Changeset*>& group, std::vector<Status>& results, bool savepoints) {
   const int n = static_cast<int>(group.size());
   const bool fenced = !claimed(group).empty();
   results.assign(group.size(), Status{});
@@ -150,10 +174,10 @@ PostgresBackend::Together PostgresBackend::apply_together(
   int next = 0;
   while (true) {
     for (int i = next; i < n; ++i) {
-      queue_sql(p, owner, "SAVEPOINT w", i);
+      if (savepoints) queue_sql(p, owner, "SAVEPOINT w", i);
       results[i] = queue_changes(p, owner, i, *group[i], options_.faults_max, raw_ctx_);
       if (!results[i].ok()) queue_sql(p, owner, "ROLLBACK TO SAVEPOINT w", i);
-      queue_sql(p, owner, "RELEASE SAVEPOINT w", i);
+      if (savepoints) queue_sql(p, owner, "RELEASE SAVEPOINT w", i);
     }
     if (!fenced) queue_sql(p, owner, "COMMIT", kCommit);
     PipelineOutcome out = p.run();
@@ -176,6 +200,7 @@ PostgresBackend::Together PostgresBackend::apply_together(
                            out.error.to_string() + "; retrying each write alone");
       return Together::kRetryAlone;
     }
+    if (!savepoints) return Together::kAborted;
     // Changeset `who` failed: roll it back alone and send the rest again.
     results[who] = out.error;
     queue_sql(p, owner, "ROLLBACK TO SAVEPOINT w", kControl);

@@ -49,7 +49,10 @@ std::map<std::string, Setter> world_fields(WorldOptions& o) {
           {"shards", number(o.shards)},
           {"lease_ms", number(o.lease_ms)},
           {"renew_ms", number(o.renew_ms)},
-          {"lease_safety_ms", number(o.lease_safety_ms)}};
+          {"lease_safety_ms", number(o.lease_safety_ms)},
+          {"rebuild_ms_per_machine", number(o.rebuild_ms_per_machine)},
+          {"max_calls_per_step", number(o.max_calls_per_step)},
+          {"flood_rate", number(o.flood_rate)}};
 }
 
 std::map<std::string, Setter> fault_fields(FaultRates& f) {
@@ -94,7 +97,7 @@ Status apply(const Json& object, std::map<std::string, Setter> fields, const std
 
 Status validate(const WorldOptions& o, const std::string& path) {
   auto bad = [&](const char* what) { return make_error("bad_scenario", path + ": " + what); };
-  if (o.machines < 1 || o.machines > 1000) return bad("machines must be 1..1000");
+  if (o.machines < 1 || o.machines > 20'000) return bad("machines must be 1..20000");
   if (o.slots < 1 || o.slots > 64) return bad("slots must be 1..64");
   if (o.capacity < 1 || o.capacity > 1000) return bad("capacity must be 1..1000");
   if (o.steps < 0) return bad("steps must be >= 0");
@@ -107,6 +110,15 @@ Status validate(const WorldOptions& o, const std::string& path) {
       return make_error("bad_scenario", path + ": " + why);
     }
   }
+  if (o.agents == 1 &&
+      (o.rebuild_ms_per_machine != 0 || o.max_calls_per_step != 0 || o.flood_rate != 0)) {
+    return bad("rebuild_ms_per_machine, max_calls_per_step and flood_rate need agents > 1");
+  }
+  if (o.rebuild_ms_per_machine < 0 || o.rebuild_ms_per_machine > 60'000) {
+    return bad("rebuild_ms_per_machine must be 0..60000");
+  }
+  if (o.max_calls_per_step < 0) return bad("max_calls_per_step must be >= 0");
+  if (o.flood_rate < 0 || o.flood_rate > 1000) return bad("flood_rate must be 0..1000");
   for (double rate : {o.faults.command_lost, o.faults.ledger_restore}) {
     if (rate < 0 || rate > 1)
       return bad("faults.command_lost and faults.ledger_restore must be 0..1");

@@ -12,6 +12,7 @@
 #include "world/work_dir.hpp"
 #include "world/world_agents.hpp"
 #include "world/world_faults.hpp"
+#include "world/world_flood.hpp"
 #include "world/world_machine.hpp"
 #include "world/world_workload.hpp"
 
@@ -64,6 +65,12 @@ std::string device_id(int i) {
   return buf;
 }
 
+std::vector<std::string> device_ids(int machines) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < machines; ++i) ids.push_back(device_id(i));
+  return ids;
+}
+
 class World {
  public:
   World(const WorldOptions& options, std::string dir)
@@ -73,8 +80,9 @@ class World {
         trace_(options.trace_path),
         log_(options.verbose ? static_cast<Logger*>(new StderrLogger(LogLevel::kWarn))
                              : new NullLogger()),
-        agents_(options, dir_ + "/" + kAgentDbName, world_agent_options(options), bus_, clock_,
-                random_, *log_, trace_) {}
+        agents_(options, dir_ + "/" + kAgentDbName, world_agent_options(options),
+                device_ids(options.machines), bus_, clock_, random_, *log_, trace_),
+        flood_(options.flood_rate, random_, clock_, trace_) {}
 
   Result<WorldReport> run();
 
@@ -96,6 +104,7 @@ class World {
   std::unique_ptr<Logger> log_;
   InMemoryBus bus_;
   WorldAgents agents_;
+  WorldFlood flood_;  // after agents_ and random_
   std::vector<std::unique_ptr<WorldMachine>> machines_;
   std::unique_ptr<WorldWorkload> workload_;
   std::unique_ptr<WorldFaults> faults_;
@@ -166,6 +175,7 @@ Status World::one_step(bool workload) {
       [this, workload](WorldAgent& agent, agent::CallPoint point, const std::string& call) {
         return workload && faults_->maybe_crash_in_call(agent, point, call, kInCallCrashFactor);
       });
+  if (workload) flood_.step(agents_);
   // The agent may die between any two parts of a step, losing every write
   // nobody waited for (its group commit had not happened yet).
   if (workload) faults_->maybe_crash_agent();
@@ -246,6 +256,7 @@ bool World::check(CheckPhase phase) {
     violations = checker_->check_promises(promises, phase);
   }
   if (violations.ok() && violations->empty()) violations = agents_.check_leases();
+  if (violations.ok() && violations->empty()) violations = flood_.take_violations();
   if (violations.ok() && violations->empty()) violations = check_acks();
   if (violations.ok() && violations->empty()) {
     lost_commands_->add(faults_->take_lost_commands());
@@ -310,6 +321,9 @@ void World::count_outcomes() {
   report_.lost_commands_completed = lost_commands_->completed();
   report_.ledger_restores = f.ledger_restores;
   report_.fenced_writes = agents_.fenced_writes();
+  report_.rebuilds = agents_.rebuilds();
+  report_.calls_refused_busy = agents_.calls_refused_busy();
+  report_.flood_requests = flood_.requests();
 }
 
 Result<WorldReport> World::run() {
@@ -357,6 +371,11 @@ std::string WorldReport::summary() const {
     out += "; agents " + std::to_string(agents) + ": pauses " + std::to_string(agent_pauses) +
            ", db partitions " + std::to_string(agent_db_partitions) + ", fenced writes " +
            std::to_string(fenced_writes);
+  }
+  if (flood_requests > 0 || calls_refused_busy > 0) {
+    out += "; rebuilds " + std::to_string(rebuilds) + ", flood requests " +
+           std::to_string(flood_requests) + ", calls refused busy " +
+           std::to_string(calls_refused_busy);
   }
   if (commands_lost > 0 || ledger_restores > 0) {
     out += "; commands lost " + std::to_string(commands_lost) + " (undisturbed, completed " +

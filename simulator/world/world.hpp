@@ -119,6 +119,21 @@ struct WorldOptions {
   int64_t lease_ms = 3000;
   int64_t renew_ms = 1000;
   int64_t lease_safety_ms = 500;
+  // Several agents: a rebuild (ClusterNode's, on its own thread) takes this
+  // much virtual time per machine it loads (the gained shards', or every
+  // held shard's for a whole rebuild); the instance keeps renewing its
+  // leases meanwhile and serves the gained machines only once it is done.
+  // 0: a rebuild takes no time.
+  int64_t rebuild_ms_per_machine = 0;
+  // Several agents: the calls an instance takes per step (its bounded call
+  // queue); one more is answered "unavailable", as the HTTP front answers
+  // 503 when the core's queue is full. 0: no bound.
+  int max_calls_per_step = 0;
+  // Several agents: outside requests per step (an expectation: the whole
+  // part, then the fraction as a chance) at a random instance, in turn an
+  // order for a machine id that does not exist and a look-up of a
+  // well-formed order id that was never made (WorldFlood).
+  double flood_rate = 0;
   bool check_every_step = true;
   // Test hook: from this step on (0 = never), un-spend one consumed token in
   // the first machine's ledger behind the firmware's back, so the checker must
@@ -156,6 +171,9 @@ struct WorldReport {
   // Dispense commands the broker lost after accepting them, those of them
   // whose order still ended COMPLETED, and ledgers restored from a copy.
   int64_t commands_lost = 0, lost_commands_completed = 0, ledger_restores = 0;
+  // Several agents: rebuilds finished, calls refused for a full call queue,
+  // and flood requests sent (every one answered not_found or unavailable).
+  int64_t rebuilds = 0, calls_refused_busy = 0, flood_requests = 0;
   std::string summary() const;  // one line
 };
 

@@ -221,7 +221,28 @@ void WorldAgent::lease_round() {
                " shards");
   }
   if (!r.changes.gained.empty() || !r.changes.lost.empty() || core_->fenced()) rebuild_due_ = true;
-  if (rebuild_due_) rebuild();
+  if (rebuild_due_) start_rebuild();
+}
+
+void WorldAgent::start_rebuild() {
+  if (rebuild_done_mono_ms_ >= 0) return;  // one under way takes the leases held when it ends
+  if (instance_->rebuild_ms_per_machine == 0) return rebuild();
+  int64_t machines = machines_to_load();
+  rebuild_done_mono_ms_ = clock_.monotonic_ms() + machines * instance_->rebuild_ms_per_machine;
+  trace_.add("agent " + instance_id() + " rebuilding: " + std::to_string(machines) +
+             " machines to load");
+}
+
+int64_t WorldAgent::machines_to_load() const {
+  agent::ShardEpochs held = held_leases();
+  std::optional<agent::ShardEpochs> gained;
+  if (!rebuild_failed_ && !core_->fenced()) gained = agent::gained_only(loaded_, held);
+  int64_t machines = 0;
+  for (const auto& [shard, epoch] : gained ? *gained : held) {
+    auto i = static_cast<size_t>(shard);
+    if (i < instance_->machines_per_shard.size()) machines += instance_->machines_per_shard[i];
+  }
+  return machines;
 }
 
 // As ClusterNode::rebuild: shards only gained are read and added (gain),
@@ -241,6 +262,7 @@ void WorldAgent::rebuild() {
              std::to_string(held.size()) + " shards" + (s.ok() ? "" : ": " + s.error().code));
   rebuild_failed_ = !s.ok();
   if (!s.ok()) return;
+  ++rebuilds_;
   rebuild_due_ = false;
   loaded_ = std::move(held);
 }
@@ -255,6 +277,7 @@ void WorldAgent::stop_process(const std::string& why, bool leave) {
   repo_.reset();
   runner_.reset();
   rebuild_due_ = false;
+  rebuild_done_mono_ms_ = -1;
   begin_process();  // systemd starts it again
   next_try_mono_ms_ = clock_.monotonic_ms() + kRestartDelayMs;
 }
@@ -269,6 +292,7 @@ void WorldAgent::crash() {
   repo_.reset();
   runner_.reset();  // with the steps the dying core had queued
   starting_ = paused_ = rebuild_due_ = false;
+  rebuild_done_mono_ms_ = -1;
   inbox_.clear();
   keeper_.reset();
   trace_.add("agent" + (instance_ ? " " + instance_id() : std::string()) + " crash");
@@ -303,6 +327,10 @@ void WorldAgent::tick() {
     next_round_mono_ms_ = clock_.monotonic_ms() + instance_->lease.renew_every_ms;
     lease_round();
     if (!core_) return;
+  }
+  if (rebuild_done_mono_ms_ >= 0 && clock_.monotonic_ms() >= rebuild_done_mono_ms_) {
+    rebuild_done_mono_ms_ = -1;
+    if (rebuild_due_) rebuild();  // a failure is started again by the next round
   }
   core_->tick();
 }

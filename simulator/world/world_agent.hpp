@@ -27,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cluster/lease_keeper.hpp"
 #include "cluster/shard_map.hpp"
@@ -51,6 +52,10 @@ struct InstanceSetup {
   agent::LeaseOptions lease;  // instance id, shard count, lease, renew interval
   SharedDatabase* db = nullptr;
   SkewedClock* clock = nullptr;  // the instance's own
+  // A rebuild's virtual time per machine it loads (WorldOptions), and the
+  // world's machines per shard (index: shard).
+  int64_t rebuild_ms_per_machine = 0;
+  std::vector<int> machines_per_shard;
 };
 
 class WorldAgent {
@@ -73,8 +78,9 @@ class WorldAgent {
   bool up() const { return core_ != nullptr; }
   // Started (up, or trying to join): crash() may be called.
   bool started() const { return up() || starting_; }
-  // Runs what is due: the lease round (cluster mode), the core's tick, a
-  // pending restart. Nothing while paused.
+  // Runs what is due: the lease round (cluster mode), a rebuild whose
+  // virtual time is over, the core's tick, a pending restart. Nothing while
+  // paused.
   void tick();
   // Waits until every write submitted so far is committed. No-op while down.
   void flush();
@@ -104,6 +110,8 @@ class WorldAgent {
   // latest heartbeat (a live lease of another instance), or "".
   std::string redirect_for(const std::string& device) const;
   SkewedClock& own_clock() { return *instance_->clock; }
+  // Rebuilds (and gains) finished by this instance's processes.
+  int64_t rebuilds() const { return rebuilds_; }
 
  private:
   Status start_single();
@@ -116,6 +124,11 @@ class WorldAgent {
   bool try_join();
   void connect_client();
   void lease_round();
+  // Starts a rebuild that ends rebuild_ms_per_machine x the machines it
+  // loads later (at once with 0): the lease rounds go on meanwhile.
+  void start_rebuild();
+  // The machines a rebuild now would load.
+  int64_t machines_to_load() const;
   void rebuild();
   // The process stops (ClusterNode: replaced; the shell exits) and starts
   // again a second later. `leave`: the id is still ours.
@@ -148,8 +161,10 @@ class WorldAgent {
   int64_t next_try_mono_ms_ = 0;  // of a join attempt
   int64_t next_round_mono_ms_ = 0;
   bool rebuild_due_ = false;
-  agent::ShardEpochs loaded_;    // the leases the core was last built for
-  bool rebuild_failed_ = false;  // the last rebuild or gain failed
+  agent::ShardEpochs loaded_;          // the leases the core was last built for
+  bool rebuild_failed_ = false;        // the last rebuild or gain failed
+  int64_t rebuild_done_mono_ms_ = -1;  // a rebuild under way ends then
+  int64_t rebuilds_ = 0;
   bool paused_ = false;
   std::deque<Message> inbox_;  // delivered while paused
 };

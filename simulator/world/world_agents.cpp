@@ -1,11 +1,19 @@
 #include "world/world_agents.hpp"
 
+#include <algorithm>
+
+#include "cluster/shard_map.hpp"
+
 namespace vend::sim {
 
 WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
-                         agent::AgentOptions agent_options, InMemoryBus& bus, const Clock& clock,
-                         Random& random, Logger& log, Trace& trace)
-    : shard_count_(o.shards), random_(random), trace_(trace) {
+                         agent::AgentOptions agent_options, const std::vector<std::string>& devices,
+                         InMemoryBus& bus, const Clock& clock, Random& random, Logger& log,
+                         Trace& trace)
+    : shard_count_(o.shards),
+      max_calls_per_step_(o.max_calls_per_step),
+      random_(random),
+      trace_(trace) {
   if (o.agents <= 1) {
     clocks_.push_back(std::make_unique<SkewedClock>(clock));  // no drift: one clock to step
     agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus,
@@ -13,6 +21,10 @@ WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
     return;
   }
   db_ = std::make_unique<SharedDatabase>(db_path, clock);
+  std::vector<int> per_shard(static_cast<size_t>(o.shards), 0);
+  for (const std::string& d : devices)
+    ++per_shard[static_cast<size_t>(agent::shard_of(d, o.shards))];
+  calls_.assign(static_cast<size_t>(o.agents), 0);
   for (int i = 0; i < o.agents; ++i) {
     int64_t drift = o.faults.max_agent_drift_ppm == 0
                         ? 0
@@ -26,6 +38,8 @@ WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
     setup.lease.safety_ms = o.lease_safety_ms;
     setup.db = db_.get();
     setup.clock = clocks_.back().get();
+    setup.rebuild_ms_per_machine = o.rebuild_ms_per_machine;
+    setup.machines_per_shard = per_shard;
     agents_.push_back(std::make_unique<WorldAgent>(db_path, agent_options, bus, clock, random, log,
                                                    trace, setup));
     trace.add("instance " + setup.lease.instance_id + " drift " + std::to_string(drift) + " ppm");
@@ -54,10 +68,14 @@ WorldAgent* WorldAgents::serving(const std::string& instance) {
 }
 
 Status WorldAgents::route(const std::function<Status(agent::AgentCore&)>& call) {
-  return route_agent([&call](WorldAgent& agent) { return call(agent.core()); });
+  return routed([&call](WorldAgent& agent) { return call(agent.core()); }, false);
 }
 
 Status WorldAgents::route_agent(const std::function<Status(WorldAgent&)>& call) {
+  return routed(call, true);
+}
+
+Status WorldAgents::routed(const std::function<Status(WorldAgent&)>& call, bool queued) {
   if (!clustered()) {
     if (!agents_[0]->up()) return make_error("unavailable", "the agent is down");
     return call(*agents_[0]);
@@ -68,6 +86,8 @@ Status WorldAgents::route_agent(const std::function<Status(WorldAgent&)>& call) 
   }
   if (live.empty()) return make_error("unavailable", "no agent instance is serving");
   WorldAgent* target = live[static_cast<size_t>(random_.range(0, live.size() - 1))];
+  if (queued && !take_call(*target))
+    return make_error("unavailable", "the call queue is full (503)");
   Status s = call(*target);
   if (s.ok() || s.error().code != "not_owner") return s;
   // One redirect, as an HTTP client follows the 307.
@@ -77,6 +97,7 @@ Status WorldAgents::route_agent(const std::function<Status(WorldAgent&)>& call) 
     return make_error("unavailable", s.error().message + ": its shard is moving (asked " +
                                          target->instance_id() + ")");
   }
+  if (queued && !take_call(*next)) return make_error("unavailable", "the call queue is full (503)");
   s = call(*next);
   if (!s.ok() && s.error().code == "not_owner") {
     return make_error("unavailable", s.error().message + ": redirected from " +
@@ -92,8 +113,37 @@ void WorldAgents::each_core(const std::function<void(agent::AgentCore&)>& fn) {
   }
 }
 
+WorldAgent* WorldAgents::any_serving() {
+  std::vector<WorldAgent*> live;
+  for (auto& a : agents_) {
+    if (a->serving()) live.push_back(a.get());
+  }
+  if (live.empty()) return nullptr;
+  return live[static_cast<size_t>(random_.range(0, live.size() - 1))];
+}
+
+bool WorldAgents::take_call(const WorldAgent& agent) {
+  if (max_calls_per_step_ == 0) return true;
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    if (agents_[i].get() != &agent) continue;
+    if (calls_[i] >= max_calls_per_step_) {
+      ++refused_busy_;
+      return false;
+    }
+    ++calls_[i];
+  }
+  return true;
+}
+
+int64_t WorldAgents::rebuilds() const {
+  int64_t n = 0;
+  for (const auto& a : agents_) n += a->rebuilds();
+  return n;
+}
+
 void WorldAgents::tick() {
   for (auto& a : agents_) a->tick();
+  std::fill(calls_.begin(), calls_.end(), 0);
 }
 
 void WorldAgents::flush() {

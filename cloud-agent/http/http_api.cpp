@@ -105,12 +105,12 @@ void HttpApi::route(const std::string& method, const std::string& pattern, Async
 }
 
 HttpServer::Handler HttpApi::handler() {
-  return [this](httplib::Request&& req, HttpResponder responder) {
+  return [this](HttpRequest&& req, HttpResponder responder) {
     handle(std::move(req), std::move(responder));
   };
 }
 
-void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
+void HttpApi::handle(HttpRequest&& req, HttpResponder responder) {
   // One peer holds at most max_requests_per_peer of the queues below.
   if (!peers_.enter(req.remote_addr)) {
     if (options_.on_rejected) options_.on_rejected("max_requests_per_peer", req.remote_addr);
@@ -147,7 +147,7 @@ void HttpApi::handle(httplib::Request&& req, HttpResponder responder) {
   finish(std::move(busy));
 }
 
-const HttpApi::Route* HttpApi::find_route(const httplib::Request& req) const {
+const HttpApi::Route* HttpApi::find_route(const HttpRequest& req) const {
   std::string_view method = req.method == "HEAD" ? std::string_view("GET") : req.method;
   for (const Route& r : routes_) {
     if (r.method == method && r.pattern.matches(req.path)) return &r;
@@ -155,7 +155,7 @@ const HttpApi::Route* HttpApi::find_route(const httplib::Request& req) const {
   return nullptr;
 }
 
-void HttpApi::run(const Route* route, const httplib::Request& req, const Finish& finish) {
+void HttpApi::run(const Route* route, const HttpRequest& req, const Finish& finish) {
   try {
     if (route == nullptr) {
       return finish(HttpReply{
@@ -190,9 +190,9 @@ void HttpApi::run(const Route* route, const httplib::Request& req, const Finish&
   }
 }
 
-Status HttpApi::authorize_operator(const httplib::Request& req) const {
+Status HttpApi::authorize_operator(const HttpRequest& req) const {
   if (options_.operator_token.empty()) return {};  // --insecure-no-auth
-  const std::string header = req.get_header_value("Authorization");
+  const std::string header = req.header("Authorization");
   const std::string prefix = "Bearer ";
   if (header.rfind(prefix, 0) != 0) {
     return make_error("unauthorized", "operator endpoint: send 'Authorization: Bearer <token>'");
@@ -205,7 +205,7 @@ Status HttpApi::authorize_operator(const httplib::Request& req) const {
   return {};
 }
 
-HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>& r) {
+HttpReply HttpApi::respond(const HttpRequest& req, const Result<HttpReply>& r) {
   if (r.ok()) return *r;
   const Error& e = r.error();
   if (e.code == "not_owner") return redirect_to_owner(req, e.message);
@@ -225,7 +225,7 @@ HttpReply HttpApi::respond(const httplib::Request& req, const Result<HttpReply>&
   return reply;
 }
 
-HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::string& key) const {
+HttpReply HttpApi::redirect_to_owner(const HttpRequest& req, const std::string& key) const {
   std::optional<std::string> owner;
   if (options_.owner_url) owner = options_.owner_url(key);
   // The key is a machine, or the id of an order no instance has (its
@@ -243,7 +243,7 @@ HttpReply HttpApi::redirect_to_owner(const httplib::Request& req, const std::str
   return reply;
 }
 
-std::optional<HttpReply> HttpApi::not_served_here(const httplib::Request& req) const {
+std::optional<HttpReply> HttpApi::not_served_here(const HttpRequest& req) const {
   if (!options_.owner_url) return std::nullopt;
   std::string device(http::path_segment(req.path, 2));
   if (!http::is_valid_id(device)) return std::nullopt;
@@ -252,7 +252,7 @@ std::optional<HttpReply> HttpApi::not_served_here(const httplib::Request& req) c
   return redirect_to_owner(req, device);
 }
 
-Result<HttpReply> HttpApi::cluster(const httplib::Request&) {
+Result<HttpReply> HttpApi::cluster(const HttpRequest&) {
   if (!options_.cluster_view) {
     return make_error("not_found", "this agent runs alone (no --instance-id)");
   }
@@ -281,7 +281,7 @@ AgentHealth HttpApi::health() const {
   return h;
 }
 
-Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
+Result<HttpReply> HttpApi::metrics(const HttpRequest&) {
   std::string text = metrics_.scrape(core_, health()) + rate_limit_metrics() + payment_metrics();
   if (options_.server_stats) text += render_http_metrics(options_.server_stats());
   if (options_.ops_hub != nullptr) text += options_.ops_hub->render_metrics();
@@ -289,7 +289,7 @@ Result<HttpReply> HttpApi::metrics(const httplib::Request&) {
   return HttpReply{200, std::move(text), "text/plain; version=0.0.4; charset=utf-8"};
 }
 
-Result<HttpReply> HttpApi::healthz(const httplib::Request&) {
+Result<HttpReply> HttpApi::healthz(const HttpRequest&) {
   // 503 when it cannot do its job: nothing durable (storage), no devices
   // (broker past the grace), or input it cannot keep up with.
   AgentHealth h = health();

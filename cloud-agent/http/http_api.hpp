@@ -1,5 +1,5 @@
 // HttpApi: the agent's HTTP/JSON API, a thin adapter over AgentCore served by
-// HttpServer (libmicrohttpd; handlers read httplib::Request values). docs/openapi.yaml is the
+// HttpServer (libmicrohttpd; handlers read HttpRequest values). docs/openapi.yaml is the
 // contract; docs/agent.md shows a session.
 //
 //   customers   POST /v1/orders (Idempotency-Key scoped per X-Client-Id, else
@@ -36,8 +36,6 @@
 // check and post the work to the core, which completes the HttpResponder
 // after the commit.
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <cstddef>
@@ -149,17 +147,17 @@ class HttpApi {
   // its route runs on the event thread, else queues it for a worker. Never
   // blocks.
   HttpServer::Handler handler();
-  void handle(httplib::Request&& req, HttpResponder responder);
+  void handle(HttpRequest&& req, HttpResponder responder);
 
  private:
   enum class Access { kPublic, kOperator };
-  using Handler = Result<HttpReply> (HttpApi::*)(const httplib::Request&);
+  using Handler = Result<HttpReply> (HttpApi::*)(const HttpRequest&);
   // The answer of an asynchronous handler, called exactly once from any
   // thread (the request stays alive until then).
   using Done = std::function<void(Result<HttpReply>)>;
   // A handler that answers later (the core's commit callback): the worker
   // thread is free as soon as it returns.
-  using AsyncHandler = void (HttpApi::*)(const httplib::Request&, Done);
+  using AsyncHandler = void (HttpApi::*)(const HttpRequest&, Done);
 
   struct Route {
     std::string method;
@@ -183,19 +181,19 @@ class HttpApi {
   void route(const std::string& method, const std::string& pattern, AsyncHandler handler,
              Access access, bool on_event_thread = false);
   struct Pending {
-    httplib::Request req;
+    HttpRequest req;
     HttpResponder responder;
   };
   // The route of `req`; null: none. Handlers read the path's ids with
   // http::path_segment().
-  const Route* find_route(const httplib::Request& req) const;
+  const Route* find_route(const HttpRequest& req) const;
   // Checks access, runs the route's handler and gives its answer to
   // `finish` (now, or later for an asynchronous one); every failure is an
   // HttpReply too. `route`: null answers 404.
   using Finish = std::function<void(HttpReply)>;
-  void run(const Route* route, const httplib::Request& req, const Finish& finish);
-  Status authorize_operator(const httplib::Request& req) const;
-  HttpReply respond(const httplib::Request& req, const Result<HttpReply>& r);
+  void run(const Route* route, const HttpRequest& req, const Finish& finish);
+  Status authorize_operator(const HttpRequest& req) const;
+  HttpReply respond(const HttpRequest& req, const Result<HttpReply>& r);
 
   // Orders (http_orders.cpp).
   // The client of a customer's request: its idempotency scope, rate bucket
@@ -206,30 +204,30 @@ class HttpApi {
   // posing as an address. A malformed X-Forwarded-For from a trusted proxy
   // is bad_request, counted and logged once per proxy a minute; X-Client-Id
   // then changes nothing. Thread-safe.
-  Result<std::string> client_of(const httplib::Request& req);
+  Result<std::string> client_of(const HttpRequest& req);
   // POST /v1/orders and .../payment answer after their commit, holding no
   // thread meanwhile (AgentCore::create_order_async / pay_async).
-  void create_order(const httplib::Request& req, Done done);
-  Result<HttpReply> get_order(const httplib::Request& req);
-  void pay_order(const httplib::Request& req, Done done);
-  Result<HttpReply> cancel_order(const httplib::Request& req);
-  Result<HttpReply> resolve_order(const httplib::Request& req);
-  Result<HttpReply> list_orders(const httplib::Request& req);
-  Result<HttpReply> order_history(const httplib::Request& req);
-  Result<HttpReply> list_refunds(const httplib::Request& req);
+  void create_order(const HttpRequest& req, Done done);
+  Result<HttpReply> get_order(const HttpRequest& req);
+  void pay_order(const HttpRequest& req, Done done);
+  Result<HttpReply> cancel_order(const HttpRequest& req);
+  Result<HttpReply> resolve_order(const HttpRequest& req);
+  Result<HttpReply> list_orders(const HttpRequest& req);
+  Result<HttpReply> order_history(const HttpRequest& req);
+  Result<HttpReply> list_refunds(const HttpRequest& req);
 
   // Devices (http_devices.cpp).
-  Result<HttpReply> provision_device(const httplib::Request& req);
-  Result<HttpReply> list_devices(const httplib::Request& req);
-  Result<HttpReply> get_device(const httplib::Request& req);
-  Result<HttpReply> list_faults(const httplib::Request& req);
-  Result<HttpReply> list_slots(const httplib::Request& req);
-  Result<HttpReply> update_slot(const httplib::Request& req);
-  Result<HttpReply> restock(const httplib::Request& req);
-  Result<HttpReply> reconcile(const httplib::Request& req);
-  Result<HttpReply> rotate_key(const httplib::Request& req);
-  Result<HttpReply> decommission(const httplib::Request& req);
-  Result<HttpReply> reconcile_report(const httplib::Request& req);
+  Result<HttpReply> provision_device(const HttpRequest& req);
+  Result<HttpReply> list_devices(const HttpRequest& req);
+  Result<HttpReply> get_device(const HttpRequest& req);
+  Result<HttpReply> list_faults(const HttpRequest& req);
+  Result<HttpReply> list_slots(const HttpRequest& req);
+  Result<HttpReply> update_slot(const HttpRequest& req);
+  Result<HttpReply> restock(const HttpRequest& req);
+  Result<HttpReply> reconcile(const HttpRequest& req);
+  Result<HttpReply> rotate_key(const HttpRequest& req);
+  Result<HttpReply> decommission(const HttpRequest& req);
+  Result<HttpReply> reconcile_report(const HttpRequest& req);
 
   // Rate limits (http_rate_limits.cpp): the 429 answer when an order of
   // `client` for `device` is over a limit; nullopt when it may go on.
@@ -243,30 +241,30 @@ class HttpApi {
   std::string rate_limit_metrics() const;
 
   // The public catalog (http_catalog.cpp).
-  Result<HttpReply> catalog(const httplib::Request& req);
+  Result<HttpReply> catalog(const HttpRequest& req);
 
   // The operators' console: the embedded static files (http_console.cpp).
-  Result<HttpReply> console(const httplib::Request& req);
+  Result<HttpReply> console(const HttpRequest& req);
 
   // The console's stream, plots and fleet page (http_ops.cpp).
-  Result<HttpReply> ops_stream(const httplib::Request& req);
-  Result<HttpReply> ops_series(const httplib::Request& req);
-  Result<HttpReply> fleet(const httplib::Request& req);
-  Result<HttpReply> fleet_counts(const httplib::Request& req);
-  Result<HttpReply> list_alerts(const httplib::Request& req);
+  Result<HttpReply> ops_stream(const HttpRequest& req);
+  Result<HttpReply> ops_series(const HttpRequest& req);
+  Result<HttpReply> fleet(const HttpRequest& req);
+  Result<HttpReply> fleet_counts(const HttpRequest& req);
+  Result<HttpReply> list_alerts(const HttpRequest& req);
 
   // Probes.
-  Result<HttpReply> metrics(const httplib::Request& req);
-  Result<HttpReply> cluster(const httplib::Request& req);
+  Result<HttpReply> metrics(const HttpRequest& req);
+  Result<HttpReply> cluster(const HttpRequest& req);
   // The answer to a core's not_owner about `key` (a machine, or an order id
   // no instance has): 307 to its owner, or 503.
-  HttpReply redirect_to_owner(const httplib::Request& req, const std::string& key) const;
+  HttpReply redirect_to_owner(const HttpRequest& req, const std::string& key) const;
   // Several agents: the answer to a per-machine request whose machine this
   // instance does not serve (307 to its owner, or 503 while its shard
   // moves); nullopt when it serves it, runs alone, or the id in the path is
   // malformed (the handler answers that).
-  std::optional<HttpReply> not_served_here(const httplib::Request& req) const;
-  Result<HttpReply> healthz(const httplib::Request& req);
+  std::optional<HttpReply> not_served_here(const HttpRequest& req) const;
+  Result<HttpReply> healthz(const HttpRequest& req);
 
   bool mqtt_connected() const;
   AgentHealth health() const;
@@ -274,15 +272,14 @@ class HttpApi {
   // Payment notifications (http_orders.cpp). The time the notification
   // about `order_id` was signed at, when its one Vend-Signature header
   // matches; else bad_signature.
-  Result<int64_t> authenticate_notification(const httplib::Request& req,
-                                            const std::string& order_id);
+  Result<int64_t> authenticate_notification(const HttpRequest& req, const std::string& order_id);
   // A notification signed at `signed_s` and received at `received_s` (the
   // agent's clock, unix seconds): counted and logged when further apart
   // than payment_tolerance_s. Thread-safe.
   void note_signature_time(int64_t signed_s, int64_t received_s, const std::string& order_id);
   // A notification refused for its signature: counted, and logged once per
   // caller address per minute. Thread-safe.
-  void note_bad_signature(const httplib::Request& req, const Error& error);
+  void note_bad_signature(const HttpRequest& req, const Error& error);
   std::string payment_metrics() const;  // Prometheus text
 
   AgentCore& core_;

@@ -31,9 +31,9 @@ const console::EmbeddedFile* find_file(std::string_view name) {
 }
 
 // If-None-Match holds `etag` (or "*"), compared weakly.
-bool not_modified(const httplib::Request& req, const std::string& etag) {
-  for (size_t i = 0; i < req.get_header_value_count("If-None-Match"); ++i) {
-    std::string header = req.get_header_value("If-None-Match", i);
+bool not_modified(const HttpRequest& req, const std::string& etag) {
+  for (size_t i = 0; i < req.header_count("If-None-Match"); ++i) {
+    std::string header = req.header("If-None-Match", i);
     if (header.find('*') != std::string::npos || header.find(etag) != std::string::npos) {
       return true;
     }
@@ -45,7 +45,7 @@ bool not_modified(const httplib::Request& req, const std::string& etag) {
 
 // GET /console redirects to /console/; /console/ is index.html. The files
 // change only with the binary: revalidated (no-cache) by their ETag.
-Result<HttpReply> HttpApi::console(const httplib::Request& req) {
+Result<HttpReply> HttpApi::console(const HttpRequest& req) {
   if (req.path == "/console") {
     HttpReply moved{308, "", "text/plain"};
     moved.headers.emplace_back("Location", "/console/");

@@ -27,10 +27,10 @@ struct FleetQuery {
   std::string q;  // id substring
 };
 
-Result<FleetQuery> fleet_query(const httplib::Request& req) {
+Result<FleetQuery> fleet_query(const HttpRequest& req) {
   FleetQuery out;
   for (const auto& [name, value] : req.params) {
-    if (req.get_param_value_count(name) > 1) {
+    if (req.param_count(name) > 1) {
       return http::bad_request("query parameter '" + name + "' given more than once");
     }
     if (name == "offset" || name == "limit") {
@@ -133,7 +133,7 @@ http::Json fleet_summary(const std::vector<ops::DeviceStatus>& all) {
 
 }  // namespace
 
-Result<HttpReply> HttpApi::ops_stream(const httplib::Request&) {
+Result<HttpReply> HttpApi::ops_stream(const HttpRequest&) {
   if (options_.ops_hub == nullptr) return make_error("not_found", "this agent has no event stream");
   auto stream = options_.ops_hub->subscribe();
   if (!stream.ok()) return stream.error();
@@ -142,13 +142,13 @@ Result<HttpReply> HttpApi::ops_stream(const httplib::Request&) {
   return reply;
 }
 
-Result<HttpReply> HttpApi::ops_series(const httplib::Request&) {
+Result<HttpReply> HttpApi::ops_series(const HttpRequest&) {
   if (options_.ops_series == nullptr) return make_error("not_found", "this agent keeps no series");
   return HttpReply{200, options_.ops_series->render()};
 }
 
 // O(devices) per request, one core step; sorted by id.
-Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
+Result<HttpReply> HttpApi::fleet(const HttpRequest& req) {
   auto query = fleet_query(req);
   if (!query.ok()) return query.error();
   std::vector<ops::DeviceStatus> all = core_.device_statuses();
@@ -169,14 +169,14 @@ Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
   return HttpReply{200, body.dump()};
 }
 
-Result<HttpReply> HttpApi::list_alerts(const httplib::Request& req) {
+Result<HttpReply> HttpApi::list_alerts(const HttpRequest& req) {
   if (!req.params.empty()) return http::bad_request("GET /v1/alerts takes no parameters");
   http::Json list = http::Json::array();
   for (const ops::Alert& a : core_.active_alerts()) list.push_back(http::alert_json(a));
   return HttpReply{200, http::Json{{"alerts", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::fleet_counts(const httplib::Request& req) {
+Result<HttpReply> HttpApi::fleet_counts(const HttpRequest& req) {
   if (!req.params.empty()) return http::bad_request("GET /v1/fleet/summary takes no parameters");
   return HttpReply{200, fleet_summary(core_.device_statuses()).dump()};
 }

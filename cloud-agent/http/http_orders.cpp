@@ -20,19 +20,19 @@ constexpr size_t kMaxReviewText = 256;
 constexpr int64_t kSkewLogIntervalMs = 60'000;
 
 // The order id of /v1/orders/{id}...; an id no order can have is not found.
-Result<std::string> order_id_of(const httplib::Request& req) {
+Result<std::string> order_id_of(const HttpRequest& req) {
   std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
   if (!http::is_valid_id(id)) return make_error("not_found", "no order '" + id + "'");
   return id;
 }
 
 // Optional Idempotency-Key: 1..128 printable ASCII characters, no spaces.
-Result<std::string> idempotency_key_of(const httplib::Request& req) {
+Result<std::string> idempotency_key_of(const HttpRequest& req) {
   if (!req.has_header("Idempotency-Key")) return std::string();
-  if (req.get_header_value_count("Idempotency-Key") > 1) {
+  if (req.header_count("Idempotency-Key") > 1) {
     return http::bad_request("header 'Idempotency-Key' given more than once");
   }
-  std::string key = req.get_header_value("Idempotency-Key");
+  std::string key = req.header("Idempotency-Key");
   bool printable = !key.empty() && key.size() <= kMaxIdempotencyKey;
   for (char c : key) printable = printable && c > 0x20 && c < 0x7f;
   if (!printable) {
@@ -42,7 +42,7 @@ Result<std::string> idempotency_key_of(const httplib::Request& req) {
 }
 
 // Cancel takes no input: an empty body or {}.
-Status expect_empty_body(const httplib::Request& req) {
+Status expect_empty_body(const HttpRequest& req) {
   if (req.body.empty()) return {};
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
@@ -70,11 +70,11 @@ struct ListQuery {
 // nothing else. `parse_state` maps a state name (nullopt: unknown, answered
 // with `unknown_state(value)`).
 template <typename State, typename Parse, typename Message>
-Result<ListQuery<State>> list_query(const httplib::Request& req, Parse parse_state,
+Result<ListQuery<State>> list_query(const HttpRequest& req, Parse parse_state,
                                     Message unknown_state, bool with_device = false) {
   ListQuery<State> out;
   for (const auto& [name, value] : req.params) {
-    if (req.get_param_value_count(name) > 1) {
+    if (req.param_count(name) > 1) {
       return http::bad_request("query parameter '" + name + "' given more than once");
     }
     if (name == "state") {
@@ -103,7 +103,7 @@ HttpReply order_reply(int status, const Order& order) {
 
 }  // namespace
 
-void HttpApi::create_order(const httplib::Request& req, Done done) {
+void HttpApi::create_order(const HttpRequest& req, Done done) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());
   http::FieldReader fields(*body);
@@ -137,7 +137,7 @@ void HttpApi::create_order(const httplib::Request& req, Done done) {
                            });
 }
 
-Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
+Result<HttpReply> HttpApi::get_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   auto order = core_.get_order(*id);
@@ -145,15 +145,15 @@ Result<HttpReply> HttpApi::get_order(const httplib::Request& req) {
   return order_reply(200, *order);
 }
 
-Result<int64_t> HttpApi::authenticate_notification(const httplib::Request& req,
+Result<int64_t> HttpApi::authenticate_notification(const HttpRequest& req,
                                                    const std::string& order_id) {
-  if (req.get_header_value_count(webhook::kHeader) != 1) {
+  if (req.header_count(webhook::kHeader) != 1) {
     return make_error("bad_signature", std::string("send exactly one ") + webhook::kHeader +
                                            " header: t=<unix seconds>,v1=<HMAC-SHA256 hex of "
                                            "'<t>.<order id>.<body>'>");
   }
-  return webhook::authenticate(options_.gateway_secret, req.get_header_value(webhook::kHeader),
-                               order_id, req.body);
+  return webhook::authenticate(options_.gateway_secret, req.header(webhook::kHeader), order_id,
+                               req.body);
 }
 
 // Its time decides nothing: the money was taken, so the payment is
@@ -180,11 +180,10 @@ void HttpApi::note_signature_time(int64_t signed_s, int64_t received_s,
                       std::to_string(n) + " such notifications so far)");
 }
 
-Result<std::string> HttpApi::client_of(const httplib::Request& req) {
+Result<std::string> HttpApi::client_of(const HttpRequest& req) {
   std::vector<std::string> forwarded;
-  size_t lines = req.get_header_value_count("X-Forwarded-For");
-  for (size_t i = 0; i < lines; ++i)
-    forwarded.push_back(req.get_header_value("X-Forwarded-For", i));
+  size_t lines = req.header_count("X-Forwarded-For");
+  for (size_t i = 0; i < lines; ++i) forwarded.push_back(req.header("X-Forwarded-For", i));
   auto address = options_.trusted_proxies.client_address(req.remote_addr, forwarded);
   if (!address.ok()) {
     bad_forwarded_.fetch_add(1, std::memory_order_relaxed);
@@ -194,17 +193,17 @@ Result<std::string> HttpApi::client_of(const httplib::Request& req) {
     return address.error();
   }
   if (!req.has_header("X-Client-Id")) return "addr:" + *address;
-  if (req.get_header_value_count("X-Client-Id") > 1) {
+  if (req.header_count("X-Client-Id") > 1) {
     return http::bad_request("header 'X-Client-Id' given more than once");
   }
-  std::string id = req.get_header_value("X-Client-Id");
+  std::string id = req.header("X-Client-Id");
   if (!http::is_valid_id(id)) {
     return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
   }
   return "id:" + id;
 }
 
-void HttpApi::note_bad_signature(const httplib::Request& req, const Error& error) {
+void HttpApi::note_bad_signature(const HttpRequest& req, const Error& error) {
   payment_bad_signatures_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(bad_input_log_mu_);
   bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
@@ -233,7 +232,7 @@ std::string HttpApi::payment_metrics() const {
 // notification is recorded (its answer comes after the commit), and one
 // sent again -- a retry after a 503 or a lost answer, a replay -- gets the
 // recorded answer of its payment id (AgentCore::pay_async).
-void HttpApi::pay_order(const httplib::Request& req, Done done) {
+void HttpApi::pay_order(const HttpRequest& req, Done done) {
   int64_t received_s = clock_.wall_ms() / 1000;
   std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
   auto signed_s = authenticate_notification(req, id);
@@ -265,7 +264,7 @@ void HttpApi::pay_order(const httplib::Request& req, Done done) {
       });
 }
 
-Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {
+Result<HttpReply> HttpApi::cancel_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   if (Status s = expect_empty_body(req); !s.ok()) return s.error();
@@ -275,7 +274,7 @@ Result<HttpReply> HttpApi::cancel_order(const httplib::Request& req) {
 }
 
 // An operator's decision on a NEEDS_REVIEW order, with who decided and why.
-Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
+Result<HttpReply> HttpApi::resolve_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   auto body = http::parse_object(req.body);
@@ -299,7 +298,7 @@ Result<HttpReply> HttpApi::resolve_order(const httplib::Request& req) {
 }
 
 // Operator only: the history names who resolved a review and why.
-Result<HttpReply> HttpApi::order_history(const httplib::Request& req) {
+Result<HttpReply> HttpApi::order_history(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   if (!req.params.empty()) return http::bad_request("GET .../history takes no parameters");
@@ -308,7 +307,7 @@ Result<HttpReply> HttpApi::order_history(const httplib::Request& req) {
   return HttpReply{200, http::order_history_json(*id, *history).dump()};
 }
 
-Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
+Result<HttpReply> HttpApi::list_refunds(const HttpRequest& req) {
   auto query = list_query<RefundState>(req, parse_refund_state, [](const std::string&) {
     return "query parameter 'state' must be PENDING, DELIVERED or GAVE_UP";
   });
@@ -320,7 +319,7 @@ Result<HttpReply> HttpApi::list_refunds(const httplib::Request& req) {
   return HttpReply{200, http::Json{{"refunds", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::list_orders(const httplib::Request& req) {
+Result<HttpReply> HttpApi::list_orders(const HttpRequest& req) {
   auto query = list_query<OrderState>(
       req, parse_order_state,
       [](const std::string& value) {

@@ -1,7 +1,7 @@
-// The public catalog of HttpApi: what a customer's app shows of a machine.
+#include "http/catalog_routes.hpp"
+
 #include <string_view>
 
-#include "http/http_api.hpp"
 #include "http/http_json.hpp"
 #include "vend/crypto.hpp"
 
@@ -39,9 +39,14 @@ bool none_match_fails(const HttpRequest& req, const std::string& etag) {
 
 }  // namespace
 
+void CatalogRoutes::add_routes(Router& router) {
+  router.add("GET", "/v1/machines/{id}/catalog", Access::kPublic,
+             route_to(this, &CatalogRoutes::catalog), /*per_machine=*/true);
+}
+
 // Public: products, prices and what can be bought now. Never a token, and
 // nothing an operator view has beyond that (reserved, sold, burned).
-Result<HttpReply> HttpApi::catalog(const HttpRequest& req) {
+Result<HttpReply> CatalogRoutes::catalog(const HttpRequest& req) {
   std::string id(http::path_segment(req.path, 2));  // /v1/machines/{id}/catalog
   if (!http::is_valid_id(id)) return make_error("not_found", "no machine '" + id + "'");
   auto view = core_.catalog(id);

@@ -1,7 +1,7 @@
-// Operator endpoints of HttpApi: provisioning, devices, slots, restock orders.
+#include "http/device_routes.hpp"
+
 #include <set>
 
-#include "http/http_api.hpp"
 #include "http/http_json.hpp"
 
 namespace vend::agent {
@@ -79,7 +79,29 @@ Result<SlotView> find_slot(AgentCore& core, const std::string& device, int slot)
 
 }  // namespace
 
-Result<HttpReply> HttpApi::provision_device(const HttpRequest& req) {
+void DeviceRoutes::add_routes(Router& router) {
+  const std::string device = "/v1/devices/{id}";
+  const Access op = Access::kOperator;
+  router.add("POST", "/v1/devices", op, route_to(this, &DeviceRoutes::provision_device));
+  router.add("GET", "/v1/devices", op, route_to(this, &DeviceRoutes::list_devices));
+  // Per-machine routes: another instance's machine is redirected to it.
+  const bool machine = true;
+  auto add = [&](const char* method, const std::string& pattern,
+                 Result<HttpReply> (DeviceRoutes::*handler)(const HttpRequest&)) {
+    router.add(method, pattern, op, route_to(this, handler), machine);
+  };
+  add("GET", device, &DeviceRoutes::get_device);
+  add("GET", device + "/slots", &DeviceRoutes::list_slots);
+  add("GET", device + "/faults", &DeviceRoutes::list_faults);
+  add("PUT", device + "/slots/{n}", &DeviceRoutes::update_slot);
+  add("POST", device + "/restock", &DeviceRoutes::restock);
+  add("POST", device + "/reconcile", &DeviceRoutes::reconcile);
+  add("POST", device + "/rotate-key", &DeviceRoutes::rotate_key);
+  add("POST", device + "/decommission", &DeviceRoutes::decommission);
+  add("GET", "/v1/reconcile/{id}", &DeviceRoutes::reconcile_report);
+}
+
+Result<HttpReply> DeviceRoutes::provision_device(const HttpRequest& req) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
   http::FieldReader fields(*body);
@@ -97,14 +119,14 @@ Result<HttpReply> HttpApi::provision_device(const HttpRequest& req) {
   return HttpReply{201, reply.dump()};
 }
 
-Result<HttpReply> HttpApi::list_devices(const HttpRequest&) {
+Result<HttpReply> DeviceRoutes::list_devices(const HttpRequest&) {
   http::Json list = http::Json::array();
   for (const DeviceView& d : core_.devices()) list.push_back(http::device_json(d));
   return HttpReply{200, http::Json{{"devices", std::move(list)}}.dump()};
 }
 
 // One device of GET /v1/devices (the console's device page).
-Result<HttpReply> HttpApi::get_device(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::get_device(const HttpRequest& req) {
   auto id = device_id_of(req);
   if (!id.ok()) return id.error();
   if (!req.params.empty()) return http::bad_request("GET /v1/devices/{id} takes no parameters");
@@ -114,7 +136,7 @@ Result<HttpReply> HttpApi::get_device(const HttpRequest& req) {
 }
 
 // ?limit=1..100 (20), most recent first.
-Result<HttpReply> HttpApi::list_faults(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::list_faults(const HttpRequest& req) {
   auto id = device_id_of(req);
   if (!id.ok()) return id.error();
   int64_t limit = kDefaultFaults;
@@ -133,7 +155,7 @@ Result<HttpReply> HttpApi::list_faults(const HttpRequest& req) {
   return HttpReply{200, http::Json{{"device", *id}, {"faults", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::list_slots(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::list_slots(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto slots = core_.slots(*device);
@@ -144,7 +166,7 @@ Result<HttpReply> HttpApi::list_slots(const HttpRequest& req) {
 }
 
 // Changes product and price (and optionally capacity) of an existing slot.
-Result<HttpReply> HttpApi::update_slot(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::update_slot(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto slot = path_slot_of(req);
@@ -171,7 +193,7 @@ Result<HttpReply> HttpApi::update_slot(const HttpRequest& req) {
   return HttpReply{200, http::slot_json(*updated).dump()};
 }
 
-Result<HttpReply> HttpApi::restock(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::restock(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto body = http::parse_object(req.body);
@@ -197,7 +219,7 @@ Status no_fields(const HttpRequest& req) {
 }
 }  // namespace
 
-Result<HttpReply> HttpApi::rotate_key(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::rotate_key(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -207,7 +229,7 @@ Result<HttpReply> HttpApi::rotate_key(const HttpRequest& req) {
   return HttpReply{200, http::Json{{"id", rotated->id}, {"key", rotated->key_hex}}.dump()};
 }
 
-Result<HttpReply> HttpApi::decommission(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::decommission(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -220,7 +242,7 @@ Result<HttpReply> HttpApi::decommission(const HttpRequest& req) {
                             .dump()};
 }
 
-Result<HttpReply> HttpApi::reconcile(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::reconcile(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -230,7 +252,7 @@ Result<HttpReply> HttpApi::reconcile(const HttpRequest& req) {
                    http::Json{{"device", *device}, {"request_id", *id}, {"full", true}}.dump()};
 }
 
-Result<HttpReply> HttpApi::reconcile_report(const HttpRequest& req) {
+Result<HttpReply> DeviceRoutes::reconcile_report(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto report = core_.reconcile_report(*device);

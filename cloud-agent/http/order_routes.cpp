@@ -1,23 +1,18 @@
-// Order endpoints of HttpApi: create, read, pay (gateway), cancel, list.
+#include "http/order_routes.hpp"
+
 #include <charconv>
 
-#include "http/http_api.hpp"
 #include "http/http_json.hpp"
 #include "repository/repository.hpp"
-#include "vend/webhook.hpp"
 
 namespace vend::agent {
 
 namespace {
 
-constexpr const char* kLog = "http";
 constexpr size_t kMaxIdempotencyKey = 128;
-constexpr int64_t kMaxAmountCents = 100'000'000;
 constexpr int64_t kMaxListLimit = 1000;
 constexpr int64_t kDefaultListLimit = 100;
 constexpr size_t kMaxReviewText = 256;
-// A notification far off the agent's clock is logged at most this often.
-constexpr int64_t kSkewLogIntervalMs = 60'000;
 
 // The order id of /v1/orders/{id}...; an id no order can have is not found.
 Result<std::string> order_id_of(const HttpRequest& req) {
@@ -103,7 +98,30 @@ HttpReply order_reply(int status, const Order& order) {
 
 }  // namespace
 
-void HttpApi::create_order(const HttpRequest& req, Done done) {
+OrderRoutes::OrderRoutes(AgentCore& core, const HttpApiOptions& options, OrderAdmission& admission,
+                         const OwnerRedirect& owners)
+    : core_(core), options_(options), admission_(admission), owners_(owners) {}
+
+void OrderRoutes::add_routes(Router& router) {
+  // Ids in paths: the same alphabet as ids in bodies (validated again there).
+  const std::string order = "/v1/orders/{id}";
+  // POST /v1/orders runs on the event thread unless the rate limiter asks
+  // a server over the network (Redis).
+  bool limiter_blocks = options_.rate_limiter != nullptr && options_.rate_limiter->may_block();
+  router.add_async("POST", "/v1/orders", Access::kPublic,
+                   route_to(this, &OrderRoutes::create_order), !limiter_blocks);
+  router.add("GET", "/v1/orders", Access::kOperator, route_to(this, &OrderRoutes::list_orders));
+  router.add("GET", "/v1/refunds", Access::kOperator, route_to(this, &OrderRoutes::list_refunds));
+  router.add("GET", order, Access::kPublic, route_to(this, &OrderRoutes::get_order));
+  router.add("POST", order + "/cancel", Access::kPublic,
+             route_to(this, &OrderRoutes::cancel_order));
+  router.add("POST", order + "/resolve", Access::kOperator,
+             route_to(this, &OrderRoutes::resolve_order));
+  router.add("GET", order + "/history", Access::kOperator,
+             route_to(this, &OrderRoutes::order_history));
+}
+
+void OrderRoutes::create_order(const HttpRequest& req, Router::Done done) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());
   http::FieldReader fields(*body);
@@ -114,20 +132,17 @@ void HttpApi::create_order(const HttpRequest& req, Done done) {
   if (!slot.ok()) return done(slot.error());
   auto key = idempotency_key_of(req);
   if (!key.ok()) return done(key.error());
-  auto client = client_of(req);
+  auto client = admission_.client_of(req);
   if (!client.ok()) return done(client.error());
   // Another instance's machine: redirected before its rate limits count it
   // (the owner counts it when the client follows); nobody's (its shard is
   // moving): 503.
-  if (options_.owner_url) {
-    auto owner = options_.owner_url(*device);
-    if (!owner || *owner != options_.self_url) return done(redirect_to_owner(req, *device));
-  }
+  if (auto moved = owners_.elsewhere(req, *device)) return done(std::move(*moved));
   // A machine the core does not hold is unknown here (the core holds every
   // machine it serves): answered without the core, under one rate limit
   // shared by every such id.
   bool known = core_.knows_device(*device);
-  if (auto limited = order_rate_limited(*device, known, *client)) return done(*limited);
+  if (auto limited = admission_.order_rate_limited(*device, known, *client)) return done(*limited);
   if (!known) return done(make_error("not_found", "no device '" + *device + "'"));
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
@@ -137,7 +152,7 @@ void HttpApi::create_order(const HttpRequest& req, Done done) {
                            });
 }
 
-Result<HttpReply> HttpApi::get_order(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::get_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   auto order = core_.get_order(*id);
@@ -145,126 +160,7 @@ Result<HttpReply> HttpApi::get_order(const HttpRequest& req) {
   return order_reply(200, *order);
 }
 
-Result<int64_t> HttpApi::authenticate_notification(const HttpRequest& req,
-                                                   const std::string& order_id) {
-  if (req.header_count(webhook::kHeader) != 1) {
-    return make_error("bad_signature", std::string("send exactly one ") + webhook::kHeader +
-                                           " header: t=<unix seconds>,v1=<HMAC-SHA256 hex of "
-                                           "'<t>.<order id>.<body>'>");
-  }
-  return webhook::authenticate(options_.gateway_secret, req.header(webhook::kHeader), order_id,
-                               req.body);
-}
-
-// Its time decides nothing: the money was taken, so the payment is
-// recorded and honoured or refunded whatever the two clocks say. Far off
-// the agent's clock, one of them is wrong: counted, and logged at most
-// once a minute.
-void HttpApi::note_signature_time(int64_t signed_s, int64_t received_s,
-                                  const std::string& order_id) {
-  int64_t skew_s = received_s - signed_s;
-  if (skew_s >= -options_.payment_tolerance_s && skew_s <= options_.payment_tolerance_s) return;
-  uint64_t n = payment_clock_skew_.fetch_add(1, std::memory_order_relaxed) + 1;
-  int64_t now_ms = clock_.monotonic_ms();
-  int64_t next = skew_log_next_ms_.load(std::memory_order_relaxed);
-  if (now_ms < next ||
-      !skew_log_next_ms_.compare_exchange_strong(next, now_ms + kSkewLogIntervalMs)) {
-    return;
-  }
-  log_.warn(kLog, "the payment notification for order " + order_id +
-                      " was signed at t=" + std::to_string(signed_s) + ", " +
-                      std::to_string(skew_s) + " s from the agent's clock (tolerance " +
-                      std::to_string(options_.payment_tolerance_s) +
-                      " s): recorded and handled all the same; check NTP on the agent and the "
-                      "gateway (" +
-                      std::to_string(n) + " such notifications so far)");
-}
-
-Result<std::string> HttpApi::client_of(const HttpRequest& req) {
-  std::vector<std::string> forwarded;
-  size_t lines = req.header_count("X-Forwarded-For");
-  for (size_t i = 0; i < lines; ++i) forwarded.push_back(req.header("X-Forwarded-For", i));
-  auto address = options_.trusted_proxies.client_address(req.remote_addr, forwarded);
-  if (!address.ok()) {
-    bad_forwarded_.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(bad_input_log_mu_);
-    bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, "bad_forwarded_for",
-                       req.method + " " + req.path + " refused: " + address.error().message);
-    return address.error();
-  }
-  if (!req.has_header("X-Client-Id")) return "addr:" + *address;
-  if (req.header_count("X-Client-Id") > 1) {
-    return http::bad_request("header 'X-Client-Id' given more than once");
-  }
-  std::string id = req.header("X-Client-Id");
-  if (!http::is_valid_id(id)) {
-    return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
-  }
-  return "id:" + id;
-}
-
-void HttpApi::note_bad_signature(const HttpRequest& req, const Error& error) {
-  payment_bad_signatures_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard lock(bad_input_log_mu_);
-  bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, error.code,
-                     "payment notification " + req.path + " from " + req.remote_addr +
-                         " refused: " + error.message);
-}
-
-std::string HttpApi::payment_metrics() const {
-  return "# HELP vend_payment_clock_skew_total Payment notifications signed further than "
-         "--payment-tolerance-s from the agent's clock (handled all the same).\n"
-         "# TYPE vend_payment_clock_skew_total counter\n"
-         "vend_payment_clock_skew_total " +
-         std::to_string(payment_clock_skew_.load(std::memory_order_relaxed)) +
-         "\n"
-         "# HELP vend_payment_bad_signatures_total Payment notifications refused: no valid "
-         "Vend-Signature for their order.\n"
-         "# TYPE vend_payment_bad_signatures_total counter\n"
-         "vend_payment_bad_signatures_total " +
-         std::to_string(payment_bad_signatures_.load(std::memory_order_relaxed)) + "\n";
-}
-
-// The signature is checked over the raw bytes before anything is parsed:
-// an unauthenticated caller learns nothing, not even whether the order
-// exists. It binds the order id of the path, so a body captured for one
-// order is refused for any other. Nothing else is refused: an authentic
-// notification is recorded (its answer comes after the commit), and one
-// sent again -- a retry after a 503 or a lost answer, a replay -- gets the
-// recorded answer of its payment id (AgentCore::pay_async).
-void HttpApi::pay_order(const HttpRequest& req, Done done) {
-  int64_t received_s = clock_.wall_ms() / 1000;
-  std::string id(http::path_segment(req.path, 2));  // /v1/orders/{id}...
-  auto signed_s = authenticate_notification(req, id);
-  if (!signed_s.ok()) {
-    note_bad_signature(req, signed_s.error());
-    return done(signed_s.error());
-  }
-  if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
-  auto body = http::parse_object(req.body);
-  if (!body.ok()) return done(body.error());
-  http::FieldReader fields(*body);
-  if (Status s = fields.only({"payment_id", "amount_cents"}); !s.ok()) return done(s.error());
-  auto payment_id = fields.id("payment_id");
-  if (!payment_id.ok()) return done(payment_id.error());
-  auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
-  if (!amount.ok()) return done(amount.error());
-  core_.pay_async(
-      id, *payment_id, *amount,
-      [this, done, id, pid = *payment_id, t = *signed_s, received_s](Result<Order> order) {
-        if (!order.ok()) return done(order.error());
-        note_signature_time(t, received_s, id);
-        if (order->known) return done(order_reply(200, *order));
-        // A verified payment for an order this agent never had:
-        // recorded and refunded; the gateway is told so (2xx: it
-        // need not send it again).
-        http::Json j = {
-            {"id", id}, {"payment_id", pid}, {"payment_outcome", order->payment_outcome}};
-        done(HttpReply{200, j.dump()});
-      });
-}
-
-Result<HttpReply> HttpApi::cancel_order(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::cancel_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   if (Status s = expect_empty_body(req); !s.ok()) return s.error();
@@ -274,7 +170,7 @@ Result<HttpReply> HttpApi::cancel_order(const HttpRequest& req) {
 }
 
 // An operator's decision on a NEEDS_REVIEW order, with who decided and why.
-Result<HttpReply> HttpApi::resolve_order(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::resolve_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   auto body = http::parse_object(req.body);
@@ -298,7 +194,7 @@ Result<HttpReply> HttpApi::resolve_order(const HttpRequest& req) {
 }
 
 // Operator only: the history names who resolved a review and why.
-Result<HttpReply> HttpApi::order_history(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::order_history(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   if (!req.params.empty()) return http::bad_request("GET .../history takes no parameters");
@@ -307,7 +203,7 @@ Result<HttpReply> HttpApi::order_history(const HttpRequest& req) {
   return HttpReply{200, http::order_history_json(*id, *history).dump()};
 }
 
-Result<HttpReply> HttpApi::list_refunds(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::list_refunds(const HttpRequest& req) {
   auto query = list_query<RefundState>(req, parse_refund_state, [](const std::string&) {
     return "query parameter 'state' must be PENDING, DELIVERED or GAVE_UP";
   });
@@ -319,7 +215,7 @@ Result<HttpReply> HttpApi::list_refunds(const HttpRequest& req) {
   return HttpReply{200, http::Json{{"refunds", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::list_orders(const HttpRequest& req) {
+Result<HttpReply> OrderRoutes::list_orders(const HttpRequest& req) {
   auto query = list_query<OrderState>(
       req, parse_order_state,
       [](const std::string& value) {

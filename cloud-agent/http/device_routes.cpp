@@ -23,9 +23,9 @@ Result<std::string> device_id_of(const HttpRequest& req) {
 }
 
 // One element of "slots" in a provisioning request.
-Result<SlotSpec> read_slot_spec(const http::Json& element, const std::string& path) {
+Result<SlotSpec> read_slot_spec(http::Json& element, const std::string& path) {
   if (!element.is_object()) return http::bad_request("'" + path + "' must be an object");
-  http::FieldReader f(element, path);
+  http::BodyReader f(element, path);
   if (Status s = f.only({"slot", "product", "price_cents", "capacity"}); !s.ok()) {
     return s.error();
   }
@@ -45,7 +45,7 @@ Result<SlotSpec> read_slot_spec(const http::Json& element, const std::string& pa
   return spec;
 }
 
-Result<std::vector<SlotSpec>> read_slot_specs(const http::Json& slots) {
+Result<std::vector<SlotSpec>> read_slot_specs(http::Json& slots) {
   std::vector<SlotSpec> specs;
   std::set<int> seen;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -104,7 +104,7 @@ void DeviceRoutes::add_routes(Router& router) {
 Result<HttpReply> DeviceRoutes::provision_device(const HttpRequest& req) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"id", "slots"}); !s.ok()) return s.error();
   auto id = fields.id("id");
   if (!id.ok()) return id.error();
@@ -173,7 +173,7 @@ Result<HttpReply> DeviceRoutes::update_slot(const HttpRequest& req) {
   if (!slot.ok()) return slot.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"product", "price_cents", "capacity"}); !s.ok()) return s.error();
   auto product = fields.text("product", kMaxProduct);
   if (!product.ok()) return product.error();
@@ -198,7 +198,7 @@ Result<HttpReply> DeviceRoutes::restock(const HttpRequest& req) {
   if (!device.ok()) return device.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"slot", "count"}); !s.ok()) return s.error();
   auto slot = fields.integer("slot", 1, 255);
   if (!slot.ok()) return slot.error();
@@ -215,7 +215,7 @@ Status no_fields(const HttpRequest& req) {
   if (req.body.empty()) return {};
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  return http::FieldReader(*body).only({});
+  return http::BodyReader(*body).only({});
 }
 }  // namespace
 

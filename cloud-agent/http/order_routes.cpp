@@ -41,7 +41,7 @@ Status expect_empty_body(const HttpRequest& req) {
   if (req.body.empty()) return {};
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  return http::FieldReader(*body).only({});
+  return http::BodyReader(*body).only({});
 }
 
 Result<int64_t> parse_limit(const std::string& text) {
@@ -124,7 +124,7 @@ void OrderRoutes::add_routes(Router& router) {
 void OrderRoutes::create_order(const HttpRequest& req, Router::Done done) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"device", "slot"}); !s.ok()) return done(s.error());
   auto device = fields.id("device");
   if (!device.ok()) return done(device.error());
@@ -175,7 +175,7 @@ Result<HttpReply> OrderRoutes::resolve_order(const HttpRequest& req) {
   if (!id.ok()) return id.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"dispensed", "by", "note"}); !s.ok()) return s.error();
   auto dispensed = fields.boolean("dispensed");
   if (!dispensed.ok()) return dispensed.error();

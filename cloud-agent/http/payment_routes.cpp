@@ -103,7 +103,7 @@ void PaymentRoutes::pay_order(const HttpRequest& req, Router::Done done) {
   if (!http::is_valid_id(id)) return done(make_error("not_found", "no order '" + id + "'"));
   auto body = http::parse_object(req.body);
   if (!body.ok()) return done(body.error());
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"payment_id", "amount_cents"}); !s.ok()) return done(s.error());
   auto payment_id = fields.id("payment_id");
   if (!payment_id.ok()) return done(payment_id.error());

@@ -37,6 +37,7 @@ namespace vend::bench {
 namespace {
 
 using agent::HttpReply;
+using agent::HttpRequest;
 using agent::HttpResponder;
 constexpr const char* kBench = "bench_http_servers";
 constexpr auto kCommit = std::chrono::milliseconds(1);
@@ -80,7 +81,7 @@ class MhdCandidate final : public Candidate {
   MhdCandidate() : pool_(32, 4096) {
     server_ = std::make_unique<agent::HttpServer>(
         agent::HttpServerLimits{},
-        [this](httplib::Request&&, HttpResponder responder) {
+        [this](HttpRequest&&, HttpResponder responder) {
           auto held = std::make_shared<HttpResponder>(std::move(responder));
           pool_.try_post([held] {
             std::this_thread::sleep_for(kCommit);

@@ -12,175 +12,94 @@ namespace vend::agent::http {
 
 namespace {
 
-// nlohmann messages start with "[json.exception.parse_error.101] ": the
-// client needs the part after it.
-std::string strip_exception_prefix(const std::string& what) {
-  size_t end = what.find("] ");
-  return (what.rfind("[json.exception.", 0) == 0 && end != std::string::npos) ? what.substr(end + 2)
-                                                                              : what;
+using json::FieldProblem;
+using Kind = FieldProblem::Kind;
+using Rule = FieldProblem::Rule;
+
+// The rule an out-of-range value broke, as this API states it.
+std::string rule_of(const FieldProblem& p) {
+  switch (p.rule) {
+    case Rule::kId: return "must be 1..64 characters of [A-Za-z0-9._-]";
+    case Rule::kRange: return "must be " + p.lo + ".." + p.hi;
+    case Rule::kMaxBytes: return "must be at most " + p.hi + " bytes";
+    case Rule::kControlChars: return "must not contain control characters";
+    case Rule::kSize: return "must have " + p.lo + ".." + p.hi + " elements";
+    default: return p.text;  // kCustom: the API reads with no other rule
+  }
 }
 
-// Tracks keys per open object (duplicates) and the nesting depth while
-// nlohmann parses. nlohmann itself accepts duplicate keys (the last wins),
-// which would let a proxy and the agent read different values.
-struct StrictnessCheck {
-  std::vector<std::set<std::string>> keys;
-  int depth = 0;
-  std::string problem;
-
-  bool on_event(Json::parse_event_t event, const Json& parsed) {
-    using E = Json::parse_event_t;
-    if (event == E::object_start || event == E::array_start) {
-      if (++depth > kMaxJsonDepth && problem.empty()) {
-        problem = "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
-      }
-      if (event == E::object_start) keys.emplace_back();
-    } else if (event == E::object_end || event == E::array_end) {
-      --depth;
-      if (event == E::object_end && !keys.empty()) keys.pop_back();
-    } else if (event == E::key && !keys.empty()) {
-      const std::string& key = parsed.get_ref<const std::string&>();
-      if (!keys.back().insert(key).second && problem.empty()) {
-        problem = "duplicate key '" + key + "'";
-      }
+// The wording of docs/openapi.yaml: "missing field 'slots[1].capacity'",
+// "field 'slot' must be an integer, not a string".
+Error http_wording(const FieldProblem& p, std::string_view /*type*/) {
+  const std::string field = p.path + p.name;
+  switch (p.kind) {
+    case Kind::kMissing: return bad_request("missing field '" + field + "'");
+    case Kind::kUnknown: return bad_request("unknown field '" + field + "'");
+    case Kind::kWrongType: {
+      std::string expected = p.expected == "a boolean" ? "true or false" : p.expected;
+      return bad_request("field '" + field + "' must be " + expected + ", not " + p.actual);
     }
-    return true;
+    case Kind::kOutOfRange: break;
   }
-};
+  return bad_request("field '" + field + "' " + rule_of(p));
+}
 
-const char* type_name(const Json& value) {
-  if (value.is_number_float()) return "a float";
-  if (value.is_number()) return "an integer";
-  if (value.is_string()) return "a string";
-  if (value.is_boolean()) return "a boolean";
-  if (value.is_array()) return "an array";
-  if (value.is_object()) return "an object";
-  return "null";
+std::string malformed(const json::ParseProblem& p) {
+  using PK = json::ParseProblem::Kind;
+  switch (p.kind) {
+    case PK::kSyntax: return p.parser_detail;
+    case PK::kTooDeep:
+      return "JSON nested deeper than " + std::to_string(json::kMaxDepth) + " levels";
+    case PK::kDuplicateKey: return "duplicate key '" + p.key + "'";
+    case PK::kBinary: break;
+  }
+  return p.message;
 }
 
 }  // namespace
 
 Error bad_request(std::string message) { return make_error("bad_request", std::move(message)); }
 
-bool is_valid_id(std::string_view id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 Result<Json> parse_object(std::string_view body) {
-  StrictnessCheck check;
   Json value;
-  try {
-    value = Json::parse(body.begin(), body.end(),
-                        [&check](int, Json::parse_event_t event, Json& parsed) {
-                          return check.on_event(event, parsed);
-                        });
-  } catch (const Json::exception& e) {
-    return bad_request("malformed JSON: " + strip_exception_prefix(e.what()));
+  if (auto problem = json::parse_strict(body, value)) {
+    return bad_request("malformed JSON: " + malformed(*problem));
   }
-  if (!check.problem.empty()) return bad_request("malformed JSON: " + check.problem);
   if (!value.is_object()) {
-    return bad_request(std::string("the body must be a JSON object, not ") + type_name(value));
+    return bad_request(std::string("the body must be a JSON object, not ") +
+                       json::type_name(value));
   }
   return value;
 }
 
-FieldReader::FieldReader(const Json& object, std::string path)
-    : object_(object), path_(std::move(path)) {}
+BodyReader::BodyReader(Json& object, const std::string& path)
+    : reader_(object, "", path.empty() ? path : path + ".", http_wording) {}
 
-std::string FieldReader::name(const char* field) const {
-  return path_.empty() ? std::string(field) : path_ + "." + field;
+template <typename T>
+Result<T> BodyReader::checked(T value) {
+  if (reader_.failed()) return reader_.take_error();
+  return value;
 }
 
-Result<const Json*> FieldReader::required(const char* field) const {
-  auto it = object_.find(field);
-  if (it == object_.end()) return bad_request("missing field '" + name(field) + "'");
-  return &*it;
+Result<std::string> BodyReader::id(const char* field) { return checked(reader_.id(field)); }
+
+Result<int64_t> BodyReader::integer(const char* field, int64_t lo, int64_t hi) {
+  return checked(reader_.int64_in(field, lo, hi));
 }
 
-Result<std::string> FieldReader::id(const char* field) const {
-  auto v = required(field);
-  if (!v.ok()) return v.error();
-  if (!(*v)->is_string()) {
-    return bad_request("field '" + name(field) + "' must be a string, not " + type_name(**v));
-  }
-  const auto& s = (*v)->get_ref<const std::string&>();
-  if (!is_valid_id(s)) {
-    return bad_request("field '" + name(field) + "' must be 1..64 characters of [A-Za-z0-9._-]");
-  }
-  return s;
+Result<bool> BodyReader::boolean(const char* field) { return checked(reader_.boolean(field)); }
+
+Result<std::string> BodyReader::text(const char* field, size_t max_bytes) {
+  return checked(reader_.text(field, max_bytes, /*no_controls=*/true));
 }
 
-Result<int64_t> FieldReader::integer(const char* field, int64_t lo, int64_t hi) const {
-  auto v = required(field);
-  if (!v.ok()) return v.error();
-  const Json& j = **v;
-  if (!j.is_number_integer()) {
-    return bad_request("field '" + name(field) + "' must be an integer, not " + type_name(j));
-  }
-  std::string range = std::to_string(lo) + ".." + std::to_string(hi);
-  if (j.is_number_unsigned() &&
-      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return bad_request("field '" + name(field) + "' must be " + range);
-  }
-  int64_t n = j.get<int64_t>();
-  if (n < lo || n > hi) return bad_request("field '" + name(field) + "' must be " + range);
-  return n;
+Result<Json*> BodyReader::array(const char* field, size_t min_size, size_t max_size) {
+  return checked(reader_.array(field, min_size, max_size));
 }
 
-Result<bool> FieldReader::boolean(const char* field) const {
-  auto v = required(field);
-  if (!v.ok()) return v.error();
-  if (!(*v)->is_boolean()) {
-    return bad_request("field '" + name(field) + "' must be true or false, not " + type_name(**v));
-  }
-  return (*v)->get<bool>();
-}
-
-Result<std::string> FieldReader::text(const char* field, size_t max_bytes) const {
-  auto v = required(field);
-  if (!v.ok()) return v.error();
-  if (!(*v)->is_string()) {
-    return bad_request("field '" + name(field) + "' must be a string, not " + type_name(**v));
-  }
-  const auto& s = (*v)->get_ref<const std::string&>();
-  if (s.size() > max_bytes) {
-    return bad_request("field '" + name(field) + "' must be at most " + std::to_string(max_bytes) +
-                       " bytes");
-  }
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      return bad_request("field '" + name(field) + "' must not contain control characters");
-    }
-  }
-  return s;
-}
-
-Result<const Json*> FieldReader::array(const char* field, size_t min_size, size_t max_size) const {
-  auto v = required(field);
-  if (!v.ok()) return v.error();
-  if (!(*v)->is_array()) {
-    return bad_request("field '" + name(field) + "' must be an array, not " + type_name(**v));
-  }
-  size_t n = (*v)->size();
-  if (n < min_size || n > max_size) {
-    return bad_request("field '" + name(field) + "' must have " + std::to_string(min_size) + ".." +
-                       std::to_string(max_size) + " elements");
-  }
-  return *v;
-}
-
-Status FieldReader::only(std::initializer_list<const char*> known) const {
-  for (const auto& item : object_.items()) {
-    bool found = false;
-    for (const char* k : known) found = found || item.key() == k;
-    if (!found) return bad_request("unknown field '" + name(item.key().c_str()) + "'");
-  }
+Status BodyReader::only(std::initializer_list<std::string_view> known) {
+  reader_.only(json::Names(known.begin(), known.size()));
+  if (reader_.failed()) return reader_.take_error();
   return {};
 }
 

@@ -1,7 +1,7 @@
-// Strict JSON for the HTTP API: request bodies read field by field with
-// errors that name the field, and the response bodies (orders, slots,
-// devices, errors). Independent of the MQTT protocol codec: the HTTP API is
-// a different contract with its own limits (docs/openapi.yaml).
+// JSON for the HTTP API: request bodies read with the one strict reader of
+// untrusted input (vend/json_reader.hpp), its problems worded as this API
+// words them (docs/openapi.yaml), and the response bodies (orders, slots,
+// devices, errors).
 //
 // Every error returned here has code "bad_request" and a message naming the
 // field with its path ("slots[1].capacity must be 1..1000").
@@ -15,48 +15,52 @@
 
 #include "core/agent_core.hpp"
 #include "repository/repository.hpp"
+#include "vend/json_reader.hpp"
+#include "vend/protocol.hpp"
 #include "vend/result.hpp"
 
 namespace vend::agent::http {
 
 using Json = nlohmann::json;
 
-inline constexpr int kMaxJsonDepth = 8;
-
-// Parses a request body that must be one JSON object. Rejects malformed
-// JSON, invalid UTF-8, duplicate keys, nesting deeper than kMaxJsonDepth and
-// any top-level value that is not an object. Never throws.
+// Parses a request body that must be one JSON object (json::parse_strict:
+// malformed JSON, invalid UTF-8, duplicate keys, nesting deeper than
+// json::kMaxDepth are refused) and any top-level value that is not an
+// object. Never throws.
 Result<Json> parse_object(std::string_view body);
 
-// Reads the fields of one JSON object. `path` prefixes field names in
-// messages ("" at the top level, "slots[2]" for an array element). The
-// object must outlive the reader. Not thread-safe (a value type).
-class FieldReader {
+// The fields of one request body object, read by json::FieldReader and each
+// call's problem answered as a bad_request at once. `path` prefixes field
+// names in messages ("" at the top level, "slots[2]" for an array element).
+// The object must outlive the reader, which moves its strings out (read
+// each field once). Not copyable.
+class BodyReader {
  public:
-  FieldReader(const Json& object, std::string path = "");
+  explicit BodyReader(Json& object, const std::string& path = "");
 
-  // A required id: 1..64 chars of [A-Za-z0-9._-].
-  Result<std::string> id(const char* field) const;
+  // A required id: proto::is_valid_id.
+  Result<std::string> id(const char* field);
   // A required JSON integer (not 1.0, not "1", not true) in [lo, hi].
-  Result<int64_t> integer(const char* field, int64_t lo, int64_t hi) const;
+  Result<int64_t> integer(const char* field, int64_t lo, int64_t hi);
   // A required string of at most max_bytes bytes (UTF-8, no control chars).
-  Result<std::string> text(const char* field, size_t max_bytes) const;
+  Result<std::string> text(const char* field, size_t max_bytes);
   // A required JSON boolean (not 0/1, not "true").
-  Result<bool> boolean(const char* field) const;
+  Result<bool> boolean(const char* field);
   // A required array; its elements are checked by the caller.
-  Result<const Json*> array(const char* field, size_t min_size, size_t max_size) const;
-  bool has(const char* field) const { return object_.contains(field); }
+  Result<Json*> array(const char* field, size_t min_size, size_t max_size);
+  bool has(const char* field) const { return reader_.has(field); }
   // Fails on the first key not in `known`.
-  Status only(std::initializer_list<const char*> known) const;
+  Status only(std::initializer_list<std::string_view> known);
 
   // "slots[1].capacity" for field "capacity" under path "slots[1]".
-  std::string name(const char* field) const;
+  std::string name(const char* field) const { return reader_.path_of(field); }
 
  private:
-  Result<const Json*> required(const char* field) const;
+  // `value`, or the problem the last read recorded.
+  template <typename T>
+  Result<T> checked(T value);
 
-  const Json& object_;
-  std::string path_;
+  json::FieldReader reader_;
 };
 
 // A "bad_request" error.
@@ -66,8 +70,8 @@ Error bad_request(std::string message);
 Result<int64_t> integer_param(const std::string& name, const std::string& value, int64_t lo,
                               int64_t hi);
 
-// True for 1..64 chars of [A-Za-z0-9._-] (ids in URLs and bodies).
-bool is_valid_id(std::string_view id);
+// Ids in URLs and bodies: the protocol's (1..64 chars of [A-Za-z0-9._-]).
+using proto::is_valid_id;
 
 // Response bodies. Orders never carry their sale token (an internal
 // capability) nor the idempotency key. Written directly (the request path's

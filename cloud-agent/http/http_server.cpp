@@ -136,17 +136,19 @@ void on_completed(void* cls, MHD_Connection* /*connection*/, void** con_cls,
   cs->raw_target_at = nullptr;
   cs->started = false;
   cs->body_too_large = false;
-  cs->request = httplib::Request();
+  cs->request = HttpRequest();
   cs->exchange.reset();
   *con_cls = nullptr;
 }
 
-MHD_Result add_header(void* cls, MHD_ValueKind /*kind*/, const char* key, const char* value) {
-  static_cast<httplib::Headers*>(cls)->emplace(key, value == nullptr ? "" : value);
+// Adds one header or query parameter to the `Map` at `cls`.
+template <typename Map>
+MHD_Result add_value(void* cls, MHD_ValueKind /*kind*/, const char* key, const char* value) {
+  static_cast<Map*>(cls)->emplace(key, value == nullptr ? "" : value);
   return MHD_YES;
 }
 
-size_t header_bytes(const httplib::Request& req) {
+size_t header_bytes(const HttpRequest& req) {
   size_t n = req.method.size() + req.target.size() + req.version.size() + 4;
   for (const auto& [k, v] : req.headers) n += k.size() + v.size() + 4;
   return n;
@@ -155,13 +157,15 @@ size_t header_bytes(const httplib::Request& req) {
 // The request as handlers read it (headers, path, query parameters, peer).
 void read_request(MHD_Connection* connection, ConnState& cs, const char* url, const char* method,
                   const char* version) {
-  httplib::Request& req = cs.request;
+  HttpRequest& req = cs.request;
   req.method = method;
   req.version = version;
   req.path = url;
   req.remote_addr = cs.peer;
-  MHD_get_connection_values(connection, MHD_HEADER_KIND, add_header, &req.headers);
-  MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, add_header, &req.params);
+  MHD_get_connection_values(connection, MHD_HEADER_KIND, add_value<HttpRequest::Headers>,
+                            &req.headers);
+  MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, add_value<HttpRequest::Params>,
+                            &req.params);
   req.target = req.path;
   for (const auto& [k, v] : req.params) {
     req.target += (req.target.size() == req.path.size() ? "?" : "&") + k + "=" + v;

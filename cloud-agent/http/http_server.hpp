@@ -42,12 +42,8 @@
 // from the reaper every 10-100 ms, is where it can). stop() ends every
 // stream.
 //
-// cpp-httplib is not used to serve: httplib::Request is only the plain value
-// type a handler reads (method, path, headers, params, body, remote_addr),
-// so the route handlers of HttpApi read what they always read.
+// Handlers read the request as an HttpRequest (http/http_request.hpp).
 #pragma once
-
-#include <httplib.h>
 
 #include <array>
 #include <atomic>
@@ -60,6 +56,7 @@
 #include <utility>
 #include <vector>
 
+#include "http/http_request.hpp"
 #include "http/request_framing.hpp"
 #include "vend/clock.hpp"
 #include "vend/log.hpp"
@@ -198,7 +195,7 @@ class HttpServer {
  public:
   // Called on an event thread for each complete request. MUST NOT block:
   // hand slow work elsewhere and complete the responder from there.
-  using Handler = std::function<void(httplib::Request&& request, HttpResponder responder)>;
+  using Handler = std::function<void(HttpRequest&& request, HttpResponder responder)>;
 
   HttpServer(HttpServerLimits limits, Handler handler, const Clock& clock, Logger& log);
   HttpServer(const HttpServer&) = delete;

@@ -93,7 +93,7 @@ struct ConnState {
   bool started = false;  // the access handler has seen its headers
   bool replied = false;  // a refusal is queued: nothing else may be written (under mu)
   bool body_too_large = false;
-  httplib::Request request;
+  HttpRequest request;
   std::shared_ptr<detail::Exchange> exchange;
 };
 

@@ -1,5 +1,5 @@
 // WorkerPool: a fixed number of threads running jobs from a bounded queue.
-// HttpApi runs every route but the customers' order and payment here (they
+// The Router runs every route but the customers' order and payment here (they
 // wait for AgentCore: a step on the core thread, an operator call's group
 // commit) so that the HTTP event threads never wait.
 #pragma once

@@ -1,12 +1,22 @@
-#include "json_reader.hpp"
+#include "vend/json_reader.hpp"
 
 #include <algorithm>
 
-#include "vend/protocol.hpp"
+namespace vend::json {
 
-namespace vend::proto::internal {
+using proto::is_valid_id;
+using proto::is_valid_token;
+using proto::kMaxTokensPerMessage;
 
 namespace {
+
+// nlohmann messages start with "[json.exception.parse_error.101] ": the
+// part after it says what went wrong.
+std::string strip_exception_prefix(const std::string& what) {
+  size_t end = what.find("] ");
+  return (what.rfind("[json.exception.", 0) == 0 && end != std::string::npos) ? what.substr(end + 2)
+                                                                              : what;
+}
 
 // SAX handler for Json::sax_parse building the DOM. Pointers to the open
 // containers stay valid because a container is only appended to while it is
@@ -18,7 +28,7 @@ class StrictDomBuilder {
   StrictDomBuilder& operator=(const StrictDomBuilder&) = delete;
 
   // Why parsing stopped; empty after a successful parse.
-  const std::string& error() const { return error_; }
+  const std::optional<ParseProblem>& problem() const { return problem_; }
 
   bool null() { return put(Json(nullptr)); }
   bool boolean(bool value) { return put(Json(value)); }
@@ -28,12 +38,17 @@ class StrictDomBuilder {
     return put(Json(value));
   }
   bool string(Json::string_t& value) { return put(Json(std::move(value))); }
-  bool binary(Json::binary_t& /*value*/) { return fail("binary values are not JSON"); }
+  bool binary(Json::binary_t& /*value*/) {
+    return fail({ParseProblem::Kind::kBinary, 0, {}, {}, "binary values are not JSON"});
+  }
 
   bool start_object(std::size_t /*elements*/) { return open(Json::value_t::object); }
   bool key(Json::string_t& name) {
     Json& object = *stack_.back();
-    if (object.contains(name)) return fail("duplicate key '" + printable(name) + "'");
+    if (object.contains(name)) {
+      std::string message = "duplicate key '" + printable(name) + "'";
+      return fail({ParseProblem::Kind::kDuplicateKey, 0, {}, std::move(name), std::move(message)});
+    }
     pending_ = &object[std::move(name)];
     return true;
   }
@@ -42,9 +57,14 @@ class StrictDomBuilder {
   bool end_array() { return close(); }
 
   bool parse_error(std::size_t position, const std::string& /*last_token*/,
-                   const Json::exception& /*ex*/) {
-    // nlohmann's message quotes raw input bytes; the position is enough.
-    return fail("invalid JSON at byte " + std::to_string(position));
+                   const Json::exception& ex) {
+    // nlohmann's message quotes raw input bytes: the short message names
+    // the position only; the detail is for a contract that shows it.
+    return fail({ParseProblem::Kind::kSyntax,
+                 position,
+                 strip_exception_prefix(ex.what()),
+                 {},
+                 "invalid JSON at byte " + std::to_string(position)});
   }
 
  private:
@@ -68,7 +88,9 @@ class StrictDomBuilder {
     return true;
   }
   bool open(Json::value_t type) {
-    if (stack_.size() >= kMaxJsonDepth) return fail("nesting too deep");
+    if (stack_.size() >= kMaxDepth) {
+      return fail({ParseProblem::Kind::kTooDeep, 0, {}, {}, "nesting too deep"});
+    }
     stack_.push_back(place(Json(type)));
     return true;
   }
@@ -76,26 +98,27 @@ class StrictDomBuilder {
     stack_.pop_back();
     return true;
   }
-  bool fail(std::string why) {
-    error_ = std::move(why);
+  bool fail(ParseProblem problem) {
+    problem_ = std::move(problem);
     return false;
   }
 
   Json& root_;
   std::vector<Json*> stack_;
   Json* pending_ = nullptr;
-  std::string error_;
+  std::optional<ParseProblem> problem_;
 };
 
-bool is_text(std::string_view s) { return s.size() <= kMaxTextLength; }
 bool is_id_or_empty(std::string_view s) { return s.empty() || is_valid_id(s); }
 
 }  // namespace
 
-std::string parse_strict(std::string_view payload, Json& out) {
+std::optional<ParseProblem> parse_strict(std::string_view payload, Json& out) {
   StrictDomBuilder builder(out);
-  if (Json::sax_parse(payload, &builder)) return {};
-  return builder.error().empty() ? std::string("invalid JSON") : builder.error();
+  if (Json::sax_parse(payload, &builder)) return std::nullopt;
+  if (builder.problem()) return builder.problem();
+  return ParseProblem{
+      ParseProblem::Kind::kSyntax, payload.size(), "invalid JSON", {}, "invalid JSON"};
 }
 
 std::string printable(std::string_view text) {
@@ -115,6 +138,13 @@ bool is_hex64(std::string_view text) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+namespace {
+
+using Kind = FieldProblem::Kind;
+using Rule = FieldProblem::Rule;
+
+}  // namespace
+
 // ---- FieldReader ------------------------------------------------------------
 
 void FieldReader::only(Names a, Names b) {
@@ -124,25 +154,40 @@ void FieldReader::only(Names a, Names b) {
   for (const auto& item : object_.items()) {
     if (failed()) return;
     if (!listed(a, item.key()) && !listed(b, item.key())) {
-      fail(kErrUnknownField, "unknown " + describe(printable(item.key())));
+      fail(problem(Kind::kUnknown, item.key()));
     }
   }
 }
 
-std::string FieldReader::id(const char* name) {
-  return string_where(name, is_valid_id, "must be 1..64 chars of [A-Za-z0-9._-]");
-}
+std::string FieldReader::id(const char* name) { return string_where(name, is_valid_id, Rule::kId); }
 std::string FieldReader::id_or_empty(const char* name) {
-  return string_where(name, is_id_or_empty, "must be empty or 1..64 chars of [A-Za-z0-9._-]");
+  return string_where(name, is_id_or_empty, Rule::kIdOrEmpty);
 }
 std::string FieldReader::token(const char* name) {
-  return string_where(name, is_valid_token, "must be 32 lowercase hex chars");
+  return string_where(name, is_valid_token, Rule::kToken);
 }
 std::string FieldReader::hex64(const char* name) {
-  return string_where(name, is_hex64, "must be 64 lowercase hex chars");
+  return string_where(name, is_hex64, Rule::kHex64);
 }
-std::string FieldReader::text(const char* name) {
-  return string_where(name, is_text, "must be at most 512 bytes");
+
+std::string FieldReader::text(const char* name, size_t max_bytes, bool no_controls) {
+  Json* value = require(name);
+  if (value == nullptr) return {};
+  if (!value->is_string()) {
+    wrong_type(name, "a string", *value);
+    return {};
+  }
+  auto& text = value->get_ref<std::string&>();
+  if (text.size() > max_bytes) {
+    out_of_range(name, Rule::kMaxBytes, {}, std::to_string(max_bytes));
+    return {};
+  }
+  if (no_controls && std::any_of(text.begin(), text.end(),
+                                 [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    out_of_range(name, Rule::kControlChars);
+    return {};
+  }
+  return std::move(text);
 }
 
 int64_t FieldReader::int64_in(const char* name, int64_t lo, int64_t hi) {
@@ -150,7 +195,7 @@ int64_t FieldReader::int64_in(const char* name, int64_t lo, int64_t hi) {
   if (value == nullptr) return 0;
   // nlohmann keeps booleans and floats apart from integers.
   if (!value->is_number_integer()) {
-    wrong_type(name, "an integer");
+    wrong_type(name, "an integer", *value);
     return 0;
   }
   int64_t v = 0;
@@ -165,7 +210,7 @@ int64_t FieldReader::int64_in(const char* name, int64_t lo, int64_t hi) {
     in_range = v >= lo && v <= hi;
   }
   if (!in_range) {
-    out_of_range(name, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+    out_of_range(name, Rule::kRange, std::to_string(lo), std::to_string(hi));
     return 0;
   }
   return v;
@@ -175,12 +220,12 @@ uint64_t FieldReader::uint64_in(const char* name, uint64_t lo) {
   Json* value = require(name);
   if (value == nullptr) return 0;
   if (!value->is_number_integer()) {
-    wrong_type(name, "an integer");
+    wrong_type(name, "an integer", *value);
     return 0;
   }
   // A negative number is an integer, just outside the range.
   if (!value->is_number_unsigned() || value->get<uint64_t>() < lo) {
-    out_of_range(name, "must be at least " + std::to_string(lo));
+    out_of_range(name, Rule::kAtLeast, std::to_string(lo));
     return 0;
   }
   return value->get<uint64_t>();
@@ -190,7 +235,7 @@ bool FieldReader::boolean(const char* name) {
   Json* value = require(name);
   if (value == nullptr) return false;
   if (!value->is_boolean()) {
-    wrong_type(name, "a boolean");
+    wrong_type(name, "a boolean", *value);
     return false;
   }
   return value->get<bool>();
@@ -200,7 +245,17 @@ Json* FieldReader::array(const char* name) {
   Json* value = require(name);
   if (value == nullptr) return nullptr;
   if (!value->is_array()) {
-    wrong_type(name, "an array");
+    wrong_type(name, "an array", *value);
+    return nullptr;
+  }
+  return value;
+}
+
+Json* FieldReader::array(const char* name, size_t min_size, size_t max_size) {
+  Json* value = array(name);
+  if (value == nullptr) return nullptr;
+  if (value->size() < min_size || value->size() > max_size) {
+    out_of_range(name, Rule::kSize, std::to_string(min_size), std::to_string(max_size));
     return nullptr;
   }
   return value;
@@ -217,8 +272,7 @@ std::vector<std::string> FieldReader::token_list(const char* name) {
   tokens.reserve(list->size());
   for (size_t i = 0; i < list->size() && !failed(); ++i) {
     const std::string path = std::string(name) + "[" + std::to_string(i) + "]";
-    tokens.push_back(
-        take_string(&(*list)[i], path, is_valid_token, "must be 32 lowercase hex chars"));
+    tokens.push_back(take_string(&(*list)[i], path, is_valid_token, Rule::kToken));
   }
   if (failed()) return {};
   // Token ids are unique: a repeated one would be counted twice in a pool.
@@ -235,33 +289,60 @@ void FieldReader::fail(Error error) {
   if (!error_) error_ = std::move(error);
 }
 
+void FieldReader::fail(FieldProblem problem) {
+  if (!error_) error_ = wording_(problem, type_);
+}
+
+FieldProblem FieldReader::problem(Kind kind, std::string_view field) const {
+  FieldProblem p;
+  p.kind = kind;
+  p.path = prefix_;
+  p.name = std::string(field);
+  return p;
+}
+
 void FieldReader::out_of_range(std::string_view field, std::string_view rule) {
-  fail(kErrOutOfRange, describe(field) + " " + std::string(rule));
+  FieldProblem p = problem(Kind::kOutOfRange, field);
+  p.text = std::string(rule);
+  fail(std::move(p));
+}
+
+void FieldReader::out_of_range(std::string_view field, Rule rule, std::string lo, std::string hi) {
+  FieldProblem p = problem(Kind::kOutOfRange, field);
+  p.rule = rule;
+  p.lo = std::move(lo);
+  p.hi = std::move(hi);
+  fail(std::move(p));
 }
 
 void FieldReader::wrong_type(std::string_view field, std::string_view expected) {
-  fail(kErrWrongType, describe(field) + " must be " + std::string(expected));
+  FieldProblem p = problem(Kind::kWrongType, field);
+  p.expected = std::string(expected);
+  fail(std::move(p));
 }
 
-std::string FieldReader::describe(std::string_view field) const {
-  return "field '" + prefix_ + std::string(field) + "' in " + std::string(type_);
+void FieldReader::wrong_type(std::string_view field, std::string_view expected, const Json& value) {
+  FieldProblem p = problem(Kind::kWrongType, field);
+  p.expected = std::string(expected);
+  p.actual = json::type_name(value);
+  fail(std::move(p));
 }
 
 Json* FieldReader::require(const char* name) {
   if (failed()) return nullptr;
   auto it = object_.find(name);
   if (it == object_.end()) {
-    fail(kErrMissingField, "missing " + describe(name));
+    fail(problem(Kind::kMissing, name));
     return nullptr;
   }
   return &*it;
 }
 
 std::string FieldReader::take_string(Json* value, std::string_view field,
-                                     bool (*valid)(std::string_view), std::string_view rule) {
+                                     bool (*valid)(std::string_view), Rule rule) {
   if (value == nullptr) return {};
   if (!value->is_string()) {
-    wrong_type(field, "a string");
+    wrong_type(field, "a string", *value);
     return {};
   }
   auto& text = value->get_ref<std::string&>();
@@ -272,4 +353,4 @@ std::string FieldReader::take_string(Json* value, std::string_view field,
   return std::move(text);
 }
 
-}  // namespace vend::proto::internal
+}  // namespace vend::json

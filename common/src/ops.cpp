@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "json_reader.hpp"
+#include "vend/json_reader.hpp"
 #include "vend/json_writer.hpp"
 #include "vend/protocol.hpp"
 
@@ -21,8 +21,8 @@ namespace vend::ops {
 
 namespace {
 
-using proto::internal::FieldReader;
-using proto::internal::Json;
+using json::FieldReader;
+using json::Json;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int kIntMax = std::numeric_limits<int>::max();
@@ -63,8 +63,9 @@ std::optional<Error> parse_message(std::string_view payload, Json& object) {
                                           " bytes exceeds " +
                                           std::to_string(proto::kMaxPayloadBytes)};
   }
-  std::string why = proto::internal::parse_strict(payload, object);
-  if (!why.empty()) return Error{proto::kErrBadJson, std::move(why)};
+  if (auto problem = json::parse_strict(payload, object)) {
+    return Error{proto::kErrBadJson, std::move(problem->message)};
+  }
   if (!object.is_object()) return Error{proto::kErrBadJson, "payload is not a JSON object"};
   return check_version(object);
 }

@@ -12,17 +12,17 @@
 #include <variant>
 #include <vector>
 
-#include "json_reader.hpp"
+#include "vend/json_reader.hpp"
 #include "vend/protocol.hpp"
 
 namespace vend::proto {
 
 namespace {
 
-using internal::FieldReader;
-using internal::Json;
-using internal::Names;
-using internal::printable;
+using json::FieldReader;
+using json::Json;
+using json::Names;
+using json::printable;
 
 constexpr int kMaxCount = 100000;  // physical_count, available_tokens
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
@@ -258,8 +258,9 @@ std::optional<Error> parse_message(std::string_view payload, Json& object,
     return Error{kErrOversize, "payload of " + std::to_string(payload.size()) + " bytes exceeds " +
                                    std::to_string(kMaxPayloadBytes)};
   }
-  std::string why = internal::parse_strict(payload, object);
-  if (!why.empty()) return Error{kErrBadJson, std::move(why)};
+  if (auto problem = json::parse_strict(payload, object)) {
+    return Error{kErrBadJson, std::move(problem->message)};
+  }
   if (!object.is_object()) return Error{kErrBadJson, "payload is not a JSON object"};
   return check_version(object, max_version, version);
 }

@@ -65,7 +65,7 @@ class Server {
   explicit Server(HttpServerLimits limits = {}) {
     server_ = std::make_unique<HttpServer>(
         limits,
-        [this](httplib::Request&& req, HttpResponder responder) {
+        [this](HttpRequest&& req, HttpResponder responder) {
           if (req.path == "/slow") {
             std::lock_guard lock(mu_);
             held_.push_back(std::move(responder));

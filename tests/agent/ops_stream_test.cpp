@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "http/http_server.hpp"
@@ -42,7 +43,7 @@ class StreamServer {
       : hub(options, clock_) {
     server_ = std::make_unique<HttpServer>(
         limits,
-        [this](httplib::Request&&, HttpResponder responder) {
+        [this](HttpRequest&&, HttpResponder responder) {
           auto stream = hub.subscribe();
           if (!stream.ok()) {
             responder.complete(

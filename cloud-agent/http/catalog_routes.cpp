@@ -1,7 +1,7 @@
-// The public catalog of HttpApi: what a customer's app shows of a machine.
+#include "http/catalog_routes.hpp"
+
 #include <string_view>
 
-#include "http/http_api.hpp"
 #include "http/http_json.hpp"
 #include "vend/crypto.hpp"
 
@@ -22,9 +22,9 @@ std::string_view trim(std::string_view s) {
 
 // If-None-Match: "*" or a comma-separated list of entity tags, compared
 // weakly (RFC 9110 13.1.2: a W/ prefix is ignored).
-bool none_match_fails(const httplib::Request& req, const std::string& etag) {
-  for (size_t i = 0; i < req.get_header_value_count("If-None-Match"); ++i) {
-    std::string header = req.get_header_value("If-None-Match", i);
+bool none_match_fails(const HttpRequest& req, const std::string& etag) {
+  for (size_t i = 0; i < req.header_count("If-None-Match"); ++i) {
+    std::string header = req.header("If-None-Match", i);
     std::string_view rest = header;
     while (!rest.empty()) {
       size_t comma = rest.find(',');
@@ -39,9 +39,14 @@ bool none_match_fails(const httplib::Request& req, const std::string& etag) {
 
 }  // namespace
 
+void CatalogRoutes::add_routes(Router& router) {
+  router.add("GET", "/v1/machines/{id}/catalog", Access::kPublic,
+             route_to(this, &CatalogRoutes::catalog), /*per_machine=*/true);
+}
+
 // Public: products, prices and what can be bought now. Never a token, and
 // nothing an operator view has beyond that (reserved, sold, burned).
-Result<HttpReply> HttpApi::catalog(const httplib::Request& req) {
+Result<HttpReply> CatalogRoutes::catalog(const HttpRequest& req) {
   std::string id(http::path_segment(req.path, 2));  // /v1/machines/{id}/catalog
   if (!http::is_valid_id(id)) return make_error("not_found", "no machine '" + id + "'");
   auto view = core_.catalog(id);

@@ -1,15 +1,11 @@
-// The console's live and fleet-scale endpoints of HttpApi (operator token):
-//   GET /v1/ops/stream   the ops events as Server-Sent Events (OpsHub)
-//   GET /v1/ops/series   per-minute plots of the last hour (OpsSeries)
-//   GET /v1/fleet        fleet summary counts and one page of the fleet
-//                        table, filtered server-side, for 1,000+ machines
-//   GET /v1/fleet/summary  the counts alone
-//   GET /v1/alerts       the active alerts, one per device, slot and code
+#include "http/ops_routes.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
-#include "http/http_api.hpp"
+#include "http/embedded_files.hpp"
 #include "http/http_json.hpp"
 #include "http/ops_series.hpp"
 #include "http/ops_stream.hpp"
@@ -27,10 +23,10 @@ struct FleetQuery {
   std::string q;  // id substring
 };
 
-Result<FleetQuery> fleet_query(const httplib::Request& req) {
+Result<FleetQuery> fleet_query(const HttpRequest& req) {
   FleetQuery out;
   for (const auto& [name, value] : req.params) {
-    if (req.get_param_value_count(name) > 1) {
+    if (req.param_count(name) > 1) {
       return http::bad_request("query parameter '" + name + "' given more than once");
     }
     if (name == "offset" || name == "limit") {
@@ -131,9 +127,49 @@ http::Json fleet_summary(const std::vector<ops::DeviceStatus>& all) {
           {"unacked_total", unacked}};
 }
 
+std::string content_type_of(std::string_view name) {
+  auto ends = [&](std::string_view ext) {
+    return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+const console::EmbeddedFile* find_file(std::string_view name) {
+  for (size_t i = 0; i < console::kEmbeddedFileCount; ++i) {
+    if (name == console::kEmbeddedFiles[i].name) return &console::kEmbeddedFiles[i];
+  }
+  return nullptr;
+}
+
+// If-None-Match holds `etag` (or "*"), compared weakly.
+bool not_modified(const HttpRequest& req, const std::string& etag) {
+  for (size_t i = 0; i < req.header_count("If-None-Match"); ++i) {
+    std::string header = req.header("If-None-Match", i);
+    if (header.find('*') != std::string::npos || header.find(etag) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
-Result<HttpReply> HttpApi::ops_stream(const httplib::Request&) {
+void OpsRoutes::add_routes(Router& router) {
+  const Access op = Access::kOperator;
+  router.add("GET", "/v1/fleet", op, route_to(this, &OpsRoutes::fleet));
+  router.add("GET", "/v1/fleet/summary", op, route_to(this, &OpsRoutes::fleet_counts));
+  router.add("GET", "/v1/alerts", op, route_to(this, &OpsRoutes::list_alerts));
+  router.add("GET", "/v1/ops/stream", op, route_to(this, &OpsRoutes::ops_stream));
+  router.add("GET", "/v1/ops/series", op, route_to(this, &OpsRoutes::ops_series));
+  router.add("GET", "/console", Access::kPublic, route_to(this, &OpsRoutes::console));
+  router.add("GET", "/console/{file}", Access::kPublic, route_to(this, &OpsRoutes::console));
+}
+
+Result<HttpReply> OpsRoutes::ops_stream(const HttpRequest&) {
   if (options_.ops_hub == nullptr) return make_error("not_found", "this agent has no event stream");
   auto stream = options_.ops_hub->subscribe();
   if (!stream.ok()) return stream.error();
@@ -142,13 +178,13 @@ Result<HttpReply> HttpApi::ops_stream(const httplib::Request&) {
   return reply;
 }
 
-Result<HttpReply> HttpApi::ops_series(const httplib::Request&) {
+Result<HttpReply> OpsRoutes::ops_series(const HttpRequest&) {
   if (options_.ops_series == nullptr) return make_error("not_found", "this agent keeps no series");
   return HttpReply{200, options_.ops_series->render()};
 }
 
 // O(devices) per request, one core step; sorted by id.
-Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
+Result<HttpReply> OpsRoutes::fleet(const HttpRequest& req) {
   auto query = fleet_query(req);
   if (!query.ok()) return query.error();
   std::vector<ops::DeviceStatus> all = core_.device_statuses();
@@ -169,16 +205,39 @@ Result<HttpReply> HttpApi::fleet(const httplib::Request& req) {
   return HttpReply{200, body.dump()};
 }
 
-Result<HttpReply> HttpApi::list_alerts(const httplib::Request& req) {
+Result<HttpReply> OpsRoutes::list_alerts(const HttpRequest& req) {
   if (!req.params.empty()) return http::bad_request("GET /v1/alerts takes no parameters");
   http::Json list = http::Json::array();
   for (const ops::Alert& a : core_.active_alerts()) list.push_back(http::alert_json(a));
   return HttpReply{200, http::Json{{"alerts", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::fleet_counts(const httplib::Request& req) {
+Result<HttpReply> OpsRoutes::fleet_counts(const HttpRequest& req) {
   if (!req.params.empty()) return http::bad_request("GET /v1/fleet/summary takes no parameters");
   return HttpReply{200, fleet_summary(core_.device_statuses()).dump()};
+}
+
+// GET /console redirects to /console/; /console/ is index.html. The files
+// change only with the binary: revalidated (no-cache) by their ETag.
+Result<HttpReply> OpsRoutes::console(const HttpRequest& req) {
+  if (req.path == "/console") {
+    HttpReply moved{308, "", "text/plain"};
+    moved.headers.emplace_back("Location", "/console/");
+    return moved;
+  }
+  std::string name(http::path_segment(req.path, 1));  // /console/{file}
+  if (name.empty()) name = "index.html";
+  const console::EmbeddedFile* file = find_file(name);
+  if (file == nullptr) return make_error("not_found", "no console file '" + name + "'");
+  std::string etag = "\"" + std::string(file->sha256).substr(0, 32) + "\"";
+  HttpReply reply{200, std::string(file->bytes, file->size), content_type_of(name)};
+  if (not_modified(req, etag)) reply = HttpReply{304, "", ""};
+  reply.headers.emplace_back("ETag", etag);
+  reply.headers.emplace_back("Cache-Control", "no-cache");
+  reply.headers.emplace_back("X-Content-Type-Options", "nosniff");
+  reply.headers.emplace_back("Content-Security-Policy",
+                             "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+  return reply;
 }
 
 }  // namespace vend::agent

@@ -1,7 +1,7 @@
-// Operator endpoints of HttpApi: provisioning, devices, slots, restock orders.
+#include "http/device_routes.hpp"
+
 #include <set>
 
-#include "http/http_api.hpp"
 #include "http/http_json.hpp"
 
 namespace vend::agent {
@@ -16,16 +16,16 @@ constexpr size_t kMaxSlots = 255;
 constexpr int64_t kDefaultFaults = 20;
 constexpr int64_t kMaxFaults = 100;
 
-Result<std::string> device_id_of(const httplib::Request& req) {
+Result<std::string> device_id_of(const HttpRequest& req) {
   std::string id(http::path_segment(req.path, 2));  // /v1/devices/{id}, /v1/reconcile/{id}
   if (!http::is_valid_id(id)) return make_error("not_found", "no device '" + id + "'");
   return id;
 }
 
 // One element of "slots" in a provisioning request.
-Result<SlotSpec> read_slot_spec(const http::Json& element, const std::string& path) {
+Result<SlotSpec> read_slot_spec(http::Json& element, const std::string& path) {
   if (!element.is_object()) return http::bad_request("'" + path + "' must be an object");
-  http::FieldReader f(element, path);
+  http::BodyReader f(element, path);
   if (Status s = f.only({"slot", "product", "price_cents", "capacity"}); !s.ok()) {
     return s.error();
   }
@@ -45,7 +45,7 @@ Result<SlotSpec> read_slot_spec(const http::Json& element, const std::string& pa
   return spec;
 }
 
-Result<std::vector<SlotSpec>> read_slot_specs(const http::Json& slots) {
+Result<std::vector<SlotSpec>> read_slot_specs(http::Json& slots) {
   std::vector<SlotSpec> specs;
   std::set<int> seen;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -62,7 +62,7 @@ Result<std::vector<SlotSpec>> read_slot_specs(const http::Json& slots) {
 }
 
 // The {slot} of /v1/devices/{id}/slots/{slot} (digits by the route).
-Result<int> path_slot_of(const httplib::Request& req) {
+Result<int> path_slot_of(const HttpRequest& req) {
   int64_t slot = std::stoll(std::string(http::path_segment(req.path, 4)));
   if (slot < 1 || slot > 255) return http::bad_request("the slot in the path must be 1..255");
   return static_cast<int>(slot);
@@ -79,10 +79,32 @@ Result<SlotView> find_slot(AgentCore& core, const std::string& device, int slot)
 
 }  // namespace
 
-Result<HttpReply> HttpApi::provision_device(const httplib::Request& req) {
+void DeviceRoutes::add_routes(Router& router) {
+  const std::string device = "/v1/devices/{id}";
+  const Access op = Access::kOperator;
+  router.add("POST", "/v1/devices", op, route_to(this, &DeviceRoutes::provision_device));
+  router.add("GET", "/v1/devices", op, route_to(this, &DeviceRoutes::list_devices));
+  // Per-machine routes: another instance's machine is redirected to it.
+  const bool machine = true;
+  auto add = [&](const char* method, const std::string& pattern,
+                 Result<HttpReply> (DeviceRoutes::*handler)(const HttpRequest&)) {
+    router.add(method, pattern, op, route_to(this, handler), machine);
+  };
+  add("GET", device, &DeviceRoutes::get_device);
+  add("GET", device + "/slots", &DeviceRoutes::list_slots);
+  add("GET", device + "/faults", &DeviceRoutes::list_faults);
+  add("PUT", device + "/slots/{n}", &DeviceRoutes::update_slot);
+  add("POST", device + "/restock", &DeviceRoutes::restock);
+  add("POST", device + "/reconcile", &DeviceRoutes::reconcile);
+  add("POST", device + "/rotate-key", &DeviceRoutes::rotate_key);
+  add("POST", device + "/decommission", &DeviceRoutes::decommission);
+  add("GET", "/v1/reconcile/{id}", &DeviceRoutes::reconcile_report);
+}
+
+Result<HttpReply> DeviceRoutes::provision_device(const HttpRequest& req) {
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"id", "slots"}); !s.ok()) return s.error();
   auto id = fields.id("id");
   if (!id.ok()) return id.error();
@@ -97,14 +119,14 @@ Result<HttpReply> HttpApi::provision_device(const httplib::Request& req) {
   return HttpReply{201, reply.dump()};
 }
 
-Result<HttpReply> HttpApi::list_devices(const httplib::Request&) {
+Result<HttpReply> DeviceRoutes::list_devices(const HttpRequest&) {
   http::Json list = http::Json::array();
   for (const DeviceView& d : core_.devices()) list.push_back(http::device_json(d));
   return HttpReply{200, http::Json{{"devices", std::move(list)}}.dump()};
 }
 
 // One device of GET /v1/devices (the console's device page).
-Result<HttpReply> HttpApi::get_device(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::get_device(const HttpRequest& req) {
   auto id = device_id_of(req);
   if (!id.ok()) return id.error();
   if (!req.params.empty()) return http::bad_request("GET /v1/devices/{id} takes no parameters");
@@ -114,12 +136,12 @@ Result<HttpReply> HttpApi::get_device(const httplib::Request& req) {
 }
 
 // ?limit=1..100 (20), most recent first.
-Result<HttpReply> HttpApi::list_faults(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::list_faults(const HttpRequest& req) {
   auto id = device_id_of(req);
   if (!id.ok()) return id.error();
   int64_t limit = kDefaultFaults;
   for (const auto& [name, value] : req.params) {
-    if (name != "limit" || req.get_param_value_count(name) > 1) {
+    if (name != "limit" || req.param_count(name) > 1) {
       return http::bad_request("GET .../faults takes one query parameter, 'limit'");
     }
     auto n = http::integer_param(name, value, 1, kMaxFaults);
@@ -133,7 +155,7 @@ Result<HttpReply> HttpApi::list_faults(const httplib::Request& req) {
   return HttpReply{200, http::Json{{"device", *id}, {"faults", std::move(list)}}.dump()};
 }
 
-Result<HttpReply> HttpApi::list_slots(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::list_slots(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto slots = core_.slots(*device);
@@ -144,14 +166,14 @@ Result<HttpReply> HttpApi::list_slots(const httplib::Request& req) {
 }
 
 // Changes product and price (and optionally capacity) of an existing slot.
-Result<HttpReply> HttpApi::update_slot(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::update_slot(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto slot = path_slot_of(req);
   if (!slot.ok()) return slot.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"product", "price_cents", "capacity"}); !s.ok()) return s.error();
   auto product = fields.text("product", kMaxProduct);
   if (!product.ok()) return product.error();
@@ -171,12 +193,12 @@ Result<HttpReply> HttpApi::update_slot(const httplib::Request& req) {
   return HttpReply{200, http::slot_json(*updated).dump()};
 }
 
-Result<HttpReply> HttpApi::restock(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::restock(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  http::FieldReader fields(*body);
+  http::BodyReader fields(*body);
   if (Status s = fields.only({"slot", "count"}); !s.ok()) return s.error();
   auto slot = fields.integer("slot", 1, 255);
   if (!slot.ok()) return slot.error();
@@ -189,15 +211,15 @@ Result<HttpReply> HttpApi::restock(const httplib::Request& req) {
 
 namespace {
 // The body of a POST that takes no fields: none, or {}.
-Status no_fields(const httplib::Request& req) {
+Status no_fields(const HttpRequest& req) {
   if (req.body.empty()) return {};
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
-  return http::FieldReader(*body).only({});
+  return http::BodyReader(*body).only({});
 }
 }  // namespace
 
-Result<HttpReply> HttpApi::rotate_key(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::rotate_key(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -207,7 +229,7 @@ Result<HttpReply> HttpApi::rotate_key(const httplib::Request& req) {
   return HttpReply{200, http::Json{{"id", rotated->id}, {"key", rotated->key_hex}}.dump()};
 }
 
-Result<HttpReply> HttpApi::decommission(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::decommission(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -220,7 +242,7 @@ Result<HttpReply> HttpApi::decommission(const httplib::Request& req) {
                             .dump()};
 }
 
-Result<HttpReply> HttpApi::reconcile(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::reconcile(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
@@ -230,7 +252,7 @@ Result<HttpReply> HttpApi::reconcile(const httplib::Request& req) {
                    http::Json{{"device", *device}, {"request_id", *id}, {"full", true}}.dump()};
 }
 
-Result<HttpReply> HttpApi::reconcile_report(const httplib::Request& req) {
+Result<HttpReply> DeviceRoutes::reconcile_report(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   auto report = core_.reconcile_report(*device);

@@ -1,17 +1,48 @@
-// The order rate limits of HttpApi (docs/agent.md "Rate limits").
-#include "http/http_api.hpp"
+#include "http/order_admission.hpp"
+
+#include <vector>
+
 #include "http/http_json.hpp"
+#include "http/metrics.hpp"
 
 namespace vend::agent {
 
 namespace {
 
+constexpr const char* kLog = "http";
+
 bool is_on(const RateLimit& l) { return l.rate_per_s > 0 && l.burst >= 1; }
 
 }  // namespace
 
-std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device, bool known,
-                                                     const std::string& client) {
+OrderAdmission::OrderAdmission(const HttpApiOptions& options, const Clock& clock, Logger& log)
+    : options_(options), bad_input_log_(clock, log, RateLimitedLog::Options{60'000, 256}) {}
+
+Result<std::string> OrderAdmission::client_of(const HttpRequest& req) {
+  std::vector<std::string> forwarded;
+  size_t lines = req.header_count("X-Forwarded-For");
+  for (size_t i = 0; i < lines; ++i) forwarded.push_back(req.header("X-Forwarded-For", i));
+  auto address = options_.trusted_proxies.client_address(req.remote_addr, forwarded);
+  if (!address.ok()) {
+    bad_forwarded_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard lock(bad_input_log_mu_);
+    bad_input_log_.log(LogLevel::kWarn, kLog, req.remote_addr, "bad_forwarded_for",
+                       req.method + " " + req.path + " refused: " + address.error().message);
+    return address.error();
+  }
+  if (!req.has_header("X-Client-Id")) return "addr:" + *address;
+  if (req.header_count("X-Client-Id") > 1) {
+    return http::bad_request("header 'X-Client-Id' given more than once");
+  }
+  std::string id = req.header("X-Client-Id");
+  if (!http::is_valid_id(id)) {
+    return http::bad_request("header 'X-Client-Id' must be 1..64 characters of [A-Za-z0-9._-]");
+  }
+  return "id:" + id;
+}
+
+std::optional<HttpReply> OrderAdmission::order_rate_limited(const std::string& device, bool known,
+                                                            const std::string& client) {
   if (options_.rate_limiter == nullptr) return std::nullopt;
   std::vector<BucketRequest> buckets;
   std::vector<const char*> names;
@@ -44,7 +75,7 @@ std::optional<HttpReply> HttpApi::order_rate_limited(const std::string& device, 
   return reply;
 }
 
-std::string HttpApi::rate_limit_metrics() const {
+std::string OrderAdmission::rate_limit_metrics() const {
   std::string out;
   out += "# HELP vend_rate_limited_total Orders answered 429, by the limit that refused them.\n";
   out += "# TYPE vend_rate_limited_total counter\n";

@@ -8,6 +8,7 @@
 #include "http/http_server.hpp"
 #include "http/http_server_state.hpp"
 #include "vend/json_writer.hpp"
+#include "vend/prometheus_text.hpp"
 #include "vend/thread_name.hpp"
 
 namespace vend::agent {
@@ -25,11 +26,6 @@ std::string raw_timeout_response(const std::string& limit, int64_t ms) {
       "the request " + stage + " did not arrive within " + std::to_string(ms) + " ms", limit);
   return "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-}
-
-void counter(std::string& out, const std::string& name, const std::string& help, uint64_t v) {
-  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " counter\n" + name + " " +
-         std::to_string(v) + "\n";
 }
 
 }  // namespace
@@ -276,15 +272,15 @@ std::string limit_error_body(const std::string& code, const std::string& message
 }
 
 std::string render_http_metrics(const HttpServerStats& s) {
-  std::string out =
-      "# HELP vend_http_open_connections HTTP connections open now\n"
-      "# TYPE vend_http_open_connections gauge\nvend_http_open_connections " +
-      std::to_string(s.open_connections) + "\n";
-  counter(out, "vend_http_connections_total", "HTTP connections accepted", s.accepted_connections);
-  counter(out, "vend_http_requests_total", "HTTP requests received", s.requests);
-  out +=
-      "# HELP vend_http_rejected_total HTTP requests refused by a server limit\n"
-      "# TYPE vend_http_rejected_total counter\n";
+  PrometheusText text;
+  text.scalar("vend_http_open_connections", MetricType::kGauge, "HTTP connections open now",
+              s.open_connections);
+  text.scalar("vend_http_connections_total", MetricType::kCounter, "HTTP connections accepted",
+              s.accepted_connections);
+  text.scalar("vend_http_requests_total", MetricType::kCounter, "HTTP requests received",
+              s.requests);
+  text.family("vend_http_rejected_total", MetricType::kCounter,
+              "HTTP requests refused by a server limit");
   const std::pair<const char*, uint64_t> rows[] = {
       {"max_connections", s.rejected_max_connections},
       {"max_header_bytes", s.rejected_max_header_bytes},
@@ -293,24 +289,17 @@ std::string render_http_metrics(const HttpServerStats& s) {
       {"body_timeout_ms", s.rejected_body_timeout},
       {"max_queued_requests", s.rejected_max_queued_requests},
       {"max_requests_per_peer", s.rejected_max_requests_per_peer}};
-  for (const auto& [limit, n] : rows) {
-    out += std::string("vend_http_rejected_total{limit=\"") + limit + "\"} " + std::to_string(n) +
-           "\n";
-  }
-  out +=
-      "# HELP vend_http_open_streams streaming replies (event streams) being sent now\n"
-      "# TYPE vend_http_open_streams gauge\nvend_http_open_streams " +
-      std::to_string(s.open_streams) + "\n";
-  counter(out, "vend_http_idle_closed_total", "keep-alive connections closed after idle_timeout_ms",
-          s.idle_closed);
-  out +=
-      "# HELP vend_http_framing_errors_total HTTP requests refused for their framing (RFC 9112)\n"
-      "# TYPE vend_http_framing_errors_total counter\n";
+  for (const auto& [limit, n] : rows) text.sample({{"limit", limit}}, n);
+  text.scalar("vend_http_open_streams", MetricType::kGauge,
+              "streaming replies (event streams) being sent now", s.open_streams);
+  text.scalar("vend_http_idle_closed_total", MetricType::kCounter,
+              "keep-alive connections closed after idle_timeout_ms", s.idle_closed);
+  text.family("vend_http_framing_errors_total", MetricType::kCounter,
+              "HTTP requests refused for their framing (RFC 9112)");
   for (FramingProblem p : all_framing_problems()) {
-    out += std::string("vend_http_framing_errors_total{problem=\"") + framing_problem_name(p) +
-           "\"} " + std::to_string(s.framing_errors[static_cast<size_t>(p)]) + "\n";
+    text.sample({{"problem", framing_problem_name(p)}}, s.framing_errors[static_cast<size_t>(p)]);
   }
-  return out;
+  return text.take();
 }
 
 }  // namespace vend::agent

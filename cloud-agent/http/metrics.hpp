@@ -1,4 +1,5 @@
-// Prometheus text exposition (format 0.0.4) of the agent's counters.
+// Prometheus text exposition (format 0.0.4) of the agent's counters,
+// written with vend::PrometheusText.
 //
 // AgentCore::take_metrics() hands out dispatch-latency samples only once
 // ("since the last take"), so the histogram is accumulated here, for the
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/agent_core.hpp"
+#include "vend/prometheus_text.hpp"
 
 namespace vend::agent {
 
@@ -24,8 +26,9 @@ class Histogram {
                                                      1,     2.5,  5,     10,   20,  30,   60};
 
   void observe(double seconds);
-  // Appends the _bucket, _sum and _count lines of metric `name`.
-  void render(const std::string& name, std::string& out) const;
+  // Writes the _bucket, _sum and _count lines of the histogram family
+  // `text` has started.
+  void render(PrometheusText& text) const;
   uint64_t count() const { return count_; }
 
  private:
@@ -64,14 +67,5 @@ class MetricsExporter {
   std::mutex histogram_mu_;  // guards dispatch_latency_
   Histogram dispatch_latency_;
 };
-
-// Appends one scalar in the Prometheus text format: its HELP and TYPE lines,
-// then `name value`.
-void prometheus_scalar(std::string& out, const char* name, const char* type, const char* help,
-                       int64_t value);
-
-// Shortest round-trip text of a double as Prometheus reads it ("+Inf",
-// "NaN", "0.25", "1e-05").
-std::string format_double(double value);
 
 }  // namespace vend::agent

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "http/metrics.hpp"
+#include "vend/prometheus_text.hpp"
 #include "vend/topics.hpp"
 
 namespace vend::agent {
@@ -25,10 +25,6 @@ std::string sse_frame(uint64_t id, const std::string& kind, const std::string& p
   }
   frame += "\n\n";
   return frame;
-}
-
-void metric(std::string& out, const char* name, const char* type, const char* help, uint64_t v) {
-  prometheus_scalar(out, name, type, help, static_cast<int64_t>(v));
 }
 
 }  // namespace
@@ -222,18 +218,18 @@ OpsHubStats OpsHub::stats() const {
 
 std::string OpsHub::render_metrics() const {
   OpsHubStats s = stats();
-  std::string out;
-  metric(out, "vend_ops_stream_subscribers", "gauge", "console event streams open now",
-         s.subscribers);
-  metric(out, "vend_ops_stream_events_total", "counter", "ops events handed to the event streams",
-         s.events_total);
-  metric(out, "vend_ops_stream_dropped_total", "counter",
-         "events dropped from a slow event stream's full queue", s.dropped_total);
-  metric(out, "vend_ops_stream_resyncs_total", "counter",
-         "resync events sent to slow event streams", s.resyncs_total);
-  metric(out, "vend_ops_stream_refused_total", "counter",
-         "event streams refused beyond the subscriber cap", s.refused_total);
-  return out;
+  PrometheusText text;
+  text.scalar("vend_ops_stream_subscribers", MetricType::kGauge, "console event streams open now",
+              s.subscribers);
+  text.scalar("vend_ops_stream_events_total", MetricType::kCounter,
+              "ops events handed to the event streams", s.events_total);
+  text.scalar("vend_ops_stream_dropped_total", MetricType::kCounter,
+              "events dropped from a slow event stream's full queue", s.dropped_total);
+  text.scalar("vend_ops_stream_resyncs_total", MetricType::kCounter,
+              "resync events sent to slow event streams", s.resyncs_total);
+  text.scalar("vend_ops_stream_refused_total", MetricType::kCounter,
+              "event streams refused beyond the subscriber cap", s.refused_total);
+  return text.take();
 }
 
 Status OpsTee::publish(const Message& message) {

@@ -4,6 +4,7 @@
 
 #include "http/http_json.hpp"
 #include "http/metrics.hpp"
+#include "vend/prometheus_text.hpp"
 
 namespace vend::agent {
 
@@ -76,26 +77,21 @@ std::optional<HttpReply> OrderAdmission::order_rate_limited(const std::string& d
 }
 
 std::string OrderAdmission::rate_limit_metrics() const {
-  std::string out;
-  out += "# HELP vend_rate_limited_total Orders answered 429, by the limit that refused them.\n";
-  out += "# TYPE vend_rate_limited_total counter\n";
-  out += "vend_rate_limited_total{limit=\"machine\"} " +
-         std::to_string(rate_limited_machine_.load(std::memory_order_relaxed)) + "\n";
-  out += "vend_rate_limited_total{limit=\"client\"} " +
-         std::to_string(rate_limited_client_.load(std::memory_order_relaxed)) + "\n";
+  PrometheusText text;
+  text.family("vend_rate_limited_total", MetricType::kCounter,
+              "Orders answered 429, by the limit that refused them.");
+  text.sample({{"limit", "machine"}}, rate_limited_machine_.load(std::memory_order_relaxed));
+  text.sample({{"limit", "client"}}, rate_limited_client_.load(std::memory_order_relaxed));
   uint64_t errors = options_.rate_limiter ? options_.rate_limiter->errors_total() : 0;
-  out +=
-      "# HELP vend_rate_limiter_errors_total Rate-limit checks that failed (Redis down, slow or "
-      "wrong) and let the order through.\n";
-  out += "# TYPE vend_rate_limiter_errors_total counter\n";
-  out += "vend_rate_limiter_errors_total " + std::to_string(errors) + "\n";
-  out +=
-      "# HELP vend_http_bad_forwarded_for_total Customer requests refused 400: a malformed "
-      "X-Forwarded-For from a --trusted-proxy.\n"
-      "# TYPE vend_http_bad_forwarded_for_total counter\n"
-      "vend_http_bad_forwarded_for_total " +
-      std::to_string(bad_forwarded_.load(std::memory_order_relaxed)) + "\n";
-  return out;
+  text.scalar("vend_rate_limiter_errors_total", MetricType::kCounter,
+              "Rate-limit checks that failed (Redis down, slow or wrong) and let the order "
+              "through.",
+              errors);
+  text.scalar("vend_http_bad_forwarded_for_total", MetricType::kCounter,
+              "Customer requests refused 400: a malformed X-Forwarded-For from a "
+              "--trusted-proxy.",
+              bad_forwarded_.load(std::memory_order_relaxed));
+  return text.take();
 }
 
 }  // namespace vend::agent

@@ -1,6 +1,7 @@
 #include "http/payment_routes.hpp"
 
 #include "http/http_json.hpp"
+#include "vend/prometheus_text.hpp"
 #include "vend/webhook.hpp"
 
 namespace vend::agent {
@@ -72,17 +73,15 @@ void PaymentRoutes::note_bad_signature(const HttpRequest& req, const Error& erro
 }
 
 std::string PaymentRoutes::payment_metrics() const {
-  return "# HELP vend_payment_clock_skew_total Payment notifications signed further than "
-         "--payment-tolerance-s from the agent's clock (handled all the same).\n"
-         "# TYPE vend_payment_clock_skew_total counter\n"
-         "vend_payment_clock_skew_total " +
-         std::to_string(payment_clock_skew_.load(std::memory_order_relaxed)) +
-         "\n"
-         "# HELP vend_payment_bad_signatures_total Payment notifications refused: no valid "
-         "Vend-Signature for their order.\n"
-         "# TYPE vend_payment_bad_signatures_total counter\n"
-         "vend_payment_bad_signatures_total " +
-         std::to_string(payment_bad_signatures_.load(std::memory_order_relaxed)) + "\n";
+  PrometheusText text;
+  text.scalar("vend_payment_clock_skew_total", MetricType::kCounter,
+              "Payment notifications signed further than --payment-tolerance-s from the agent's "
+              "clock (handled all the same).",
+              payment_clock_skew_.load(std::memory_order_relaxed));
+  text.scalar("vend_payment_bad_signatures_total", MetricType::kCounter,
+              "Payment notifications refused: no valid Vend-Signature for their order.",
+              payment_bad_signatures_.load(std::memory_order_relaxed));
+  return text.take();
 }
 
 // The signature is checked over the raw bytes before anything is parsed:

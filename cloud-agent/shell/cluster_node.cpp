@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/shard_map.hpp"
-#include "http/metrics.hpp"
+#include "vend/prometheus_text.hpp"
 #include "vend/thread_name.hpp"
 
 namespace vend::agent {
@@ -348,46 +348,38 @@ std::optional<std::string> ClusterNode::owner_url(const std::string& device) con
 }
 
 std::string ClusterNode::metrics() const {
+  constexpr MetricType kCounter = MetricType::kCounter;
+  constexpr MetricType kGauge = MetricType::kGauge;
   std::lock_guard lock(mu_);
-  std::string out;
-  prometheus_scalar(out, "vend_cluster_shards_held", "gauge",
-                    "Shards this instance serves (lease held, state loaded)",
-                    static_cast<int64_t>(served_count_locked()));
-  prometheus_scalar(out, "vend_cluster_leases_held", "gauge",
-                    "Shard leases this instance holds (served once rebuilt)",
-                    static_cast<int64_t>(granted_.size()));
-  prometheus_scalar(out, "vend_cluster_shards", "gauge", "Shards of the fleet",
-                    options_.lease.shard_count);
-  prometheus_scalar(out, "vend_cluster_members", "gauge", "Live agent instances",
-                    static_cast<int64_t>(view_.members.size()));
-  prometheus_scalar(out, "vend_cluster_shards_gained_total", "counter",
-                    "Shards this instance took (at start, and from instances that left or died)",
-                    counters_.shards_gained);
-  prometheus_scalar(out, "vend_cluster_shards_lost_total", "counter",
-                    "Shards this instance stopped serving (handed over, or its lease lapsed)",
-                    counters_.shards_lost);
-  prometheus_scalar(
-      out, "vend_cluster_rebuilds_total", "counter",
-      "Ownership changes brought into the core: shards gained added, or a full rebuild",
-      counters_.rebuilds);
-  prometheus_scalar(out, "vend_cluster_rebuild_failures_total", "counter",
-                    "Rebuilds that failed (tried again at the next round)",
-                    counters_.rebuild_failures);
-  prometheus_scalar(out, "vend_cluster_storage_recoveries_total", "counter",
-                    "Rebuilds of the core after failed writes (the database came back)",
-                    counters_.storage_recoveries);
-  prometheus_scalar(out, "vend_cluster_lease_rounds_failed_total", "counter",
-                    "Lease rounds whose heartbeat, acquire or renew failed",
-                    counters_.rounds_failed);
-  out +=
-      "# HELP vend_cluster_last_rebuild_seconds How long the last rebuild or gain took\n"
-      "# TYPE vend_cluster_last_rebuild_seconds gauge\nvend_cluster_last_rebuild_seconds " +
-      format_double(counters_.last_rebuild_s) + "\n";
-  WriterStats w = repo_.stats();
-  prometheus_scalar(out, "vend_cluster_fenced_writes_total", "counter",
-                    "Writes the database refused because their shard's lease had moved",
-                    static_cast<int64_t>(w.fenced_writes));
-  return out;
+  PrometheusText text;
+  text.scalar("vend_cluster_shards_held", kGauge,
+              "Shards this instance serves (lease held, state loaded)", served_count_locked());
+  text.scalar("vend_cluster_leases_held", kGauge,
+              "Shard leases this instance holds (served once rebuilt)", granted_.size());
+  text.scalar("vend_cluster_shards", kGauge, "Shards of the fleet", options_.lease.shard_count);
+  text.scalar("vend_cluster_members", kGauge, "Live agent instances", view_.members.size());
+  text.scalar("vend_cluster_shards_gained_total", kCounter,
+              "Shards this instance took (at start, and from instances that left or died)",
+              counters_.shards_gained);
+  text.scalar("vend_cluster_shards_lost_total", kCounter,
+              "Shards this instance stopped serving (handed over, or its lease lapsed)",
+              counters_.shards_lost);
+  text.scalar("vend_cluster_rebuilds_total", kCounter,
+              "Ownership changes brought into the core: shards gained added, or a full rebuild",
+              counters_.rebuilds);
+  text.scalar("vend_cluster_rebuild_failures_total", kCounter,
+              "Rebuilds that failed (tried again at the next round)", counters_.rebuild_failures);
+  text.scalar("vend_cluster_storage_recoveries_total", kCounter,
+              "Rebuilds of the core after failed writes (the database came back)",
+              counters_.storage_recoveries);
+  text.scalar("vend_cluster_lease_rounds_failed_total", kCounter,
+              "Lease rounds whose heartbeat, acquire or renew failed", counters_.rounds_failed);
+  text.scalar("vend_cluster_last_rebuild_seconds", kGauge, "How long the last rebuild or gain took",
+              counters_.last_rebuild_s);
+  text.scalar("vend_cluster_fenced_writes_total", kCounter,
+              "Writes the database refused because their shard's lease had moved",
+              repo_.stats().fenced_writes);
+  return text.take();
 }
 
 std::string ClusterNode::view_json() const {

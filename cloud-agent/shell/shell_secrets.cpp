@@ -98,31 +98,13 @@ Result<std::optional<std::string>> find_secret(const std::string& file, const ch
 // the background; say so at start (and in --check-config) instead: each is
 // read and parsed. The private key is a secret like the others.
 Status check_tls_files(const ShellOptions& o) {
-  const std::pair<const char*, const std::string*> files[] = {
-      {"--mqtt-ca-file", &o.mqtt_ca_file},
-      {"--mqtt-cert-file", &o.mqtt_cert_file},
-      {"--mqtt-key-file", &o.mqtt_key_file}};
-  for (auto [name, path] : files) {
-    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
-      return make_error("bad_file", std::string(name) + " " + *path + ": " + std::strerror(errno));
-    }
-  }
-  if (!o.mqtt_ca_file.empty()) {
-    if (Status s = check_pem_certificates(o.mqtt_ca_file, "--mqtt-ca-file", "bad_file"); !s.ok()) {
-      return s;
-    }
-  }
-  if (!o.mqtt_cert_file.empty()) {
-    Status s = check_pem_certificates(o.mqtt_cert_file, "--mqtt-cert-file", "bad_file");
-    if (!s.ok()) return s;
-  }
-  if (!o.mqtt_key_file.empty()) {
-    if (Status s = check_secret_file(o.mqtt_key_file, "--mqtt-key-file", "bad_secret"); !s.ok()) {
-      return s;
-    }
-    return check_pem_private_key(o.mqtt_key_file, "--mqtt-key-file", "bad_file");
-  }
-  return {};
+  return vend::check_tls_files({o.mqtt_ca_file, o.mqtt_cert_file, o.mqtt_key_file},
+                               {.ca = "--mqtt-ca-file",
+                                .cert = "--mqtt-cert-file",
+                                .key = "--mqtt-key-file",
+                                .code = "bad_file",
+                                .key_code = "bad_file",
+                                .secret_code = "bad_secret"});
 }
 
 }  // namespace

@@ -3,10 +3,14 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
+
+#include "vend/file_modes.hpp"
 
 namespace vend {
 
@@ -71,6 +75,27 @@ Status check_pem_private_key(const std::string& path, const std::string& what,
   }
   EVP_PKEY_free(key);
   return {};
+}
+
+Status check_tls_files(const TlsFiles& files, const TlsFileNames& names) {
+  const std::pair<const std::string*, const std::string*> all[] = {
+      {&names.ca, &files.ca_file}, {&names.cert, &files.cert_file}, {&names.key, &files.key_file}};
+  for (auto [name, path] : all) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return make_error(names.code, *name + " " + *path + ": " + std::strerror(errno));
+    }
+  }
+  if (!files.ca_file.empty()) {
+    if (Status s = check_pem_certificates(files.ca_file, names.ca, names.code); !s.ok()) return s;
+  }
+  if (!files.cert_file.empty()) {
+    if (Status s = check_pem_certificates(files.cert_file, names.cert, names.code); !s.ok()) {
+      return s;
+    }
+  }
+  if (files.key_file.empty()) return {};
+  if (Status s = check_secret_file(files.key_file, names.key, names.secret_code); !s.ok()) return s;
+  return check_pem_private_key(files.key_file, names.key, names.key_code);
 }
 
 }  // namespace vend

@@ -21,18 +21,6 @@ namespace {
 
 const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}, {2, "water", 90, 5}};
 
-// A device with `count` tokens in slot 1, known to the agent.
-DeviceSim& stocked_device(AgentRig& rig, int count, const std::string& id = "vm-1",
-                          fw::CoreOptions options = rig_test::test_device_options()) {
-  DeviceSim& dev = rig.add_device(id, kSlots, options);
-  REQUIRE(rig.online(id));
-  if (count > 0) {
-    dev.restock(1, count);
-    REQUIRE(rig.run_until([&] { return rig.slot(id, 1).pool == count; }));
-  }
-  return dev;
-}
-
 Order paid_order(AgentRig& rig, const std::string& device = "vm-1", int slot = 1) {
   auto o = rig.create_order(device, slot, "", "");
   REQUIRE(o.ok());
@@ -54,7 +42,7 @@ std::vector<std::string> transitions(AgentRig& rig, const std::string& order_id)
 
 TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   rig.check_stock_invariant();
 
   auto o = rig.create_order("vm-1", 1, "", "");
@@ -94,7 +82,7 @@ TEST_CASE("provision, restock, reserve, pay, dispense: the order completes") {
 // by kill -9, and the customer would then pay for an order nobody knows.
 TEST_CASE("a reservation is answered only once it is durable") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   std::promise<void> gate;
   std::shared_future<void> opened = gate.get_future().share();
   auto blocker = rig.repo->submit([opened](WriteContext&) {
@@ -115,7 +103,7 @@ TEST_CASE("a reservation is answered only once it is durable") {
 
 TEST_CASE("never more reservations than tokens: sold out when the pool is empty") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   for (int i = 0; i < 3; ++i) REQUIRE(rig.create_order("vm-1", 1, "", "").ok());
   auto fourth = rig.create_order("vm-1", 1, "", "");
   REQUIRE_FALSE(fourth.ok());
@@ -129,7 +117,7 @@ TEST_CASE("never more reservations than tokens: sold out when the pool is empty"
 
 TEST_CASE("bad requests get their own error codes") {
   AgentRig rig;
-  stocked_device(rig, 1);
+  rig.stocked_device(kSlots, 1);
   CHECK(rig.create_order("vm-404", 1, "", "").error().code == "not_found");
   CHECK(rig.create_order("vm-1", 9, "", "").error().code == "unknown_slot");
   CHECK(rig.core->get_order("ord-nope").error().code == "not_found");
@@ -148,7 +136,7 @@ TEST_CASE("bad requests get their own error codes") {
 // recorded and refunded, never answered with an error and forgotten.
 TEST_CASE("payments that cannot be honoured are recorded and refunded") {
   AgentRig rig;
-  stocked_device(rig, 1);
+  rig.stocked_device(kSlots, 1);
   auto unknown = rig.pay("ord-nope", "p-unknown", 150);
   REQUIRE(unknown.ok());
   CHECK_FALSE(unknown->known);
@@ -177,7 +165,7 @@ TEST_CASE("payments that cannot be honoured are recorded and refunded") {
 
 TEST_CASE("the same idempotency key returns the same order") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto a = rig.create_order("vm-1", 1, "client-1", "key-1");
   auto b = rig.create_order("vm-1", 1, "client-1", "key-1");
   REQUIRE(a.ok());
@@ -190,7 +178,7 @@ TEST_CASE("the same idempotency key returns the same order") {
 // A guessed key must not hand out someone else's order: keys are per client.
 TEST_CASE("idempotency keys are scoped per client") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto mine = rig.create_order("vm-1", 1, "id:phone-a", "key-1");
   auto theirs = rig.create_order("vm-1", 1, "id:phone-b", "key-1");
   REQUIRE(mine.ok());
@@ -208,7 +196,7 @@ TEST_CASE("idempotency keys are scoped per client") {
 
 TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   rig.run_for(1900);
@@ -246,7 +234,7 @@ TEST_CASE("an unpaid reservation expires on the clock and its token returns") {
 
 TEST_CASE("cancel returns the token; a payment after it is refunded") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto c = rig.core->cancel(o->id);
@@ -264,7 +252,7 @@ TEST_CASE("cancel returns the token; a payment after it is refunded") {
 
 TEST_CASE("duplicate payments: same id same answer, another id refunded") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   auto first = rig.pay(o->id, "pay-1", 150);
@@ -295,7 +283,7 @@ TEST_CASE("duplicate payments: same id same answer, another id refunded") {
 
 TEST_CASE("a forged dispense result is rejected and settles nothing") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   Order o = paid_order(rig);
   auto attacker = rig.bus.make_client("attacker");
   REQUIRE(attacker->connect().ok());
@@ -324,7 +312,7 @@ TEST_CASE("a forged dispense result is rejected and settles nothing") {
 
 TEST_CASE("an offline device cannot sell; a stale offline will is ignored") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   std::string old_boot = dev.boot_id;
 
   SUBCASE("connection lost: the will marks it offline until it reconnects") {
@@ -362,7 +350,7 @@ TEST_CASE("duplicated deliveries are processed once") {
     return e.to == rig_test::kAgentClient ? InMemoryBus::Fault::duplicate()
                                           : InMemoryBus::Fault::deliver();
   });
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   Order o = paid_order(rig);
   REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kCompleted; }));
   rig.run_for(500);
@@ -376,7 +364,7 @@ TEST_CASE("duplicated deliveries are processed once") {
 
 TEST_CASE("a jam fails the order, refunds it and burns the token") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   dev.machine.set_jam_probability(1.0);
   Order o = paid_order(rig);
   REQUIRE(rig.run_until([&] { return rig.state_of(o.id) == OrderState::kRefunded; }));
@@ -400,7 +388,7 @@ TEST_CASE("a jam fails the order, refunds it and burns the token") {
 
 TEST_CASE("a power cut mid-rotation leaves the order for review, token burned") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   Order o = paid_order(rig);
   rig.bus.deliver_all();  // the device accepts; the motor starts
   dev.power_cut();
@@ -413,7 +401,7 @@ TEST_CASE("a power cut mid-rotation leaves the order for review, token burned") 
 
 TEST_CASE("offline while DISPATCHED: the result arrives after the reconnect and settles it") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   Order o = paid_order(rig);
   rig.bus.deliver_all();  // accepted by the device
   rig.bus.disconnect("vm-1");
@@ -430,7 +418,7 @@ TEST_CASE("a busy device gets the command again and dispenses it") {
   AgentRig rig;
   fw::CoreOptions options = rig_test::test_device_options();
   options.dispense_queue_max = 1;
-  stocked_device(rig, 3, "vm-1", options);
+  rig.stocked_device(kSlots, 3, "vm-1", options);
   auto a = rig.create_order("vm-1", 1, "", "");
   auto b = rig.create_order("vm-1", 1, "", "");
   REQUIRE(rig.pay(a->id, "pa", 150).ok());
@@ -445,7 +433,7 @@ TEST_CASE("a busy device gets the command again and dispenses it") {
 
 TEST_CASE("a command that never reached the device is refunded after its deadline") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   rig.bus.set_filter([](const InMemoryBus::Envelope& e) {
     bool dispense = e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
     return dispense ? InMemoryBus::Fault::drop() : InMemoryBus::Fault::deliver();
@@ -469,7 +457,7 @@ TEST_CASE("no result for too long: NEEDS_REVIEW, then an operator resolves it") 
   AgentOptions options = rig_test::test_agent_options();
   options.dispatch_review_ms = 20'000;
   AgentRig rig(options);
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   auto ra = rig.create_order("vm-1", 1, "", "");
   auto rb = rig.create_order("vm-1", 1, "", "");
   REQUIRE((ra.ok() && rb.ok()));
@@ -556,7 +544,7 @@ TEST_CASE("a restock not yet minted when the agent restarted is sent again, and 
 
 TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, counters rebuilt") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 5);
+  DeviceSim& dev = rig.stocked_device(kSlots, 5);
   auto reserved = rig.create_order("vm-1", 1, "client-1", "key-r");
   REQUIRE(reserved.ok());
   rig.bus.disconnect("vm-1", false);  // the command will wait in the device's session
@@ -610,7 +598,7 @@ TEST_CASE("crash and restart: deadlines still fire, nothing settles twice, count
 
 TEST_CASE("a command lost between commit and crash is re-sent at start") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   bool drop = true;
   rig.bus.set_filter([&drop](const InMemoryBus::Envelope& e) {
     bool dispense = e.message.payload.find("\"type\":\"dispense\"") != std::string::npos;
@@ -629,7 +617,7 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
   AgentOptions options = rig_test::test_agent_options();
   options.finished_orders_max = 1;
   AgentRig rig(options);
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto a = rig.create_order("vm-1", 1, "client-1", "key-a");
   auto b = rig.create_order("vm-1", 1, "client-1", "key-b");
   REQUIRE(a.ok());
@@ -655,7 +643,7 @@ TEST_CASE("finished orders evicted from memory are read back from the repository
 
 TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   rig.run_for(300);  // everything acknowledged; the device stays quiet from here on
   auto view = rig.core->devices().front();
   std::vector<std::string> existing;
@@ -692,7 +680,7 @@ TEST_CASE("minted tokens: a restock counts once, known tokens are skipped") {
 
 TEST_CASE("a write the log refuses stops the core until a restart") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   {
@@ -721,8 +709,8 @@ TEST_CASE("a write the log refuses stops the core until a restart") {
 
 TEST_CASE("two devices: pools, seqs and acks are per device") {
   AgentRig rig;
-  DeviceSim& a = stocked_device(rig, 2, "vm-a");
-  DeviceSim& b = stocked_device(rig, 3, "vm-b");
+  DeviceSim& a = rig.stocked_device(kSlots, 2, "vm-a");
+  DeviceSim& b = rig.stocked_device(kSlots, 3, "vm-b");
   Order oa = paid_order(rig, "vm-a");
   Order ob = paid_order(rig, "vm-b");
   REQUIRE(rig.run_until([&] {
@@ -746,7 +734,7 @@ TEST_CASE("two devices: pools, seqs and acks are per device") {
 
 TEST_CASE("60,000 junk messages on a device's event topic: all counted, few lines logged") {
   AgentRig rig;
-  stocked_device(rig, 1);
+  rig.stocked_device(kSlots, 1);
   auto attacker = rig.bus.make_client("attacker");
   REQUIRE(attacker->connect().ok());
   size_t lines_before = rig.log.records().size();
@@ -781,7 +769,7 @@ void publish_retained_status(AgentRig& rig, const std::string& payload) {
 
 TEST_CASE("a forged retained offline, then an agent restart: the device is sellable at once") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   rig.crash_agent();
   proto::PresenceStatus offline{"vm-1", dev.boot_id, false, rig.clock.wall_ms()};
   crypto::Key wrong = crypto::Key::generate();
@@ -797,7 +785,7 @@ TEST_CASE("a forged retained offline, then an agent restart: the device is sella
 
 TEST_CASE("junk over the retained status, then a restart: the device re-announces at once") {
   AgentRig rig;
-  stocked_device(rig, 1);
+  rig.stocked_device(kSlots, 1);
   rig.crash_agent();
   publish_retained_status(rig, "junk");
   rig.start_agent();
@@ -806,7 +794,7 @@ TEST_CASE("junk over the retained status, then a restart: the device re-announce
 
 TEST_CASE("no retained status at all after a restart: the device is asked after the probe delay") {
   AgentRig rig;
-  stocked_device(rig, 1);
+  rig.stocked_device(kSlots, 1);
   rig.crash_agent();
   // An empty retained message deletes the retained one; the agent's queued
   // copy is lost too, so nothing at all arrives.
@@ -823,7 +811,7 @@ TEST_CASE("no retained status at all after a restart: the device is asked after 
 
 TEST_CASE("a replayed genuine offline will of the live session is corrected at once") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 1);
+  DeviceSim& dev = rig.stocked_device(kSlots, 1);
   Message will = fw::DeviceCore::presence(dev.ledger->identity(), false, rig.clock.wall_ms());
   publish_retained_status(rig, will.payload);
   REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }, 200));
@@ -834,7 +822,7 @@ TEST_CASE("a client holds at most max_open_reservations_per_client unpaid reserv
   AgentOptions o = rig_test::test_agent_options();
   o.max_open_reservations_per_client = 2;
   AgentRig rig(o);
-  stocked_device(rig, 5);
+  rig.stocked_device(kSlots, 5);
   auto a = rig.create_order("vm-1", 1, "app-1", "");
   auto b = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE(a.ok());
@@ -857,7 +845,7 @@ TEST_CASE("the reservation cap survives a restart: stored open reservations coun
   AgentOptions o = rig_test::test_agent_options();
   o.max_open_reservations_per_client = 2;
   AgentRig rig(o);
-  stocked_device(rig, 5);
+  rig.stocked_device(kSlots, 5);
   auto a = rig.create_order("vm-1", 1, "app-1", "");
   REQUIRE(a.ok());
   REQUIRE(rig.create_order("vm-1", 1, "app-1", "").ok());
@@ -876,7 +864,7 @@ TEST_CASE("the reservation cap survives a restart: stored open reservations coun
 TEST_CASE(
     "order ids start with their creation time, so later orders sort after, then 128 random bits") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto first = rig.create_order("vm-1", 1, "", "");
   REQUIRE(first.ok());
   rig.step(1000);

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_api.hpp"
 #include "e2e_support.hpp"
 #include "test_support.hpp"
 
@@ -40,36 +41,6 @@ Run run(const std::vector<std::string>& argv, const std::string& log) {
   int code = child.wait(20s);
   return Run{code, test::read_file(log)};
 }
-
-// The HTTP side of the walkthrough (what curl does in docs/agent.md).
-class Api {
- public:
-  explicit Api(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
-  void set_operator_token(const std::string& token) { bearer_ = "Bearer " + token; }
-
-  Json get(const std::string& path, int expect = 200, bool as_operator = false) {
-    httplib::Headers h;
-    if (as_operator) h.emplace("Authorization", bearer_);
-    return check(client_.Get(path.c_str(), h), expect);
-  }
-  Json post(const std::string& path, const std::string& body, int expect,
-            httplib::Headers headers = {}) {
-    return check(client_.Post(path.c_str(), headers, body, "application/json"), expect);
-  }
-  Json post_operator(const std::string& path, const std::string& body, int expect) {
-    return post(path, body, expect, {{"Authorization", bearer_}});
-  }
-
- private:
-  static Json check(const httplib::Result& r, int expect) {
-    REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
-    INFO(r->body);
-    if (expect != 0) REQUIRE(r->status == expect);  // 0: any status (polling)
-    return Json::parse(r->body);
-  }
-  httplib::Client client_;
-  std::string bearer_;
-};
 
 // Step 5's device.json: the sim HAL, a short rotation, restocks confirmed at once.
 std::string device_config(const std::string& broker_url) {
@@ -104,7 +75,9 @@ std::string doc_shell(const test::TempDir& dir, const std::string& http, const s
          line;
 }
 
-Json slot1(Api& api) { return api.get("/v1/devices/vm-demo-1/slots", 200, true)["slots"][0]; }
+Json slot1(test::AgentApi& api) {
+  return api.get("/v1/devices/vm-demo-1/slots", 200, true)["slots"][0];
+}
 
 // One long case on purpose: it reads top to bottom like the document's steps,
 // which is what it checks.
@@ -133,7 +106,7 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
       agent_log());
   CHECK(agent_log().find("generated a new operator token in " + dir.file("operator.token")) !=
         std::string::npos);
-  Api api(http_port);
+  test::AgentApi api(http_port);
   api.set_operator_token(trim(test::read_file(dir.file("operator.token"))));
   std::string secret = trim(test::read_file(dir.file("gateway.secret")));
   REQUIRE_MESSAGE(eventually([&] { return api.get("/healthz")["mqtt_connected"] == true; }, 10s),
@@ -150,9 +123,9 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
   CHECK(second.output.find("mqtt") == std::string::npos);
 
   // 3. Provision the device; its key goes into the firmware's key file.
-  Json device = api.post_operator("/v1/devices", R"({"id":"vm-demo-1","slots":[{"slot":1,
+  Json device = api.as_operator("POST", "/v1/devices", R"({"id":"vm-demo-1","slots":[{"slot":1,
       "product":"cola","price_cents":150,"capacity":10}]})",
-                                  201);
+                                201);
   test::write_private_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
 
   // 4. Start vend-firmware with a config whose device_id matches.
@@ -172,7 +145,8 @@ TEST_CASE("docs/agent.md walkthrough: provision, restock, order, pay, dispensed,
                   logs());
 
   // 5. Restock: the simulated operator confirms at once; two tokens reach the pool.
-  Json restock = api.post_operator("/v1/devices/vm-demo-1/restock", R"({"slot":1,"count":2})", 202);
+  Json restock =
+      api.as_operator("POST", "/v1/devices/vm-demo-1/restock", R"({"slot":1,"count":2})", 202);
   CHECK(restock["restock_id"].is_string());
   REQUIRE_MESSAGE(eventually([&] { return slot1(api)["pool"] == 2; }, 15s), logs());
   // The customer's app reads the public catalog, with the document's curl.
@@ -272,7 +246,7 @@ TEST_CASE("vend-agent /healthz: 503 broker_down past the grace, 200 once the bro
        "--gateway-secret-file", dir.file("gateway.secret"), "--broker-down-grace-s", "1"},
       dir.file("agent.log"));
   auto agent_log = [&] { return test::read_file(dir.file("agent.log")); };
-  Api api(http_port);
+  test::AgentApi api(http_port);
   auto status_is = [&](int want) {
     httplib::Client c("127.0.0.1", http_port);
     auto r = c.Get("/healthz");

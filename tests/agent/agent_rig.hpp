@@ -301,6 +301,20 @@ class AgentRig {
     return *devices.back();
   }
 
+  // add_device, then waits until the agent sees it online and, when `count`
+  // > 0, restocks `count` tokens into slot 1 and waits for the agent's pool
+  // to hold them (a REQUIRE fails the test otherwise).
+  DeviceSim& stocked_device(std::vector<SlotSpec> slots, int count, const std::string& id = "vm-1",
+                            fw::CoreOptions options = test_device_options()) {
+    DeviceSim& dev = add_device(id, std::move(slots), options);
+    REQUIRE(online(id));
+    if (count > 0) {
+      dev.restock(1, count);
+      REQUIRE(run_until([&] { return slot(id, 1).pool == count; }));
+    }
+    return dev;
+  }
+
   // One step of the world.
   void step(int64_t ms = 10) {
     clock.advance(ms);

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_api.hpp"
 #include "e2e_support.hpp"
 #include "test_support.hpp"
 #include "vend/webhook.hpp"
@@ -37,13 +38,10 @@ constexpr const char* kDevice = "vm-swap-1";
 // The operator's HTTP calls (what curl does in docs/operations.md).
 class OperatorApi {
  public:
-  OperatorApi(int port, std::string token)
-      : client_("127.0.0.1", port), bearer_("Bearer " + std::move(token)) {
-    client_.set_read_timeout(10, 0);
-  }
-  Json get(const std::string& path) { return check(client_.Get(path.c_str(), headers()), 200); }
+  OperatorApi(int port, const std::string& token) : api_(port) { api_.set_operator_token(token); }
+  Json get(const std::string& path) { return api_.get(path, 200, true); }
   Json post(const std::string& path, const std::string& body, int expect) {
-    return check(client_.Post(path.c_str(), headers(), body, "application/json"), expect);
+    return api_.post(path, body, expect, {}, true);
   }
   Json device() {
     const Json all = get("/v1/devices");
@@ -56,20 +54,12 @@ class OperatorApi {
     return get(std::string("/v1/devices/") + kDevice + "/slots")["slots"][0]["pool"];
   }
   std::string metrics() {
-    auto r = client_.Get("/metrics", headers());
+    auto r = api_.send("GET", "/metrics", "", {}, true);
     return r ? r->body : "";
   }
 
  private:
-  httplib::Headers headers() const { return {{"Authorization", bearer_}}; }
-  static Json check(const httplib::Result& r, int expect) {
-    REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
-    INFO(r->body);
-    REQUIRE(r->status == expect);
-    return Json::parse(r->body);
-  }
-  httplib::Client client_;
-  std::string bearer_;
+  test::AgentApi api_;
 };
 
 std::string device_config(const std::string& broker_url) {

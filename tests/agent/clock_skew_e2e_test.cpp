@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_api.hpp"
 #include "e2e_support.hpp"
 #include "faketime.hpp"
 #include "test_support.hpp"
@@ -40,12 +41,9 @@ struct Fleet {
     return agent_log() + "\n--- firmware ---\n" + test::read_file(dir.file("firmware.log"));
   }
   Json get(const std::string& path) {
-    httplib::Client c("127.0.0.1", http_port);
-    c.set_read_timeout(10, 0);
-    auto r = c.Get(path.c_str(), {{"Authorization", "Bearer " + token}});
-    REQUIRE_MESSAGE(r, "no HTTP response to " << path);
-    REQUIRE_MESSAGE(r->status == 200, r->body);
-    return Json::parse(r->body);
+    test::AgentApi api(http_port);
+    api.set_operator_token(token);
+    return api.get(path, 200, true);
   }
 
   void start_agent() {

@@ -30,14 +30,6 @@ void leave_window(AgentRig& rig) { rig.clock.advance(11 * 60 * 1000); }
 
 const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}};
 
-DeviceSim& stocked_device(AgentRig& rig, int count) {
-  DeviceSim& dev = rig.add_device("vm-1", kSlots);
-  REQUIRE(rig.online("vm-1"));
-  dev.restock(1, count);
-  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == count; }));
-  return dev;
-}
-
 // A well-signed event of the device with the next seq, stamped `ts_ms` by
 // "its clock".
 void send_stamped_event(AgentRig& rig, DeviceSim& dev, int64_t ts_ms) {
@@ -106,7 +98,7 @@ class SkewedStatuses {
 
 TEST_CASE("a backlog replayed after an agent restart raises no clock_skew alert") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 1);
+  DeviceSim& dev = rig.stocked_device(kSlots, 1);
   REQUIRE(rig.core->devices().front().clock_skew_ms.has_value());
   // Away for two minutes: the device's new stock and its periodic presence
   // wait in the agent's broker session and the device's outbox.
@@ -128,7 +120,7 @@ TEST_CASE("a backlog replayed after an agent restart raises no clock_skew alert"
 
 TEST_CASE("old events alone never say a device is behind; its answer to a request does") {
   AgentRig rig(quiet_options());
-  DeviceSim& dev = stocked_device(rig, 1);
+  DeviceSim& dev = rig.stocked_device(kSlots, 1);
   SkewedStatuses statuses(rig, dev);
   leave_window(rig);
   // A drained outbox: the agent checks with a status request before judging.
@@ -163,7 +155,7 @@ TEST_CASE("old events alone never say a device is behind; its answer to a reques
 
 TEST_CASE("a stale status delivered beside the answer does not make a device behind") {
   AgentRig rig(quiet_options());
-  DeviceSim& dev = stocked_device(rig, 1);
+  DeviceSim& dev = rig.stocked_device(kSlots, 1);
   SkewedStatuses statuses(rig, dev);
   leave_window(rig);
   send_stamped_event(rig, dev, rig.clock.wall_ms() - 120'000);
@@ -180,7 +172,7 @@ TEST_CASE("a stale status delivered beside the answer does not make a device beh
 
 TEST_CASE("device clock ahead: any message proves it; shown, alerted, cleared") {
   AgentRig rig;
-  DeviceSim& dev = stocked_device(rig, 1);
+  DeviceSim& dev = rig.stocked_device(kSlots, 1);
   REQUIRE(rig.core->devices().front().clock_skew_ms.has_value());
   CHECK(*rig.core->devices().front().clock_skew_ms <= 0);  // same clock, minus delivery delay
   CHECK_FALSE(skew_alert_active(rig));

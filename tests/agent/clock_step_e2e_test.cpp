@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_api.hpp"
 #include "faketime.hpp"
 #include "test_support.hpp"
 #include "vend/clock.hpp"
@@ -39,31 +40,15 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds tim
   return true;
 }
 
-class Api {
- public:
-  explicit Api(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
-  Json call(const std::string& method, const std::string& path, const std::string& body, int expect,
-            httplib::Headers headers = {}) {
-    auto r = method == "GET" ? client_.Get(path.c_str(), headers)
-                             : client_.Post(path.c_str(), headers, body, "application/json");
-    REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
-    INFO(r->body);
-    if (expect != 0) REQUIRE(r->status == expect);
-    return Json::parse(r->body);
-  }
-  std::string state(const std::string& order) {
-    return call("GET", "/v1/orders/" + order, "", 200)["state"];
-  }
-  // How far the agent's wall clock is from the true one, in minutes, by the
-  // order's created_ms (the step did reach the agent).
-  int64_t offset_min(const std::string& order) {
-    int64_t created = call("GET", "/v1/orders/" + order, "", 200)["created_ms"];
-    return (created - SystemClock().wall_ms()) / 60'000;
-  }
-
- private:
-  httplib::Client client_;
-};
+std::string state(test::AgentApi& api, const std::string& order) {
+  return api.get("/v1/orders/" + order)["state"];
+}
+// How far the agent's wall clock is from the true one, in minutes, by the
+// order's created_ms (the step did reach the agent).
+int64_t offset_min(test::AgentApi& api, const std::string& order) {
+  int64_t created = api.get("/v1/orders/" + order)["created_ms"];
+  return (created - SystemClock().wall_ms()) / 60'000;
+}
 
 struct Fleet {
   test::TempDir dir;
@@ -92,11 +77,10 @@ struct Fleet {
              "--db", dir.file("agent.db"), "--operator-token-file", dir.file("operator.token"),
              "--gateway-secret-file", dir.file("gateway.secret"), "--reservation-ttl-s", "5"}),
         dir.file("agent.log"));
-    Api api(http_port);
+    test::AgentApi api(http_port);
     REQUIRE_MESSAGE(eventually(
                         [&] {
-                          httplib::Client c("127.0.0.1", http_port);
-                          auto r = c.Get("/healthz");
+                          auto r = api.send("GET", "/healthz");
                           return r && r->status == 200 &&
                                  Json::parse(r->body)["mqtt_connected"] == true;
                         },
@@ -111,7 +95,7 @@ struct Fleet {
   httplib::Headers op() { return {{"Authorization", "Bearer " + token}}; }
 
   void start_device() {
-    Api api(http_port);
+    test::AgentApi api(http_port);
     Json device = api.call("POST", "/v1/devices",
                            R"({"id":"vm-step-1","slots":[{"slot":1,"product":"cola",)"
                            R"("price_cents":150,"capacity":10}]})",
@@ -147,7 +131,7 @@ struct Fleet {
   }
 
   std::string reserve() {
-    Api api(http_port);
+    test::AgentApi api(http_port);
     return api.call("POST", "/v1/orders", R"({"device":"vm-step-1","slot":1})", 201)["id"];
   }
   // Paid as the gateway does, signed at the true time (the agent's clock is
@@ -155,7 +139,7 @@ struct Fleet {
   void pay(const std::string& order) {
     std::string body = R"({"payment_id":"pay-)" + order + R"(","amount_cents":150})";
     std::string sig = webhook::sign(secret, SystemClock().wall_ms() / 1000, order, body);
-    Api api(http_port);
+    test::AgentApi api(http_port);
     Json paid =
         api.call("POST", "/v1/orders/" + order + "/payment", body, 200, {{webhook::kHeader, sig}});
     REQUIRE(paid["state"] == "DISPATCHED");
@@ -166,7 +150,7 @@ TEST_CASE("vend-agent under faketime: a clock step forward or back decides no or
   Fleet fleet;
   fleet.start_agent();
   fleet.start_device();
-  Api api(fleet.http_port);
+  test::AgentApi api(fleet.http_port);
 
   // Forward 40 minutes, past the 30-minute review time, with an order
   // DISPATCHED (its machine paused: no result yet) and one RESERVED.
@@ -176,27 +160,27 @@ TEST_CASE("vend-agent under faketime: a clock step forward or back decides no or
   std::string reserved = fleet.reserve();
   fleet.step_agent_clock("+40m");
   std::this_thread::sleep_for(100ms);
-  REQUIRE_MESSAGE(api.offset_min(fleet.reserve()) >= 39, "the step did not reach the agent");
+  REQUIRE_MESSAGE(offset_min(api, fleet.reserve()) >= 39, "the step did not reach the agent");
   std::this_thread::sleep_for(2s);
-  CHECK_MESSAGE(api.state(dispatched) == "DISPATCHED", fleet.logs());
-  CHECK_MESSAGE(api.state(reserved) == "RESERVED", fleet.logs());
+  CHECK_MESSAGE(state(api, dispatched) == "DISPATCHED", fleet.logs());
+  CHECK_MESSAGE(state(api, reserved) == "RESERVED", fleet.logs());
   fleet.firmware->signal(SIGCONT);
   // The machine runs the command it holds (its clock never moved): served.
-  CHECK_MESSAGE(eventually([&] { return api.state(dispatched) == "COMPLETED"; }, 20s),
+  CHECK_MESSAGE(eventually([&] { return state(api, dispatched) == "COMPLETED"; }, 20s),
                 fleet.logs());
   // The reservation still expires, its 5 s measured on the monotonic clock.
-  CHECK_MESSAGE(eventually([&] { return api.state(reserved) == "EXPIRED"; }, 10s), fleet.logs());
+  CHECK_MESSAGE(eventually([&] { return state(api, reserved) == "EXPIRED"; }, 10s), fleet.logs());
 
   // Back 10 minutes: a new reservation lives its TTL.
   fleet.step_agent_clock("+30m");
   std::this_thread::sleep_for(200ms);
   std::string fresh = fleet.reserve();
-  CHECK(api.offset_min(fresh) >= 29);
-  CHECK(api.offset_min(fresh) <= 30);
+  CHECK(offset_min(api, fresh) >= 29);
+  CHECK(offset_min(api, fresh) <= 30);
   auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(2s);
-  CHECK_MESSAGE(api.state(fresh) == "RESERVED", fleet.logs());
-  CHECK_MESSAGE(eventually([&] { return api.state(fresh) == "EXPIRED"; }, 10s), fleet.logs());
+  CHECK_MESSAGE(state(api, fresh) == "RESERVED", fleet.logs());
+  CHECK_MESSAGE(eventually([&] { return state(api, fresh) == "EXPIRED"; }, 10s), fleet.logs());
   CHECK(std::chrono::steady_clock::now() - t0 >= 4500ms);
   // The stepped clock is the agent's: its order timestamps moved, not the device's.
   CHECK(test::read_file(fleet.dir.file("agent.log")).find("NEEDS_REVIEW") == std::string::npos);

@@ -23,14 +23,6 @@ namespace {
 
 const std::vector<SlotSpec> kSlots = {{1, "cola", 150, 10}};
 
-DeviceSim& stocked_device(AgentRig& rig, int count) {
-  DeviceSim& dev = rig.add_device("vm-1", kSlots);
-  REQUIRE(rig.online("vm-1"));
-  dev.restock(1, count);
-  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == count; }));
-  return dev;
-}
-
 Order paid_order(AgentRig& rig) {
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
@@ -73,7 +65,7 @@ void install(AgentRig& rig, DropDispenses& drops) {
 
 TEST_CASE("a dispense command lost after its publish is re-sent until it runs") {
   AgentRig rig(options_with_resend(500));
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   install(rig, drops);
   Order o = paid_order(rig);
@@ -89,7 +81,7 @@ TEST_CASE("re-sent commands back off and stop at the command's expiry") {
   AgentOptions options = options_with_resend(200);
   options.command_resend_max_ms = 800;
   AgentRig rig(options);
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   drops.to_drop = 1000;
   install(rig, drops);
@@ -105,7 +97,7 @@ TEST_CASE("re-sent commands back off and stop at the command's expiry") {
 
 TEST_CASE("a dispense command lost after its publish is re-sent on the agent's reconnect") {
   AgentRig rig(options_with_resend(60'000));  // no periodic re-send before the expiry
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   install(rig, drops);
   Order o = paid_order(rig);
@@ -123,7 +115,7 @@ TEST_CASE("a dispense command lost after its publish is re-sent on the agent's r
 // backoff starts again, so the next copy goes 500 ms later, not never.
 TEST_CASE("a re-send on reconnect that is lost too is followed by another before the expiry") {
   AgentRig rig(options_with_resend(500));  // backoff 500, 1000, 2000
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   drops.to_drop = 4;
   install(rig, drops);
@@ -140,7 +132,7 @@ TEST_CASE("a re-send on reconnect that is lost too is followed by another before
 
 TEST_CASE("a dispense command lost after its publish is re-sent when the machine returns") {
   AgentRig rig(options_with_resend(60'000));
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   install(rig, drops);
   Order o = paid_order(rig);
@@ -157,7 +149,7 @@ TEST_CASE("a dispense command lost after its publish is re-sent when the machine
 
 TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   rig.clock.set_wall_skew(-10 * 60 * 1000);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
@@ -168,7 +160,7 @@ TEST_CASE("a wall clock stepped back 10 minutes expires no reservation early") {
 
 TEST_CASE("a wall clock stepped forward 40 minutes expires nothing, reviews nothing") {
   AgentRig rig;
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   DropDispenses drops;
   drops.to_drop = 1000;  // no result: the order stays DISPATCHED
   install(rig, drops);
@@ -257,7 +249,7 @@ TEST_CASE("every command goes out v2 with an expiry; a dispense's is the order's
   AgentRig rig;
   CommandLog log;
   rig.bus.set_filter([&log](const InMemoryBus::Envelope& e) { return log(e); });
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   Order paid = paid_order(rig);
   REQUIRE(rig.run_until([&] { return rig.state_of(paid.id) == OrderState::kCompleted; }, 3000));
   REQUIRE(rig.core->request_reconcile("vm-1").ok());
@@ -338,7 +330,7 @@ TEST_CASE("a restock whose publish fails while connected is sent again within se
 // could not be dispatched; their payments all ended refunded.
 TEST_CASE("no broker connection: no new reservation; a payment for one made before is kept") {
   AgentRig rig;
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   auto before = rig.create_order("vm-1", 1, "app", "key-before");
   REQUIRE(before.ok());
   rig.bus.disconnect(rig_test::kAgentClient, false);

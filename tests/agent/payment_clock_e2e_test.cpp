@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent_api.hpp"
 #include "e2e_support.hpp"
 #include "faketime.hpp"
 #include "test_support.hpp"
@@ -42,33 +43,6 @@ int64_t real_now_s() {
 // argv run with its wall clock `ahead_s` seconds fast.
 std::vector<std::string> ahead(int64_t ahead_s, std::vector<std::string> argv) {
   return test::faketime_command({"FAKETIME=+" + std::to_string(ahead_s)}, argv);
-}
-
-class Api {
- public:
-  explicit Api(int port) : client_("127.0.0.1", port) { client_.set_read_timeout(10, 0); }
-  void set_operator_token(const std::string& token) { bearer_ = "Bearer " + token; }
-  httplib::Result get(const std::string& path, bool as_operator = false) {
-    httplib::Headers h;
-    if (as_operator) h.emplace("Authorization", bearer_);
-    return client_.Get(path.c_str(), h);
-  }
-  httplib::Result post(const std::string& path, const std::string& body,
-                       httplib::Headers headers = {}, bool as_operator = false) {
-    if (as_operator) headers.emplace("Authorization", bearer_);
-    return client_.Post(path.c_str(), headers, body, "application/json");
-  }
-
- private:
-  httplib::Client client_;
-  std::string bearer_;
-};
-
-Json json_of(const httplib::Result& r, int expect) {
-  REQUIRE_MESSAGE(r, "no HTTP response: " << httplib::to_string(r.error()));
-  INFO(r->body);
-  REQUIRE(r->status == expect);
-  return Json::parse(r->body);
 }
 
 std::string device_config(const std::string& broker_url) {
@@ -97,21 +71,20 @@ TEST_CASE(
   REQUIRE_MESSAGE(
       eventually([&] { return agent_log().find("HTTP API on") != std::string::npos; }, 10s),
       agent_log());
-  Api api(http_port);
+  test::AgentApi api(http_port);
   api.set_operator_token(trim(test::read_file(dir.file("operator.token"))));
   std::string secret = trim(test::read_file(dir.file("gateway.secret")));
   REQUIRE_MESSAGE(eventually(
                       [&] {
-                        auto r = api.get("/healthz");
+                        auto r = api.send("GET", "/healthz");
                         return r && Json::parse(r->body)["mqtt_connected"] == true;
                       },
                       10s),
                   agent_log());
 
-  Json device = json_of(api.post("/v1/devices", R"({"id":"vm-skew-1","slots":[{"slot":1,
+  Json device = api.post("/v1/devices", R"({"id":"vm-skew-1","slots":[{"slot":1,
       "product":"cola","price_cents":150,"capacity":10}]})",
-                                 {}, true),
-                        201);
+                         201, {}, true);
   test::write_private_file(dir.file("device.key"), device["key"].get<std::string>() + "\n");
   test::write_file(dir.file("device.json"), device_config(broker.url()));
   test::Child firmware(ahead(kAheadS, {test::binary_path("firmware/vend-firmware"), "--config",
@@ -122,22 +95,22 @@ TEST_CASE(
   };
   REQUIRE_MESSAGE(eventually(
                       [&] {
-                        auto r = api.get("/v1/devices/vm-skew-1", true);
+                        auto r = api.send("GET", "/v1/devices/vm-skew-1", "", {}, true);
                         return r && r->status == 200 && Json::parse(r->body)["online"] == true;
                       },
                       15s),
                   logs());
-  json_of(api.post("/v1/devices/vm-skew-1/restock", R"({"slot":1,"count":1})", {}, true), 202);
+  api.post("/v1/devices/vm-skew-1/restock", R"({"slot":1,"count":1})", 202, {}, true);
   REQUIRE_MESSAGE(eventually(
                       [&] {
-                        auto r = api.get("/v1/devices/vm-skew-1/slots", true);
+                        auto r = api.send("GET", "/v1/devices/vm-skew-1/slots", "", {}, true);
                         return r && r->status == 200 &&
                                Json::parse(r->body)["slots"][0]["pool"] == 1;
                       },
                       20s),
                   logs());
 
-  Json order = json_of(api.post("/v1/orders", R"({"device":"vm-skew-1","slot":1})"), 201);
+  Json order = api.post("/v1/orders", R"({"device":"vm-skew-1","slot":1})", 201);
   std::string id = order["id"];
   // The agent runs ahead indeed (its clock stamps the order).
   int64_t created_s = order["created_ms"].get<int64_t>() / 1000;
@@ -146,22 +119,22 @@ TEST_CASE(
   // The gateway signs with the real clock: 6 minutes behind the agent's.
   std::string body = R"({"payment_id":"pay-skew-e2e","amount_cents":150})";
   httplib::Headers signature = {{webhook::kHeader, webhook::sign(secret, real_now_s(), id, body)}};
-  Json paid = json_of(api.post("/v1/orders/" + id + "/payment", body, signature), 200);
+  Json paid = api.post("/v1/orders/" + id + "/payment", body, 200, signature);
   CHECK(paid["payment_outcome"] == "applied");
   REQUIRE_MESSAGE(eventually(
                       [&] {
-                        auto r = api.get("/v1/orders/" + id);
+                        auto r = api.send("GET", "/v1/orders/" + id);
                         return r && r->status == 200 &&
                                Json::parse(r->body)["state"] == "COMPLETED";
                       },
                       20s),
                   logs());
   // The same notification again (a gateway's retry): the recorded answer.
-  Json again = json_of(api.post("/v1/orders/" + id + "/payment", body, signature), 200);
+  Json again = api.post("/v1/orders/" + id + "/payment", body, 200, signature);
   CHECK(again["payment_outcome"] == "applied");
   CHECK(again["state"] == "COMPLETED");
 
-  auto metrics = api.get("/metrics");
+  auto metrics = api.send("GET", "/metrics");
   REQUIRE(metrics);
   CHECK(metrics->body.find("vend_payment_clock_skew_total 2") != std::string::npos);
   CHECK(agent_log().find("s from the agent's clock (tolerance 300 s)") != std::string::npos);

@@ -31,14 +31,6 @@ AgentOptions reconcile_options() {
   return o;
 }
 
-DeviceSim& stocked_device(AgentRig& rig, int count) {
-  DeviceSim& dev = rig.add_device("vm-1", kSlots);
-  REQUIRE(rig.online("vm-1"));
-  dev.restock(1, count);
-  REQUIRE(rig.run_until([&] { return rig.slot("vm-1", 1).pool == count; }));
-  return dev;
-}
-
 // The latest report, once one with `request_id` (or any, if empty) exists.
 std::optional<ops::ReconcileReport> report_of(AgentRig& rig, const std::string& request_id = "") {
   auto json = rig.core->reconcile_report("vm-1");
@@ -112,7 +104,7 @@ Order completed_after_backup(AgentRig& rig, DeviceSim& dev, const std::string& b
 
 TEST_CASE("consistent views: every slot matches, nothing is repaired") {
   AgentRig rig(reconcile_options());
-  stocked_device(rig, 3);
+  rig.stocked_device(kSlots, 3);
   REQUIRE(rig.create_order("vm-1", 1, "", "").ok());  // a reservation is part of the view
   ops::ReconcileReport r = reconcile_now(rig);
   CHECK(r.verdict == "ok");
@@ -137,7 +129,7 @@ TEST_CASE("consistent views: every slot matches, nothing is repaired") {
 
 TEST_CASE("an item loaded outside a restock raises an alert naming the slot, never a sale") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   dev.machine.load(1, 1);  // three items, two tokens
   ops::ReconcileReport r = reconcile_now(rig);
   CHECK(r.verdict == "alert");
@@ -198,7 +190,7 @@ TEST_CASE("lost tokens event: tokens the cloud lacks are verified and added to t
 
 TEST_CASE("tokens the device no longer has leave the pool and cancel a reservation") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   auto held = rig.create_order("vm-1", 1, "", "");
   REQUIRE(held.ok());
   // The device's ledger loses two tokens (one of them reserved) and the
@@ -236,7 +228,7 @@ TEST_CASE("tokens the device no longer has leave the pool and cancel a reservati
 
 TEST_CASE("a dispatch in flight explains a digest difference") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   REQUIRE(rig.pay(o->id, "pay-1", 150).ok());
@@ -298,7 +290,7 @@ TEST_CASE("a seq gap the device can fill is resent, never acknowledged past") {
 
 TEST_CASE("a forged-looking jump of +1000 is never acknowledged past") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   uint64_t seq = rig.core->devices().front().last_processed_seq;
   auto attacker = rig.bus.make_client("replayer");
   REQUIRE(attacker->connect().ok());
@@ -323,7 +315,7 @@ TEST_CASE("a forged-looking jump of +1000 is never acknowledged past") {
 
 TEST_CASE("a restored database: the device is ahead; it says so, the gap is skipped and repaired") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   std::string backup = rig.dir.file("backup.db");
   Order o = completed_after_backup(rig, dev, backup);
   dev.restock(1, 2);  // tokens the backup will not have
@@ -354,7 +346,7 @@ TEST_CASE("a restored database: the device is ahead; it says so, the gap is skip
 
 TEST_CASE("a stuck dispatch past its deadline is resolved from the device's ledger") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 3);
+  DeviceSim& dev = rig.stocked_device(kSlots, 3);
   std::string backup = rig.dir.file("backup.db");
   Order o = completed_after_backup(rig, dev, backup);
   REQUIRE(rig.run_until([&] { return dev.ledger->outbox_depth().value() == 0; }));
@@ -377,7 +369,7 @@ TEST_CASE("an operator subscriber sees order events, device status and reconcile
   op->on_message([&](const Message& m) { seen.push_back(m); });
   REQUIRE(op->connect().ok());
   REQUIRE(op->subscribe(topics::ops_all(), 1).ok());
-  stocked_device(rig, 2);
+  rig.stocked_device(kSlots, 2);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   REQUIRE(rig.pay(o->id, "pay-1", 150).ok());
@@ -442,7 +434,7 @@ TEST_CASE("periodic requests are staggered across the fleet, one per device per 
 
 TEST_CASE("DISPENSED for an order settled otherwise is an alert and a fault record") {
   AgentRig rig(reconcile_options());
-  DeviceSim& dev = stocked_device(rig, 2);
+  DeviceSim& dev = rig.stocked_device(kSlots, 2);
   auto o = rig.create_order("vm-1", 1, "", "");
   REQUIRE(o.ok());
   REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kExpired; }, 5000));

@@ -12,7 +12,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -107,18 +106,9 @@ pid_t last_guard_pid(const std::string& log) {
   return pid;
 }
 
-// Gone, or a zombie not reaped yet (the guard is not this process's child).
-bool ended(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t name_end = line.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
-}
-
 bool wait_ended(pid_t pid, std::chrono::milliseconds limit) {
   auto until = std::chrono::steady_clock::now() + limit;
-  while (!ended(pid)) {
+  while (!::vend::test::process_ended(pid)) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -176,7 +166,7 @@ struct GpioStory {
     REQUIRE(guard > 0);
     device.daemon().signal(SIGTERM);
     CHECK(device.daemon().wait(15s) == 0);
-    CHECK(ended(guard));
+    CHECK(::vend::test::process_ended(guard));
     CHECK(chip.level(kMotorLine) == 0);
   }
 

@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include "gpio/timed_motor.hpp"
 #include "gpio_fakes.hpp"
 #include "shared_lines.hpp"
+#include "test_support.hpp"
 #include "vend/log.hpp"
 
 namespace vend::fw {
@@ -37,17 +37,6 @@ constexpr int64_t kLateNs = 50 * kMs;
 #endif
 
 bool exited(pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
-
-// Whether `pid`, not a child of this process, has ended: gone, or a zombie
-// its new parent has not reaped yet. (/proc, not PR_SET_CHILD_SUBREAPER,
-// which qemu-user does not pass on.)
-bool ended(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  size_t name_end = line.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
-}
 
 TEST_CASE("a line goes on and off when told, through the guard; the guard exits with its owner") {
   MemoryLogger log;
@@ -215,10 +204,10 @@ TEST_CASE("kill -9 of the daemon mid-rotation: the motor line is off within mill
   CHECK(late_ns <= kLateNs);
   // The guard ends once the line is off, by itself.
   auto until = std::chrono::steady_clock::now() + 5s;
-  while (!ended(guard_pid) && std::chrono::steady_clock::now() < until) {
+  while (!::vend::test::process_ended(guard_pid) && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(1ms);
   }
-  CHECK(ended(guard_pid));
+  CHECK(::vend::test::process_ended(guard_pid));
 }
 
 TEST_CASE("a rotation through the guard: on for run_ms, off by TimedMotor's own timer") {

@@ -334,4 +334,13 @@ void write_private_file(const std::string& path, const std::string& content) {
       std::filesystem::perm_options::replace);
 }
 
+bool process_ended(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  // "PID (name) STATE ...": the name may hold spaces and parentheses.
+  size_t name_end = line.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
+}
+
 }  // namespace vend::test

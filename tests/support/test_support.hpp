@@ -134,6 +134,12 @@ std::string error_text(const R& r) {
   return r.ok() ? std::string() : r.error().to_string();
 }
 
+// Whether process `pid`, a child of this process or not, has ended: gone,
+// or a zombie its parent has not reaped yet (its /proc/PID/stat state is
+// Z). Reads /proc rather than using PR_SET_CHILD_SUBREAPER, which
+// qemu-user does not pass on.
+bool process_ended(pid_t pid);
+
 // Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& content);

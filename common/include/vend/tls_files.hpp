@@ -22,4 +22,29 @@ Status check_pem_certificates(const std::string& path, const std::string& what,
 Status check_pem_private_key(const std::string& path, const std::string& what,
                              const std::string& code);
 
+// The TLS files of one broker connection; "" = not set, not checked.
+struct TlsFiles {
+  std::string ca_file;    // PEM CA certificates
+  std::string cert_file;  // PEM client certificate(s)
+  std::string key_file;   // PEM private key: a secret file (check_secret_file)
+};
+
+// How errors name the files (the option or config field a user wrote,
+// "--mqtt-ca-file" or "tls_ca_file") and their error codes.
+struct TlsFileNames {
+  std::string ca;
+  std::string cert;
+  std::string key;
+  std::string code;         // a file unreadable, or not holding what it should
+  std::string key_code;     // a key file that holds no usable private key
+  std::string secret_code;  // a key file readable by group or others
+};
+
+// Every set file is readable; the CA and certificate files hold PEM
+// certificates (check_pem_certificates); the key file passes
+// check_secret_file and holds a PEM private key without passphrase. The
+// first failure is returned, in that order: "--mqtt-ca-file PATH: No such
+// file or directory", "tls_key_file PATH: holds no PEM private key ...".
+Status check_tls_files(const TlsFiles& files, const TlsFileNames& names);
+
 }  // namespace vend

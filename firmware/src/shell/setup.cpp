@@ -16,18 +16,13 @@ namespace {
 // Paho reads them only when it connects, in the background: a wrong file
 // would fail every connect attempt instead of stopping the start.
 Status check_tls_files(const DeviceConfig& c) {
-  if (!c.tls_ca_file.empty()) {
-    if (auto s = check_pem_certificates(c.tls_ca_file, "tls_ca_file", "bad_config"); !s.ok()) {
-      return s;
-    }
-  }
-  if (!c.tls_cert_file.empty()) {
-    if (auto s = check_pem_certificates(c.tls_cert_file, "tls_cert_file", "bad_config"); !s.ok()) {
-      return s;
-    }
-  }
-  if (c.tls_key_file.empty()) return {};
-  return check_pem_private_key(c.tls_key_file, "tls_key_file", "bad_key");
+  return vend::check_tls_files({c.tls_ca_file, c.tls_cert_file, c.tls_key_file},
+                               {.ca = "tls_ca_file",
+                                .cert = "tls_cert_file",
+                                .key = "tls_key_file",
+                                .code = "bad_config",
+                                .key_code = "bad_key",
+                                .secret_code = "bad_key"});
 }
 
 }  // namespace
@@ -39,10 +34,6 @@ Result<DeviceSetup> load_setup(const std::string& config_path, bool with_key) {
   if (with_key) {
     const DeviceConfig& c = setup.config;
     if (auto s = check_secret_file(c.key_file, "key file", "bad_key"); !s.ok()) return s.error();
-    if (!c.tls_key_file.empty()) {
-      auto s = check_secret_file(c.tls_key_file, "TLS key file", "bad_key");
-      if (!s.ok()) return s.error();
-    }
     if (auto s = check_tls_files(c); !s.ok()) return s.error();
     if (auto s = load_password_file(setup.config); !s.ok()) return s.error();
     auto key = crypto::Key::load_file(setup.config.key_file);

@@ -109,6 +109,7 @@ CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& command) {
   auto prior = ledger_.find_dispense(c.order_id);
   if (!prior.ok()) return refusals_.refuse("dispense", "storage", prior.error().to_string());
   if (prior->has_value()) return repeat_result(**prior);
+  if (auto refused = sender_.fence_dispense(c)) return *refused;
   if (storage_.full()) {
     storage_.count_refused();
     return refusals_.refuse(

@@ -58,7 +58,9 @@ class Dispenser {
   // expiry_skew_ms, and that bound is what is stored): a repeat of a known order is
   // answered from the ledger; otherwise it is accepted (token consumed,
   // queued), rejected (recorded and reported) or refused (not recorded:
-  // storage full, outbox full, storage error; the cloud re-sends).
+  // storage full, outbox full, storage error; the cloud re-sends; or the
+  // command's view of the ledger shows the file lost part of it:
+  // EventSender::fence_dispense, a new ledger started before anything runs).
   CommandOutcome on_dispense(const proto::DispenseCommand& command);
 
   // Polls the motor, records a finished rotation, starts the next one.

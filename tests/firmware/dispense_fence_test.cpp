@@ -154,3 +154,45 @@ TEST_CASE("dispense fence: a new ledger that cannot be written refuses, and the 
   CHECK(rig.ledger.identity().ledger_id != old_id);
   CHECK(rig.token(tokens[0]) == TokenState::kAvailable);
 }
+
+// An order ACCEPTED when the power went: the file may be an older copy whose
+// order ran in the file it replaced. It runs only once the cloud sends it
+// again and the command passes the fence; otherwise it expires unrun.
+TEST_CASE("dispense fence: an order accepted before a boot waits for the cloud's word") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 3);
+  const std::string id = rig.ledger.identity().ledger_id;
+  // o1 starts its rotation, o2 and o3 are queued; then the power goes.
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o1", tokens[0], id, 1)).result == "accepted");
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o2", tokens[1], id, 1)).result == "accepted");
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o3", tokens[2], id, 1)).result == "accepted");
+  rig.machine.power_cut(false);
+  const int64_t rotations = rig.machine.rotations();
+  Dispenser rebooted{rig.ledger, rig.hal,     rig.clock,    rig.log,  rig.options,
+                     rig.storage, rig.sender, rig.refusals, rig.stats};
+  REQUIRE(rebooted.boot().ok());
+  CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kUncertain);
+  CHECK_FALSE(rebooted.idle());
+  auto tick = [&] { rebooted.tick(); };
+  rig.PartsRig::run_for(1000, tick);
+  CHECK(rig.machine.rotations() == rotations);  // o2 and o3 wait for the cloud
+
+  // o2 again, naming a seq this file does not hold: refused, a new ledger,
+  // still not run.
+  CommandOutcome refused = rebooted.on_dispense(rig.fenced("o2", tokens[1], id, 9));
+  CHECK(refused.reason == "ledger_regressed");
+  const std::string new_id = rig.ledger.identity().ledger_id;
+  CHECK(new_id != id);
+  // o3 under the new ledger: released and run.
+  CHECK(rebooted.on_dispense(rig.fenced("o3", tokens[2], new_id, 0)).result == "accepted");
+  rig.PartsRig::run_for(3000, tick);
+  CHECK(rig.machine.rotations() == rotations + 1);
+  CHECK(rig.ledger.find_dispense("o3").value()->state == DispenseState::kDispensed);
+
+  // o2 is never confirmed: at its expiry it is rejected, the token back.
+  rig.PartsRig::run_for(61000, tick);
+  CHECK(rig.machine.rotations() == rotations + 1);
+  CHECK(rig.ledger.find_dispense("o2").value()->state == DispenseState::kRejected);
+  CHECK(rig.token(tokens[1]) == TokenState::kAvailable);
+  CHECK(rebooted.idle());
+}

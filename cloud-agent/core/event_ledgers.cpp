@@ -128,6 +128,10 @@ void EventDesk::switch_ledger(DeviceRecord& dev, const std::string& ledger_id, b
   Changeset changes;
   changes.switch_ledger(dev.id, dev.ledger_id, dev.acks.last_processed(), ledger_id,
                         clock.wall_ms());
+  // What was dispatched under the old ledger may have run there, in a part
+  // the new one does not hold: those tokens are never sold again. Marked in
+  // the switch's changeset: durable with it, or neither.
+  const size_t marked = replaced ? order_desk_.mark_ledger_replaced(dev.id, changes) : 0;
   // The old ledger's commits still run in order before the new one's; its
   // acks are moot (the device no longer holds those seqs), a failed write
   // still stops the core through the writer's failure count.
@@ -148,7 +152,11 @@ void EventDesk::switch_ledger(DeviceRecord& dev, const std::string& ledger_id, b
                    "new ledger '" + ledger_id + "' (seq from 1) replaces ledger '" + old_id +
                        "' at seq " + std::to_string(old_seq) +
                        " (reflashed SD card, new board, or a ledger that went back in time); "
-                       "reconciling from a full snapshot");
+                       "reconciling from a full snapshot" +
+                       (marked == 0 ? std::string()
+                                    : "; " + std::to_string(marked) +
+                                          " order(s) dispatched under the old ledger keep "
+                                          "their tokens out of sale"));
   out_.request_check_snapshot(dev, "ledger-");
 }
 

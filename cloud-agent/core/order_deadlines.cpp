@@ -115,8 +115,9 @@ void OrderDesk::resolve_overdue(const std::string& device, int64_t device_ts_ms,
       continue;
     }
     settle(*rec, decision.settlement, changes);
-    log.info(detail::kLog, "order " + rec->order.id + " never ran on " + device +
-                               ": refunded, token back in the pool");
+    log.info(detail::kLog, "order " + rec->order.id + " on " + device + ": refunded, " +
+                               decision.settlement.detail + ", token " +
+                               to_string(decision.settlement.token));
   }
 }
 

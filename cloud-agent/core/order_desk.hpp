@@ -118,6 +118,12 @@ class OrderDesk : public CoreEnv {
   // unprocessed.
   Status on_result(const DeviceRecord& device, const proto::DispenseResult& result,
                    Changeset& changes);
+  // `device` switched to another ledger (EventDesk::switch_ledger, a
+  // replacement): each of its DISPATCHED orders is marked
+  // rules::kLedgerReplaced into `changes` (the switch's own changeset, so
+  // both are durable together) and its command is sent no more. Returns
+  // how many.
+  size_t mark_ledger_replaced(const std::string& device, Changeset& changes);
 
   // ---- time (order_deadlines.cpp) ----
   // A timer of the order that fell due (expiry, dispatch deadline, resend),
@@ -140,6 +146,9 @@ class OrderDesk : public CoreEnv {
  private:
   // Sends the order's dispense command and schedules its resend: after
   // resend_delay() when it went out, after busy_retry_ms when it did not.
+  // The command names the device's ledger and the last seq of it processed
+  // here (DispenseCommand::ledger_id, ledger_seq) once the device has named
+  // one. Nothing for an order dispatched under a replaced ledger.
   void publish_dispense(OrderRec& rec);
   // command_resend_ms doubled `sends` times, at most command_resend_max_ms.
   int64_t resend_delay(uint32_t sends) const;

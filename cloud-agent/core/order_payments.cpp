@@ -188,7 +188,14 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   auto* dev = devices_.find(rec.order.device);
   if (dev == nullptr) return;
   const Order& o = rec.order;
+  if (rules::dispatched_under_replaced_ledger(o)) return;  // the device's new ledger refuses it
   proto::DispenseCommand command{o.device, o.id, o.slot, o.token, o.dispatch_expires_at_ms};
+  // What this agent knows of the device's ledger: a device whose file holds
+  // less refuses the command and starts a new ledger before anything runs.
+  if (!dev->ledger_id.empty()) {
+    command.ledger_id = dev->ledger_id;
+    command.ledger_seq = dev->acks.last_processed();
+  }
   if (!out_.publish_command(*dev, command, o.id).ok()) {
     return schedule_resend(rec, options.busy_retry_ms);
   }

@@ -36,6 +36,26 @@ Status OrderDesk::on_result(const DeviceRecord& device, const proto::DispenseRes
   return {};
 }
 
+size_t OrderDesk::mark_ledger_replaced(const std::string& device, Changeset& changes) {
+  size_t marked = 0;
+  for (OrderRef ref : orders_.open_orders()) {
+    OrderRec& rec = *orders_.at(ref);
+    if (rec.order.device != device) continue;
+    auto after = rules::decide_ledger_replaced(rec.order);
+    if (!after) continue;
+    rec.order = std::move(*after);
+    rec.order.updated_ms = clock.wall_ms();
+    changes.transition_order(rec.order, OrderState::kDispatched,
+                             "the device's ledger was replaced: token never sold again");
+    writes_.touch(rec.ref);
+    log.warn(detail::kLog, device + ": order " + rec.order.id +
+                               " was dispatched under a replaced ledger: its command is no "
+                               "longer sent, its token never sold again");
+    ++marked;
+  }
+  return marked;
+}
+
 void OrderDesk::ignore_result(const DeviceRecord& device, const OrderRec* rec,
                               const std::string& what, rules::ResultDecision::Ignored why) {
   switch (why) {

@@ -55,6 +55,8 @@ proto::Command Output::stamped(const proto::Command& command) const {
         if constexpr (std::is_same_v<std::decay_t<decltype(c)>, proto::DispenseCommand>) {
           if (version >= 2)
             c.expires_at_ms = saturating_add(c.expires_at_ms, options.expiry_skew_ms);
+          // Firmware before v2 refuses the ledger fence's fields as unknown.
+          if (version < 2) c.ledger_id.clear();
         } else {
           c.expires_at_ms = version >= 2 ? expires_at_ms : 0;
         }

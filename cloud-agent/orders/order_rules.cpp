@@ -158,9 +158,23 @@ ResultDecision decide_result(const Order* order, const std::string& device,
   // it as available. For unknown_slot / unknown_token / token_consumed the
   // device does not hold the token as available for this slot, so selling
   // it again could only fail: it is burned (reconciliation sorts out why).
-  bool back = r.reason == proto::reason::kExpired && !r.token_consumed;
+  bool back = r.reason == proto::reason::kExpired && !r.token_consumed &&
+              !dispatched_under_replaced_ledger(*order);
   return settle(back ? TokenState::kPool : TokenState::kBurned, OrderState::kFailed,
                 "rejected_" + r.reason, "rejected_" + r.reason, "device rejected: " + r.reason);
+}
+
+bool dispatched_under_replaced_ledger(const Order& order) {
+  return order.state == OrderState::kDispatched && order.reason == kLedgerReplaced;
+}
+
+std::optional<Order> decide_ledger_replaced(const Order& order) {
+  if (order.state != OrderState::kDispatched || order.reason == kLedgerReplaced) {
+    return std::nullopt;
+  }
+  Order marked = order;
+  marked.reason = kLedgerReplaced;
+  return marked;
 }
 
 DeadlineDecision decide_dispatch_deadline(const Order& order, int64_t now_ms,
@@ -196,7 +210,21 @@ OverdueDecision decide_overdue(const Order& order, const proto::Snapshot& snapsh
                            [&](const proto::SlotSnapshot& s) { return s.slot == order.slot; });
   if (slot == snapshot.slots.end() || !slot->tokens) return d;
   const auto& tokens = *slot->tokens;
-  if (std::find(tokens.begin(), tokens.end(), order.token) == tokens.end()) {
+  const bool held = std::find(tokens.begin(), tokens.end(), order.token) != tokens.end();
+  if (dispatched_under_replaced_ledger(order)) {
+    // The item may have left under the old ledger: money back, token never
+    // sold again (held by the new ledger or not).
+    d.kind = OverdueDecision::Kind::kSettle;
+    d.settlement = Settlement{TokenState::kDispatched,
+                              TokenState::kBurned,
+                              OrderState::kFailed,
+                              kLedgerReplaced,
+                              kLedgerReplaced,
+                              held ? "expired unused on the device's new ledger"
+                                   : "not on the device's new ledger"};
+    return d;
+  }
+  if (!held) {
     // Spent: the device stored a result. The (expired) command sent again
     // makes it report that result once more (it never runs a known order
     // twice), in case the first report was lost.

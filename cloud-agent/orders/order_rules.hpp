@@ -85,6 +85,21 @@ PaymentDecision decide_payment(const Order& order, int64_t amount_cents, int64_t
 // A payment for an order id the agent never had: recorded and refunded.
 PaymentDecision decide_unknown_order_payment();
 
+// ---- a device's ledger replaced ----
+// The reason of a DISPATCHED order whose device switched to another ledger
+// (a new board, or a file that went back in time) before its result came:
+// the device's new ledger may not know the order although its item may have
+// left the machine, so its token is never sold again. Such an order's
+// command is not sent again (it names the old ledger; the device refuses
+// it); a result carried over to the new ledger, or a late one of the old,
+// still settles it, and where another order's token would go back to the
+// pool (rejected as expired, never dispensed) this one's is burned.
+inline constexpr const char* kLedgerReplaced = "ledger_replaced";
+// True for a DISPATCHED order marked kLedgerReplaced.
+bool dispatched_under_replaced_ledger(const Order& order);
+// The order, marked when DISPATCHED and not marked yet; nullopt otherwise.
+std::optional<Order> decide_ledger_replaced(const Order& order);
+
 // ---- dispense results ----
 struct ResultDecision {
   enum class Kind {
@@ -132,6 +147,9 @@ struct OverdueDecision {
 };
 // Overdue: the agent's and the device's clocks are both past the command's
 // expiry + `expiry_skew_ms` (the command can no longer run on the device).
+// An order dispatched under a replaced ledger is settled from the new
+// ledger's snapshot either way, refunded with its token burned: its result
+// cannot be asked for (the new ledger does not know the order).
 OverdueDecision decide_overdue(const Order& order, const proto::Snapshot& snapshot,
                                int64_t device_ts_ms, int64_t now_ms, int64_t expiry_skew_ms);
 

@@ -52,6 +52,10 @@ void add_fields(Json& j, const DispenseCommand& c) {
   j["slot"] = c.slot;
   j["token"] = c.token;
   j["expires_at_ms"] = c.expires_at_ms;
+  if (!c.ledger_id.empty()) {  // together or not at all
+    j["ledger_id"] = c.ledger_id;
+    j["ledger_seq"] = c.ledger_seq;
+  }
 }
 
 void add_fields(Json& j, const RestockCommand& c) {

@@ -42,6 +42,10 @@ Command read_dispense(FieldReader& r) {
   c.slot = r.integer("slot", 1, kMaxSlot);
   c.token = r.token("token");
   c.expires_at_ms = r.int64_in("expires_at_ms", 1, kInt64Max);
+  if (r.has("ledger_id") || r.has("ledger_seq")) {  // together or not at all
+    c.ledger_id = r.token("ledger_id");
+    c.ledger_seq = r.uint64_in("ledger_seq", 0);
+  }
   return c;
 }
 
@@ -197,8 +201,8 @@ struct MessageType {
   Body (*read)(FieldReader&);
 };
 
-constexpr std::array<std::string_view, 5> kDispenseFields = {"device", "order_id", "slot", "token",
-                                                             "expires_at_ms"};
+constexpr std::array<std::string_view, 7> kDispenseFields = {
+    "device", "order_id", "slot", "token", "expires_at_ms", "ledger_id", "ledger_seq"};
 constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};

@@ -39,10 +39,41 @@ Status Dispenser::boot() {
     if (!storage_.note_error(s.error())) return s;
     recovery_pending_ = true;
   }
+  // Accepted before the boot: held until the cloud sends the command again
+  // and it passes the ledger fence. This file may be an older copy (a
+  // restored card) whose ACCEPTED order ran to its end in the file it
+  // replaced; only the cloud's view of the ledger tells.
   auto accepted = ledger_.dispenses_in(DispenseState::kAccepted);
   if (!accepted.ok()) return accepted.error();
-  for (const auto& d : *accepted) queue_.push_back(d.order_id);
+  for (const auto& d : *accepted) held_.push_back(d.order_id);
   return {};
+}
+
+std::optional<CommandOutcome> Dispenser::release_held(const proto::DispenseCommand& c) {
+  auto it = std::find(held_.begin(), held_.end(), c.order_id);
+  if (it == held_.end()) return std::nullopt;
+  if (auto refused = sender_.fence_dispense(c)) return refused;  // held until it expires
+  held_.erase(it);
+  queue_.push_back(c.order_id);
+  log_.info(kLog, "order " + c.order_id + " accepted before the boot: released by the cloud");
+  start_next();
+  return CommandOutcome{"dispense", "accepted", "released"};
+}
+
+// Held orders whose command expired go to the queue, which rejects them as
+// expired (the token back): the cloud did not confirm them in time.
+void Dispenser::expire_held() {
+  for (auto it = held_.begin(); it != held_.end();) {
+    auto row = ledger_.find_dispense(*it);
+    bool gone = row.ok() && (!row->has_value() || (*row)->state != DispenseState::kAccepted);
+    bool expired = row.ok() && !gone && past_deadline(clock_.wall_ms(), (*row)->expires_at_ms, 0);
+    if (!gone && !expired) {
+      ++it;
+      continue;
+    }
+    if (expired) queue_.push_back(*it);
+    it = held_.erase(it);
+  }
 }
 
 void Dispenser::on_storage_room() {
@@ -108,7 +139,11 @@ CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& command) {
   const proto::DispenseCommand c = bounded(command);
   auto prior = ledger_.find_dispense(c.order_id);
   if (!prior.ok()) return refusals_.refuse("dispense", "storage", prior.error().to_string());
-  if (prior->has_value()) return repeat_result(**prior);
+  if (prior->has_value()) {
+    if (auto released = release_held(c)) return *released;
+    return repeat_result(**prior);
+  }
+  if (auto refused = sender_.fence_dispense(c)) return *refused;
   if (storage_.full()) {
     storage_.count_refused();
     return refusals_.refuse(
@@ -173,6 +208,7 @@ CommandOutcome Dispenser::repeat_result(const DispenseRow& d) {
 }
 
 void Dispenser::tick() {
+  if (!held_.empty()) expire_held();
   poll_motor();
   start_next();
 }

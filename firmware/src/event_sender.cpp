@@ -78,7 +78,13 @@ CommandOutcome EventSender::on_ack(const proto::Ack& ack) {
   }
   auto dropped = ledger_.acknowledge(ack.upto_seq, ack.upto_mac);
   if (!dropped.ok()) {
-    if (dropped.error().code == "ledger_regressed") return start_new_ledger(ack, dropped.error());
+    if (dropped.error().code == "ledger_regressed") {
+      auto started = start_new_ledger("ack up to " + std::to_string(ack.upto_seq), dropped.error());
+      if (!started.ok()) {  // the next ack retries
+        return refusals_.refuse("ack", "storage", started.error().to_string());
+      }
+      return CommandOutcome{"ack", "new_ledger", *started};
+    }
     return refusals_.refuse("ack", "bad_ack", dropped.error().message);
   }
   acked_ = std::max(acked_, ack.upto_seq);
@@ -91,7 +97,8 @@ CommandOutcome EventSender::on_ack(const proto::Ack& ack) {
 // their seqs are taken, by other events. Seqs from 1 under a new id are the
 // board-replacement path on the cloud's side (the old ledger retired, a full
 // snapshot reconciled); the held events go out again under the new id.
-CommandOutcome EventSender::start_new_ledger(const proto::Ack& ack, const Error& regressed) {
+Result<std::string> EventSender::start_new_ledger(const std::string& trigger,
+                                                  const Error& regressed) {
   const std::string old_id = ledger_.identity().ledger_id;
   const std::string new_id = random_.id128();
   proto::Fault why{"ledger_regressed",
@@ -99,14 +106,44 @@ CommandOutcome EventSender::start_new_ledger(const proto::Ack& ack, const Error&
                        "); its held events continue as ledger " + new_id,
                    0};
   auto last = ledger_.start_new_ledger(new_id, why, clock_.wall_ms());
-  if (!last.ok()) {
-    return refusals_.refuse("ack", "storage", last.error().to_string());  // the next ack retries
-  }
+  if (!last.ok()) return last.error();
   acked_ = sent_upto_ = 0;
   unavailable_reported_at_.reset();
   dirty_ = true;
-  log_.warn(kLog, "ack up to " + std::to_string(ack.upto_seq) + ": " + why.message);
-  return CommandOutcome{"ack", "new_ledger", new_id};
+  log_.warn(kLog, trigger + ": " + why.message);
+  return new_id;
+}
+
+// Nothing may run for an order this file cannot vouch for: the cloud has
+// processed more of this ledger than the file holds (the part it lost may
+// have run the order), or names a ledger this file never was (the file is a
+// copy of a ledger the cloud has since left). A ledger this file was before
+// is one the cloud has not yet seen it leave: refused, nothing more.
+std::optional<CommandOutcome> EventSender::fence_dispense(const proto::DispenseCommand& c) {
+  if (c.ledger_id.empty()) return std::nullopt;  // an agent that names none
+  const Identity& self = ledger_.identity();
+  std::string lost;
+  if (c.ledger_id == self.ledger_id) {
+    auto last = ledger_.last_seq();
+    if (!last.ok()) return refusals_.refuse("dispense", "storage", last.error().to_string());
+    if (c.ledger_seq <= *last) return std::nullopt;
+    lost = "the cloud processed seq " + std::to_string(c.ledger_seq) + " but the last event is " +
+           std::to_string(*last);
+  } else {
+    auto was = ledger_.was_ledger(c.ledger_id);
+    if (!was.ok()) return refusals_.refuse("dispense", "storage", was.error().to_string());
+    if (*was) {
+      return refusals_.refuse("dispense", "other_ledger",
+                              "order " + c.order_id + " for ledger " + c.ledger_id +
+                                  ", which this file left; this is " + self.ledger_id);
+    }
+    lost = "the cloud's ledger is " + c.ledger_id + ", which this file never was";
+  }
+  auto started = start_new_ledger("dispense for order " + c.order_id,
+                                  make_error("ledger_regressed", lost));
+  if (!started.ok()) return refusals_.refuse("dispense", "storage", started.error().to_string());
+  return refusals_.refuse("dispense", "ledger_regressed",
+                          "order " + c.order_id + ": " + lost + "; now ledger " + *started);
 }
 
 Result<uint64_t> EventSender::oldest_held_seq() {

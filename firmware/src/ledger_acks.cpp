@@ -101,6 +101,9 @@ Result<uint64_t> Ledger::start_new_ledger(const std::string& ledger_id, const pr
     auto named = run(db_, "UPDATE ledger_identity SET ledger_id = ? WHERE one = 1",
                      [&](sql::Statement& st) { st.bind(1, ledger_id); });
     if (!named.ok()) return named.error();
+    auto kept = run(db_, "INSERT OR IGNORE INTO previous_ledgers(ledger_id) VALUES (?)",
+                    [&](sql::Statement& st) { st.bind(1, old_id); });
+    if (!kept.ok()) return kept.error();
     if (auto s = db_.exec("DELETE FROM outbox; UPDATE meta SET value = 0 "
                           "WHERE key IN ('last_seq', 'acked_seq')");
         !s.ok()) {
@@ -116,6 +119,15 @@ Result<uint64_t> Ledger::start_new_ledger(const std::string& ledger_id, const pr
   });
   if (!last.ok()) identity_.ledger_id = old_id;  // rolled back: still the old ledger
   return last;
+}
+
+Result<bool> Ledger::was_ledger(const std::string& ledger_id) {
+  auto st = db_.prepare("SELECT 1 FROM previous_ledgers WHERE ledger_id = ?");
+  if (!st.ok()) return st.error();
+  st->bind(1, ledger_id);
+  auto row = st->step();
+  if (!row.ok()) return row.error();
+  return *row;
 }
 
 }  // namespace vend::fw

@@ -78,6 +78,14 @@ CREATE TABLE ledger_identity(
   ledger_id TEXT NOT NULL
 );
 )sql"},
+      // The ids this file had before (Ledger::start_new_ledger): a command
+      // naming one of them comes from a cloud that has not yet seen this
+      // file's current ledger, not from one that has seen more than it.
+      {3, R"sql(
+CREATE TABLE previous_ledgers(
+  ledger_id TEXT PRIMARY KEY
+);
+)sql"},
   };
   return kMigrations;
 }

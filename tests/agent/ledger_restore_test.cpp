@@ -199,3 +199,62 @@ TEST_CASE("a late DISPENSED of a retired ledger settles an order still waiting f
   CHECK(metrics.retired_ledger_events_total >= 1);
   rig.check_stock_invariant();
 }
+
+// The item of a paid order drops, the power is cut before its result goes
+// out, and the card is restored from a backup older than what the agent
+// processed: the copy knows neither the order nor the spent token. The
+// re-sent command names the ledger and the agent's seq, so the device
+// starts a new ledger instead of dispensing again; the agent keeps the
+// order's token out of sale for good, through its own restart, and refunds.
+TEST_CASE("a restored card meets the re-sent command: no second dispense, the token never resold") {
+  AgentRig rig;
+  DeviceSim& dev = rig.add_device("vm-1", kSlots);
+  dev.restock(1, 3);
+  REQUIRE(rig.run_until(
+      [&] { return rig.pool("vm-1", 1) == 3 && dev.ledger->outbox_depth().value() == 0; }));
+  const std::string backup = rig.dir.file("vm-1.ledger.backup");
+  dev.back_up_ledger(backup);
+  REQUIRE(rig.run_until([&] { return rig.online("vm-1"); }));
+  dev.restock(2, 1);
+  REQUIRE(rig.run_until(
+      [&] { return rig.pool("vm-1", 2) == 1 && dev.ledger->outbox_depth().value() == 0; }));
+  const std::string ledger_id = dev.ledger->identity().ledger_id;
+
+  auto o = rig.create_order("vm-1", 1, "", "");
+  REQUIRE(o.ok());
+  REQUIRE(rig.pay(o->id, "pay-1", o->price_cents).ok());
+  REQUIRE(rig.run_until([&] { return dev.machine.rotations() == 1; }));
+  rig.bus.partition("vm-1", true);
+  rig.run_for(200);
+  REQUIRE(dev.ledger->outbox_depth().value() == 1);  // the DISPENSED, unsent
+  rig.bus.partition("vm-1", false);
+  dev.restore_ledger(backup);  // a power cut first, nothing sent: the copy of seq 1
+  REQUIRE_FALSE(dev.ledger->find_dispense(o->id).value().has_value());
+
+  // The command sent again names seq 2 of the ledger: the copy ends at 1.
+  REQUIRE(rig.run_until([&] {
+    return dev.ledger->identity().ledger_id != ledger_id &&
+           rig.core->take_metrics().ledgers_replaced_total == 1;
+  }));
+  REQUIRE(rig.run_until([&] { return rig.order(o->id).reason == "ledger_replaced"; }));
+  CHECK(rig.state_of(o->id) == OrderState::kDispatched);
+
+  // The mark is durable with the switch: a restarted agent does not send
+  // the command again (the new ledger would run it: its copy of the token
+  // is available).
+  rig.crash_agent();
+  rig.start_agent();
+  REQUIRE(rig.run_until([&] { return rig.state_of(o->id) == OrderState::kRefunded; }, 200'000));
+  CHECK(rig.order(o->id).reason == "ledger_replaced");
+  CHECK(dev.machine.rotations() == 1);
+  CHECK(rig.pool("vm-1", 1) == 2);  // the dropped item's token burned, not back for sale
+  rig.check_stock_invariant();
+
+  // The two items left sell; nothing more is offered.
+  sell_one(rig, "vm-1", 1, "pay-2");
+  sell_one(rig, "vm-1", 1, "pay-3");
+  CHECK(dev.machine.rotations() == 3);
+  CHECK(rig.pool("vm-1", 1) == 0);
+  CHECK(rig.core->take_metrics().contradictions_total == 0);
+  rig.check_stock_invariant();
+}

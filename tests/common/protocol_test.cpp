@@ -285,5 +285,64 @@ TEST_CASE("upto_mac: golden form, round trip, strict decoding, shown in docs/pro
   CHECK(doc.find(std::string("\n") + kAckMacGolden + "\n") != std::string::npos);
 }
 
+// The cloud's view of the device's ledger in a dispense: optional, both
+// fields together, strict, in the doc.
+constexpr const char* kDispenseLedgerGolden =
+    R"({"device":"vm-0042","expires_at_ms":1700000060000,)"
+    R"("ledger_id":"00112233445566778899aabbccddeeff","ledger_seq":41,"order_id":"ord-7f3a",)"
+    R"("slot":12,"token":"0123456789abcdef0123456789abcdef","type":"dispense","v":2})";
+
+TEST_CASE("dispense ledger_id and ledger_seq: golden form, together or not at all, in the doc") {
+  DispenseCommand c{kDevice, "ord-7f3a", 12, "0123456789abcdef0123456789abcdef", kExpiresAt};
+  c.ledger_id = kLedgerId;
+  c.ledger_seq = 41;
+  CHECK(encode_canonical(Command{c}) == kDispenseLedgerGolden);
+  auto decoded = decode_command(encode(Command{c}, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+  CHECK(decoded->message == Command{c});
+  CHECK(decoded->canonical == kDispenseLedgerGolden);
+
+  SUBCASE("seq 0 (nothing processed of that ledger yet) is sent and decoded") {
+    c.ledger_seq = 0;
+    auto zero = decode_command(encode(Command{c}, kMac));
+    REQUIRE_MESSAGE(zero.ok(), vend::test::error_text(zero));
+    CHECK(std::get<DispenseCommand>(zero->message).ledger_seq == 0);
+    CHECK(encode_canonical(Command{c}).find("\"ledger_seq\":0") != std::string::npos);
+  }
+  SUBCASE("one without the other is missing_field, naming the absent one") {
+    std::string wire = encode(Command{c}, kMac);
+    std::string no_seq = wire;
+    no_seq.erase(no_seq.find("\"ledger_seq\":41,"), std::string("\"ledger_seq\":41,").size());
+    auto rejected = decode_command(no_seq);
+    REQUIRE_FALSE(rejected.ok());
+    CHECK(rejected.error().code == kErrMissingField);
+    CHECK(rejected.error().message.find("ledger_seq") != std::string::npos);
+    std::string no_id = wire;
+    const std::string id_field = std::string("\"ledger_id\":\"") + kLedgerId + "\",";
+    no_id.erase(no_id.find(id_field), id_field.size());
+    auto rejected_id = decode_command(no_id);
+    REQUIRE_FALSE(rejected_id.ok());
+    CHECK(rejected_id.error().code == kErrMissingField);
+    CHECK(rejected_id.error().message.find("ledger_id") != std::string::npos);
+  }
+  SUBCASE("a negative seq is out_of_range") {
+    std::string wire = encode(Command{c}, kMac);
+    wire.replace(wire.find("\"ledger_seq\":41"), std::string("\"ledger_seq\":41").size(),
+                 "\"ledger_seq\":-1");
+    auto rejected = decode_command(wire);
+    REQUIRE_FALSE(rejected.ok());
+    CHECK(rejected.error().code == kErrOutOfRange);
+  }
+  SUBCASE("without both, the form is the one before them") {
+    c.ledger_id.clear();
+    CHECK(encode_canonical(Command{c}).find("ledger") == std::string::npos);
+  }
+
+  const char* source_dir = std::getenv("VEND_SOURCE_DIR");
+  REQUIRE(source_dir != nullptr);
+  const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
+  CHECK(doc.find(std::string("\n") + kDispenseLedgerGolden + "\n") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace vend::proto

@@ -215,6 +215,11 @@ TEST_CASE("crash recovery: a dispense left MOTOR_RUNNING becomes UNCERTAIN and n
   CHECK(rig.ledger.find_token(tokens[0]).value()->first == TokenState::kBurned);
   rig.connect();
   rig.run_for(600);
+  // o-2, accepted before the boot, waits for the cloud's command again.
+  CHECK(rig.machine.rotations() == rotations);
+  CHECK(rig.ledger.find_dispense("o-2").value()->state == DispenseState::kAccepted);
+  CHECK(rig.send(rig.dispense("o-2", 1, tokens[1])).result == "accepted");
+  rig.run_for(600);
   CHECK(rig.machine.rotations() == rotations + 1);  // only o-2 ran
   CHECK(rig.ledger.find_dispense("o-2").value()->state == DispenseState::kDispensed);
   // The cloud re-sending o-1 gets the UNCERTAIN result, not a rotation.

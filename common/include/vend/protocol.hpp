@@ -59,6 +59,12 @@ inline constexpr const char* kErrOutOfRange = "out_of_range";
 // message).
 
 // Dispense one item from `slot` for `order_id`, spending `token`.
+// `ledger_id` and `ledger_seq` (optional, together; "" = not sent) are the
+// sender's view of the device's ledger: its id and the last seq of it the
+// cloud has processed. A device whose ledger is another one the cloud has
+// not seen, or holds fewer seqs of that one (it went back in time), may not
+// know what the lost part of its file did for this order: it refuses the
+// command and starts a new ledger before it dispenses anything.
 struct DispenseCommand {
   std::string device;
   std::string order_id;
@@ -66,6 +72,8 @@ struct DispenseCommand {
   std::string token;          // 32 lowercase hex chars (128 bits)
   int64_t expires_at_ms = 0;  // v2: the hard bound; v1: plus the device's skew tolerance
   int v = kCommandVersion;
+  std::string ledger_id = {};
+  uint64_t ledger_seq = 0;  // sent with ledger_id only
   bool operator==(const DispenseCommand&) const = default;
 };
 

@@ -234,6 +234,48 @@ TEST_CASE("overdue: both clocks past expiry + skew; the token still there settle
         rules::OverdueDecision::Kind::kNone);
 }
 
+TEST_CASE("ledger replaced: a DISPATCHED order is marked once; its token never goes back") {
+  for (OrderState s : kAll) {
+    CAPTURE(static_cast<int>(s));
+    CHECK(rules::decide_ledger_replaced(order(s)).has_value() == (s == OrderState::kDispatched));
+  }
+  auto marked = rules::decide_ledger_replaced(order(OrderState::kDispatched));
+  REQUIRE(marked);
+  CHECK(marked->reason == rules::kLedgerReplaced);
+  CHECK(marked->state == OrderState::kDispatched);
+  CHECK(rules::dispatched_under_replaced_ledger(*marked));
+  CHECK_FALSE(rules::decide_ledger_replaced(*marked).has_value());  // once
+  CHECK_FALSE(rules::dispatched_under_replaced_ledger(order(OrderState::kDispatched)));
+
+  // Rejected as expired by the new ledger: money back, the token burned.
+  auto expired = rules::decide_result(
+      &*marked, "vm-1", result(proto::DispenseStatus::kRejected, proto::reason::kExpired), kNow);
+  REQUIRE(expired.kind == rules::ResultDecision::Kind::kSettle);
+  CHECK(expired.settlement.token == TokenState::kBurned);
+  CHECK(expired.settlement.refund_reason == "rejected_expired");
+  // A result carried over settles it as any result.
+  auto dispensed =
+      rules::decide_result(&*marked, "vm-1", result(proto::DispenseStatus::kDispensed), kNow);
+  REQUIRE(dispensed.kind == rules::ResultDecision::Kind::kSettle);
+  CHECK(dispensed.settlement.token == TokenState::kSold);
+  CHECK(dispensed.settlement.to == OrderState::kCompleted);
+
+  // Overdue on the new ledger's snapshot: refunded with the token burned,
+  // whether that ledger holds the token or not (its result cannot be asked).
+  constexpr int64_t kSkew = 5'000;
+  int64_t cutoff = marked->dispatch_expires_at_ms + kSkew;
+  for (const auto& tokens : {std::vector<std::string>{"tok-0", "tok-1"},
+                             std::vector<std::string>{"tok-0"}}) {
+    auto d = rules::decide_overdue(*marked, snapshot_with(tokens), cutoff + 1, cutoff, kSkew);
+    REQUIRE(d.kind == rules::OverdueDecision::Kind::kSettle);
+    CHECK(d.settlement.token == TokenState::kBurned);
+    CHECK(d.settlement.reason == rules::kLedgerReplaced);
+    CHECK(d.settlement.refund_reason == rules::kLedgerReplaced);
+  }
+  CHECK(rules::decide_overdue(*marked, snapshot_with({"tok-1"}), cutoff, cutoff, kSkew).kind ==
+        rules::OverdueDecision::Kind::kNone);
+}
+
 TEST_CASE("cancel: a RESERVED order's token goes back; a repeat is answered; others refused") {
   auto d = rules::decide_cancel(order(OrderState::kReserved));
   REQUIRE(d.kind == rules::RequestDecision::Kind::kApply);

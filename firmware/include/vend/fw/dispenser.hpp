@@ -5,7 +5,8 @@
 //
 // Promise kept here: the motor moves only for an ACCEPTED order whose token
 // of that slot was consumed (in the transaction that recorded ACCEPTED) and
-// whose command has not expired; MOTOR_RUNNING is stored before it moves, so
+// whose command has not expired (one accepted before a boot only once the
+// cloud has sent it again and its view of the ledger passed the fence); MOTOR_RUNNING is stored before it moves, so
 // an order never rotates twice; its outcome is stored (with its
 // dispense_result event) before the next rotation starts. These are
 // asserted (vend/assert.hpp; docs/firmware.md, "Assertions").
@@ -58,15 +59,17 @@ class Dispenser {
   // expiry_skew_ms, and that bound is what is stored): a repeat of a known order is
   // answered from the ledger; otherwise it is accepted (token consumed,
   // queued), rejected (recorded and reported) or refused (not recorded:
-  // storage full, outbox full, storage error; the cloud re-sends).
+  // storage full, outbox full, storage error; the cloud re-sends; or the
+  // command's view of the ledger shows the file lost part of it:
+  // EventSender::fence_dispense, a new ledger started before anything runs).
   CommandOutcome on_dispense(const proto::DispenseCommand& command);
 
   // Polls the motor, records a finished rotation, starts the next one.
   void tick();
 
   bool has_slot(int slot) const;
-  // True when no dispense is queued or running.
-  bool idle() const { return !running_ && queue_.empty(); }
+  // True when no dispense is queued, held or running.
+  bool idle() const { return !running_ && queue_.empty() && held_.empty(); }
   size_t queued() const { return queue_.size(); }
 
  private:
@@ -82,6 +85,11 @@ class Dispenser {
   CommandOutcome reject(const proto::DispenseCommand& command, const std::string& reason);
   CommandOutcome reject_busy(const proto::DispenseCommand& command);
   CommandOutcome repeat_result(const DispenseRow& dispense);
+  // The command of an order held since the boot: queued when it passes the
+  // ledger fence (EventSender::fence_dispense), else refused and still
+  // held. nullopt when the order is not held.
+  std::optional<CommandOutcome> release_held(const proto::DispenseCommand& command);
+  void expire_held();
   CommandOutcome refuse_storage(const Error& error);
   void start_next();
   // Starts the motor for `d`. REQUIRES: nothing running, d is ACCEPTED.
@@ -106,6 +114,9 @@ class Dispenser {
 
   std::vector<int> slots_;
   std::deque<std::string> queue_;  // accepted order ids waiting for the motor
+  // ACCEPTED at boot: waiting for the cloud's command again (release_held)
+  // or their expiry (then rejected as expired, the token back).
+  std::vector<std::string> held_;
   std::optional<Running> running_;
   // An outcome the ledger could not record yet (storage error): retried.
   std::optional<std::pair<DispenseState, std::string>> pending_finish_;

@@ -62,6 +62,16 @@ class EventSender {
   // events and a `ledger_regressed` fault go out under the new id from
   // seq 1 (outcome "new_ledger").
   CommandOutcome on_ack(const proto::Ack& ack);
+  // Before a dispense runs: the command's view of this device's ledger
+  // (DispenseCommand::ledger_id, ledger_seq) against the file. nullopt when
+  // the command names none, or this ledger with a seq the file holds. One
+  // naming this ledger beyond its last seq, or a ledger this file never
+  // was, means the file lost what the cloud knows (the order may have run
+  // in the lost part): a new ledger is started, as for a regressed ack, and
+  // the command refused (reason `ledger_regressed`). One naming a ledger
+  // this file left is refused (`other_ledger`): the cloud has not yet seen
+  // the new one. Every refusal is counted (Refusals).
+  std::optional<CommandOutcome> fence_dispense(const proto::DispenseCommand& command);
   // The cloud saw a seq gap. Held events are published again from
   // from_seq; if from_seq was acknowledged (and deleted) already, an
   // events_unavailable event names the oldest held seq (once per acked seq,
@@ -82,8 +92,9 @@ class EventSender {
   void drain();
 
  private:
-  // After a `ledger_regressed` ack: a new ledger, and sending from its seq 1.
-  CommandOutcome start_new_ledger(const proto::Ack& ack, const Error& regressed);
+  // After a `ledger_regressed` ack or dispense (`trigger` names it, for the
+  // log): a new ledger, and sending from its seq 1. Returns its id.
+  Result<std::string> start_new_ledger(const std::string& trigger, const Error& regressed);
   // The oldest event seq the outbox holds, or the next seq when it is empty.
   Result<uint64_t> oldest_held_seq();
   void maybe_retransmit(int64_t now);

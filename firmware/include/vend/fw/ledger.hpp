@@ -90,6 +90,9 @@ class Ledger {
   Result<std::vector<OutboxRow>> outbox_after(uint64_t seq, int limit);
   Result<uint64_t> last_seq();
   Result<uint64_t> acked_seq();
+  // True when this file was ledger `ledger_id` before it started a new one
+  // (start_new_ledger keeps every id it leaves).
+  Result<bool> was_ledger(const std::string& ledger_id);
 
   // ---- writes: each is one transaction ----
 

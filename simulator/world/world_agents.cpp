@@ -3,9 +3,9 @@
 namespace vend::sim {
 
 WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
-                         agent::AgentOptions agent_options, InMemoryBus& bus, const Clock& clock,
-                         Random& random, Logger& log, Trace& trace)
-    : shard_count_(o.shards), random_(random), trace_(trace) {
+                         const agent::AgentOptions& agent_options, InMemoryBus& bus,
+                         const Clock& clock, Random& random, Logger& log, Trace& trace)
+    : shard_count_(o.shards), random_(random) {
   if (o.agents <= 1) {
     clocks_.push_back(std::make_unique<SkewedClock>(clock));  // no drift: one clock to step
     agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus,

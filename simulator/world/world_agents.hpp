@@ -36,8 +36,9 @@ Status status_of(const Result<T>& r) {
 class WorldAgents {
  public:
   // One agent over db_path, or options.agents instances over it.
-  WorldAgents(const WorldOptions& options, std::string db_path, agent::AgentOptions agent_options,
-              InMemoryBus& bus, const Clock& clock, Random& random, Logger& log, Trace& trace);
+  WorldAgents(const WorldOptions& options, std::string db_path,
+              const agent::AgentOptions& agent_options, InMemoryBus& bus, const Clock& clock,
+              Random& random, Logger& log, Trace& trace);
   WorldAgents(const WorldAgents&) = delete;
   WorldAgents& operator=(const WorldAgents&) = delete;
 
@@ -77,7 +78,6 @@ class WorldAgents {
 
   int shard_count_ = 0;
   Random& random_;
-  Trace& trace_;
   std::unique_ptr<SharedDatabase> db_;  // cluster mode
   std::vector<std::unique_ptr<SkewedClock>> clocks_;
   std::vector<std::unique_ptr<WorldAgent>> agents_;

@@ -102,6 +102,7 @@ struct PgLeaseStore::Conn {
       if (Status s = connect(); !s.ok()) return s.error();
     }
     std::vector<const char*> values;
+    values.reserve(params.size());
     for (const auto& p : params) values.push_back(p.c_str());
     auto result =
         std::make_unique<PgResult>(PQexecParams(pg, sql.c_str(), static_cast<int>(values.size()),

@@ -147,7 +147,8 @@ Status AgentCore::rebuild(Ownership owns, const std::function<void()>& drained) 
   return out;
 }
 
-Status AgentCore::gain(Ownership owns, Ownership gained, const std::function<void()>& fenced) {
+Status AgentCore::gain(Ownership owns, const Ownership& gained,
+                       const std::function<void()>& fenced) {
   if (fenced) fenced();
   auto loaded = core_->load(gained);
   if (!loaded.ok()) return loaded.error();
@@ -221,14 +222,15 @@ void AgentCore::create_order_step(const std::string& device, int slot, const std
   if (!order.ok()) return (*reply)(order);
   // Answered once durable: a customer who got its id finds the order after
   // any crash. The commit completes on the writer thread; nobody waits.
-  core_->repo.after_durable(durable, [this, o = std::move(order).value(), reply](Status committed) {
-    if (committed.ok()) return (*reply)(o);
-    (void)post_step([this, e = committed.error(), what = "order " + o.id] {
-      core_->writes.write_failed(e, what);
-    });
-    (*reply)(
-        make_error("unavailable", "order " + o.id + " not stored: " + committed.error().message));
-  });
+  core_->repo.after_durable(
+      durable, [this, o = std::move(order).value(), reply](const Status& committed) {
+        if (committed.ok()) return (*reply)(o);
+        (void)post_step([this, e = committed.error(), what = "order " + o.id] {
+          core_->writes.write_failed(e, what);
+        });
+        (*reply)(make_error("unavailable",
+                            "order " + o.id + " not stored: " + committed.error().message));
+      });
 }
 
 void AgentCore::pay_async(const std::string& order_id, const std::string& payment_id,
@@ -240,7 +242,7 @@ void AgentCore::pay_async(const std::string& order_id, const std::string& paymen
     auto paid = std::make_shared<detail::PayStep>(std::move(first).value());
     // The second step (publish the dispense once DISPATCHED is durable,
     // answer) runs on the core thread after the commit.
-    core_->repo.after_durable(paid->wait, [this, order_id, paid, reply](Status committed) {
+    core_->repo.after_durable(paid->wait, [this, order_id, paid, reply](const Status& committed) {
       bool again = post_step([this, order_id, paid, reply, committed] {
         (*reply)(core_->order_desk.finish_pay(order_id, *paid, committed));
       });

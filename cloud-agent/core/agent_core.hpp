@@ -305,7 +305,7 @@ class AgentCore {
   // becomes what the core serves. The kept machines are served throughout:
   // their writes go on, nothing of theirs is read again. A failover costs
   // the moved machines, not the instance's share of the fleet.
-  Status gain(Ownership owns, Ownership gained, const std::function<void()>& fenced = {});
+  Status gain(Ownership owns, const Ownership& gained, const std::function<void()>& fenced = {});
   // True once a write was refused by the fence (the lease of its shard
   // moved): the core changes nothing more until rebuild().
   bool fenced();

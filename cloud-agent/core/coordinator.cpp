@@ -8,16 +8,19 @@
 
 namespace vend::agent {
 
-Coordinator::Coordinator(Repository& repo_, const Clock& clock_, Random& random_, Logger& log_,
-                         AgentOptions options_)
-    : repo(repo_),
-      clock(clock_),
-      random(random_),
-      log(log_),
-      options(std::move(options_)),
-      payments(RefundRetryPolicy{options.refund_retry_base_ms, options.refund_retry_max_ms,
-                                 options.refund_max_attempts}),
-      deadlines(clock_.monotonic_ms(), 10),
+// The parameters share the public members' names; past options' move, the
+// initialisers read the member (this->options).
+Coordinator::Coordinator(Repository& repo, const Clock& clock, Random& random, Logger& log,
+                         AgentOptions options)
+    : repo(repo),
+      clock(clock),
+      random(random),
+      log(log),
+      options(std::move(options)),
+      payments(RefundRetryPolicy{this->options.refund_retry_base_ms,
+                                 this->options.refund_retry_max_ms,
+                                 this->options.refund_max_attempts}),
+      deadlines(clock.monotonic_ms(), 10),
       writes(env(), orders, payments),
       out(env(), devices, stock, orders, writes),
       order_desk(env(), devices, orders, payments, stock, deadlines, writes, out),

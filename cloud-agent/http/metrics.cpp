@@ -178,7 +178,7 @@ void render_health(const AgentHealth& h, PrometheusText& text) {
 
 }  // namespace
 
-std::string MetricsExporter::render(AgentMetrics m, const AgentHealth& health) {
+std::string MetricsExporter::render(const AgentMetrics& m, const AgentHealth& health) {
   PrometheusText text;
   render_orders(m, text);
   render_scalars(m, kReservationScalars, text);

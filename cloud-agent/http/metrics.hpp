@@ -57,7 +57,7 @@ struct AgentHealth {
 class MetricsExporter {
  public:
   // Renders `metrics` and `health`, folding latency samples into the histogram.
-  std::string render(AgentMetrics metrics, const AgentHealth& health);
+  std::string render(const AgentMetrics& metrics, const AgentHealth& health);
   // take_metrics() and render() under one lock, so concurrent scrapes never
   // publish a histogram that misses samples another scrape already took.
   std::string scrape(AgentCore& core, const AgentHealth& health);

@@ -105,6 +105,7 @@ std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changes
   int deadlocks = 0;
   while (!todo.empty()) {
     std::vector<const Changeset*> subset;
+    subset.reserve(todo.size());
     for (size_t i : todo) subset.push_back(group[i]);
     std::vector<Status> sub;
     Together together = apply_together(subset, sub, has_raw(subset));

@@ -305,6 +305,7 @@ Result<std::vector<StoredPayment>> PostgresBackend::payments_of(const std::strin
                 {order_id});
   if (!r.ok()) return r.error();
   std::vector<StoredPayment> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(read_payment(*r, i));
   return out;
 }
@@ -332,6 +333,7 @@ Result<std::vector<std::string>> PostgresBackend::known_tokens(
       {text_array(tokens)});
   if (!r.ok()) return r.error();
   std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(r->text(i, 0));
   return out;
 }
@@ -366,6 +368,7 @@ Result<std::vector<OrderEvent>> PostgresBackend::order_events(const std::string&
       {order_id});
   if (!r.ok()) return r.error();
   std::vector<OrderEvent> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) {
     out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->int64(i, 3), r->text(i, 4)});
   }
@@ -379,6 +382,7 @@ Result<std::vector<StoredRefund>> PostgresBackend::refunds_of(const std::string&
                 {order_id});
   if (!r.ok()) return r.error();
   std::vector<StoredRefund> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(read_refund(*r, i));
   return out;
 }
@@ -394,6 +398,7 @@ Result<std::vector<StoredRefund>> PostgresBackend::refunds(std::optional<RefundS
                 {wanted, num(static_cast<int64_t>(limit))});
   if (!r.ok()) return r.error();
   std::vector<StoredRefund> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(read_refund(*r, i));
   return out;
 }
@@ -422,6 +427,7 @@ Result<std::vector<StoredFault>> PostgresBackend::faults(const std::string& devi
       {device, num(static_cast<int64_t>(limit))});
   if (!r.ok()) return r.error();
   std::vector<StoredFault> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) {
     out.push_back({r->text(i, 0), r->text(i, 1), r->text(i, 2), r->int32(i, 3), r->int64(i, 4)});
   }

@@ -265,96 +265,99 @@ Status migrate(PgConnection& conn) {
   return s;
 }
 
+namespace {
+
 // $-numbered parameters in text format; the comments say which change
-// (repository_types.hpp) uses each.
-const std::vector<NamedStatement>& write_statements() {
-  static const std::vector<NamedStatement> all = {
-      // The fence's check before a fenced changeset's changes (no lock: see
-      // postgres_group.cpp); $1..$3 as vend_fence()'s arrays.
-      {"fence_check", "SELECT vend_fence($1::text[], $2::integer[], $3::bigint[], false)"},
-      {"insert_device", "INSERT INTO devices(id, key_hex, created_ms) VALUES($1, $2, $3)"},
-      {"insert_device_seq", "INSERT INTO device_seq(device, last_processed_seq) VALUES($1, 0)"},
-      {"upsert_slot",
-       // A new slot counts the tokens it already has (the trigger of
-       // schema v5 counts the ones that move from now on).
-       "INSERT INTO slots(device, slot, product, price_cents, capacity, sold, burned) "
-       "SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, "
-       "count(*) FILTER (WHERE state = 'SOLD'), "
-       "count(*) FILTER (WHERE state = 'BURNED') FROM pool_tokens "
-       "WHERE device = $1 AND slot = $2 ON CONFLICT(device, slot) DO UPDATE SET "
-       "product = excluded.product, price_cents = excluded.price_cents, "
-       "capacity = excluded.capacity"},
-      {"insert_order",
-       "INSERT INTO orders(id, device, slot, token, price_cents, state, created_ms, updated_ms, "
-       "reserve_deadline_ms, dispatch_expires_at_ms, payment_id, reason, idempotency_key, client) "
-       "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"},
-      {"insert_order_event",
-       "INSERT INTO order_events(order_id, from_state, to_state, at_ms, detail) "
-       "VALUES($1, $2, $3, $4, $5)"},
-      {"transition_order",
-       "WITH u AS (UPDATE orders SET state = $1, updated_ms = $2, dispatch_expires_at_ms = $3, "
-       "payment_id = $4, reason = $5 WHERE id = $6 AND state = $7 RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $8)"},
-      {"move_token",
-       "WITH u AS (UPDATE pool_tokens SET state = $1, order_id = $2 WHERE token = $3 AND "
-       "state = $4 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
-      // One multi-row INSERT per changeset: $1 is a text[] of tokens, in mint order.
-      {"insert_pool_tokens",
-       "INSERT INTO pool_tokens(token, device, slot, restock_id, state, order_id) "
-       "SELECT t, $2::text, $3::integer, $4::text, 'POOL', NULL FROM unnest($1::text[]) WITH "
-       "ORDINALITY AS x(t, n) "
-       "ORDER BY n"},
-      {"put_restock",
-       "INSERT INTO restocks(restock_id, device, slot, count, state, updated_ms) "
-       "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(device, restock_id) DO UPDATE SET "
-       "count = excluded.count, state = excluded.state, updated_ms = excluded.updated_ms"},
-      {"insert_payment",
-       "INSERT INTO payments(payment_id, order_id, amount_cents, outcome, at_ms) "
-       "VALUES($1, $2, $3, $4, $5)"},
-      {"insert_refund",
-       "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, attempts, "
-       "last_error, updated_ms, device) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"},
-      {"update_refund",
-       "WITH u AS (UPDATE refunds SET state = $1, attempts = $2, last_error = $3, updated_ms = $4 "
-       "WHERE payment_id = $5 AND state = 'PENDING' RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $6)"},
-      {"advance_device_seq",
-       "WITH u AS (UPDATE device_seq SET last_processed_seq = $1, last_mac = $2 WHERE device = $3 "
-       "AND last_processed_seq = $4 RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
-      {"retire_ledger",
-       "INSERT INTO retired_ledgers(device, ledger_id, last_processed_seq, retired_ms) "
-       "VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING"},
-      {"switch_ledger",
-       "WITH u AS (UPDATE device_seq SET ledger_id = $1, last_processed_seq = 0, last_mac = '' "
-       "WHERE device = $2 "
-       "AND ledger_id = $3 AND last_processed_seq = $4 RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
-      {"set_next_key",
-       "WITH u AS (UPDATE devices SET next_key_hex = $1 WHERE id = $2 RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
-      {"promote_next_key",
-       "WITH u AS (UPDATE devices SET key_hex = next_key_hex, next_key_hex = '' WHERE id = $1 "
-       "AND next_key_hex = $2 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
-      {"decommission_device",
-       "WITH u AS (UPDATE devices SET decommissioned_ms = $1, next_key_hex = '' WHERE id = $2 "
-       "AND decommissioned_ms = 0 RETURNING 1) "
-       "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
-      {"put_snapshot",
-       "INSERT INTO snapshots(device, payload, at_ms) VALUES($1, $2, $3) ON CONFLICT(device) "
-       "DO UPDATE SET payload = excluded.payload, at_ms = excluded.at_ms"},
-      {"put_reconcile_report",
-       "INSERT INTO reconcile_reports(device, report, at_ms) VALUES($1, $2, $3) "
-       "ON CONFLICT(device) DO UPDATE SET report = excluded.report, at_ms = excluded.at_ms"},
-      // Appends a fault and trims the table to $6 rows (the CTE's DELETE does
-      // not see the new row, whose id is above the cut anyway).
-      {"insert_fault",
-       "WITH ins AS (INSERT INTO faults(device, code, message, slot, at_ms) "
-       "VALUES($1, $2, $3, $4, $5) RETURNING id) "
-       "DELETE FROM faults WHERE id <= (SELECT id FROM ins) - $6"},
-  };
-  return all;
-}
+// (repository_types.hpp) uses each. A table, not code: write_statements().
+constexpr NamedStatement kWriteStatements[] = {
+    // The fence's check before a fenced changeset's changes (no lock: see
+    // postgres_group.cpp); $1..$3 as vend_fence()'s arrays.
+    {"fence_check", "SELECT vend_fence($1::text[], $2::integer[], $3::bigint[], false)"},
+    {"insert_device", "INSERT INTO devices(id, key_hex, created_ms) VALUES($1, $2, $3)"},
+    {"insert_device_seq", "INSERT INTO device_seq(device, last_processed_seq) VALUES($1, 0)"},
+    {"upsert_slot",
+     // A new slot counts the tokens it already has (the trigger of
+     // schema v5 counts the ones that move from now on).
+     "INSERT INTO slots(device, slot, product, price_cents, capacity, sold, burned) "
+     "SELECT $1::text, $2::integer, $3::text, $4::bigint, $5::integer, "
+     "count(*) FILTER (WHERE state = 'SOLD'), "
+     "count(*) FILTER (WHERE state = 'BURNED') FROM pool_tokens "
+     "WHERE device = $1 AND slot = $2 ON CONFLICT(device, slot) DO UPDATE SET "
+     "product = excluded.product, price_cents = excluded.price_cents, "
+     "capacity = excluded.capacity"},
+    {"insert_order",
+     "INSERT INTO orders(id, device, slot, token, price_cents, state, created_ms, updated_ms, "
+     "reserve_deadline_ms, dispatch_expires_at_ms, payment_id, reason, idempotency_key, client) "
+     "VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"},
+    {"insert_order_event",
+     "INSERT INTO order_events(order_id, from_state, to_state, at_ms, detail) "
+     "VALUES($1, $2, $3, $4, $5)"},
+    {"transition_order",
+     "WITH u AS (UPDATE orders SET state = $1, updated_ms = $2, dispatch_expires_at_ms = $3, "
+     "payment_id = $4, reason = $5 WHERE id = $6 AND state = $7 RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $8)"},
+    {"move_token",
+     "WITH u AS (UPDATE pool_tokens SET state = $1, order_id = $2 WHERE token = $3 AND "
+     "state = $4 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
+    // One multi-row INSERT per changeset: $1 is a text[] of tokens, in mint order.
+    {"insert_pool_tokens",
+     "INSERT INTO pool_tokens(token, device, slot, restock_id, state, order_id) "
+     "SELECT t, $2::text, $3::integer, $4::text, 'POOL', NULL FROM unnest($1::text[]) WITH "
+     "ORDINALITY AS x(t, n) "
+     "ORDER BY n"},
+    {"put_restock",
+     "INSERT INTO restocks(restock_id, device, slot, count, state, updated_ms) "
+     "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(device, restock_id) DO UPDATE SET "
+     "count = excluded.count, state = excluded.state, updated_ms = excluded.updated_ms"},
+    {"insert_payment",
+     "INSERT INTO payments(payment_id, order_id, amount_cents, outcome, at_ms) "
+     "VALUES($1, $2, $3, $4, $5)"},
+    {"insert_refund",
+     "INSERT INTO refunds(payment_id, order_id, amount_cents, reason, at_ms, state, attempts, "
+     "last_error, updated_ms, device) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"},
+    {"update_refund",
+     "WITH u AS (UPDATE refunds SET state = $1, attempts = $2, last_error = $3, updated_ms = $4 "
+     "WHERE payment_id = $5 AND state = 'PENDING' RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $6)"},
+    {"advance_device_seq",
+     "WITH u AS (UPDATE device_seq SET last_processed_seq = $1, last_mac = $2 WHERE device = $3 "
+     "AND last_processed_seq = $4 RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
+    {"retire_ledger",
+     "INSERT INTO retired_ledgers(device, ledger_id, last_processed_seq, retired_ms) "
+     "VALUES($1, $2, $3, $4) ON CONFLICT DO NOTHING"},
+    {"switch_ledger",
+     "WITH u AS (UPDATE device_seq SET ledger_id = $1, last_processed_seq = 0, last_mac = '' "
+     "WHERE device = $2 "
+     "AND ledger_id = $3 AND last_processed_seq = $4 RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $5)"},
+    {"set_next_key",
+     "WITH u AS (UPDATE devices SET next_key_hex = $1 WHERE id = $2 RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+    {"promote_next_key",
+     "WITH u AS (UPDATE devices SET key_hex = next_key_hex, next_key_hex = '' WHERE id = $1 "
+     "AND next_key_hex = $2 RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+    {"decommission_device",
+     "WITH u AS (UPDATE devices SET decommissioned_ms = $1, next_key_hex = '' WHERE id = $2 "
+     "AND decommissioned_ms = 0 RETURNING 1) "
+     "SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+    {"put_snapshot",
+     "INSERT INTO snapshots(device, payload, at_ms) VALUES($1, $2, $3) ON CONFLICT(device) "
+     "DO UPDATE SET payload = excluded.payload, at_ms = excluded.at_ms"},
+    {"put_reconcile_report",
+     "INSERT INTO reconcile_reports(device, report, at_ms) VALUES($1, $2, $3) "
+     "ON CONFLICT(device) DO UPDATE SET report = excluded.report, at_ms = excluded.at_ms"},
+    // Appends a fault and trims the table to $6 rows (the CTE's DELETE does
+    // not see the new row, whose id is above the cut anyway).
+    {"insert_fault",
+     "WITH ins AS (INSERT INTO faults(device, code, message, slot, at_ms) "
+     "VALUES($1, $2, $3, $4, $5) RETURNING id) "
+     "DELETE FROM faults WHERE id <= (SELECT id FROM ins) - $6"},
+};
+
+}  // namespace
+
+std::span<const NamedStatement> write_statements() { return kWriteStatements; }
 
 Status prepare_statements(PgConnection& conn) {
   for (const auto& s : write_statements()) {

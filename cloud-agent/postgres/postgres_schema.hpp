@@ -2,6 +2,7 @@
 // the named statements every write connection prepares.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct NamedStatement {
   const char* name;
   const char* sql;
 };
-const std::vector<NamedStatement>& write_statements();
+std::span<const NamedStatement> write_statements();
 Status prepare_statements(PgConnection& conn);
 
 // The columns of an order, as read_order() expects them from column 0.

@@ -56,7 +56,7 @@ int verdict_rank(const std::string& verdict) {
 }
 
 const char* report_verdict(int rank) {
-  static const char* kNames[] = {"ok", "repaired", "pending", "alert"};
+  static constexpr const char* kNames[] = {"ok", "repaired", "pending", "alert"};
   return kNames[rank];
 }
 

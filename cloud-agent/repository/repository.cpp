@@ -222,6 +222,7 @@ Status Repository::claim_fence(Pending& pending) {
   const auto& devices = pending.changes.fenced_devices();
   if (!fence || devices.empty()) return {};
   std::vector<int> shards;
+  shards.reserve(devices.size());
   for (const auto& device : devices) shards.push_back(shard_of(device, fence->shard_count));
   std::sort(shards.begin(), shards.end());
   shards.erase(std::unique(shards.begin(), shards.end()), shards.end());

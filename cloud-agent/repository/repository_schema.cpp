@@ -275,7 +275,7 @@ Result<int64_t> schema_version(sql::Database& db) {
 }
 
 Status rewrite_state_checks(sql::Database& db) {
-  static const std::vector<CheckRewrite> rewrites = {
+  static const std::vector<CheckRewrite> kRewrites = {
       {"pool_tokens",
        "CHECK(state IN ('POOL','RESERVED','DISPATCHED','SOLD','BURNED'))",
        {"POOL", "RESERVED", "DISPATCHED", "SOLD", "BURNED"}},
@@ -291,7 +291,7 @@ Status rewrite_state_checks(sql::Database& db) {
   auto scratch = sql::Database::open(":memory:");
   if (!scratch.ok()) return scratch.error();
   std::vector<std::pair<std::string, std::string>> updates;  // table -> new text
-  for (const CheckRewrite& r : rewrites) {
+  for (const CheckRewrite& r : kRewrites) {
     auto st = db.prepare("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?");
     if (!st.ok()) return st.error();
     st->bind(1, std::string(r.table));
@@ -337,12 +337,12 @@ ALTER TABLE device_seq ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
 )sql";
 
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> all = {{1, kSchemaV1}, {2, kSchemaV2},
-                                                  {3, kSchemaV3}, {4, kSchemaV4},
-                                                  {5, kSchemaV5}, {6, "", rewrite_state_checks},
-                                                  {7, kSchemaV7}, {8, kSchemaV8},
-                                                  {9, kSchemaV9}, {10, kSchemaV10}};
-  return all;
+  static const std::vector<sql::Migration> kAll = {{1, kSchemaV1}, {2, kSchemaV2},
+                                                   {3, kSchemaV3}, {4, kSchemaV4},
+                                                   {5, kSchemaV5}, {6, "", rewrite_state_checks},
+                                                   {7, kSchemaV7}, {8, kSchemaV8},
+                                                   {9, kSchemaV9}, {10, kSchemaV10}};
+  return kAll;
 }
 
 Order read_order(const sql::Statement& s) {

@@ -70,12 +70,15 @@ Result<std::vector<ConfigEntry>> read_config_file(const std::string& path) {
     std::string where = path + ":" + std::to_string(number) + ": ";
     size_t eq = line.find('=');
     if (eq == std::string::npos) {
-      return make_error("bad_usage", where + "expected 'key = value', got '" + line + "'");
+      return make_error("bad_usage",
+                        where.append("expected 'key = value', got '").append(line).append("'"));
     }
     std::string key = trim(line.substr(0, eq));
     if (!valid_key(key)) {
-      return make_error("bad_usage", where + "bad key '" + key +
-                                         "' (a long option name without '--', e.g. 'mqtt')");
+      return make_error("bad_usage",
+                        where.append("bad key '")
+                            .append(key)
+                            .append("' (a long option name without '--', e.g. 'mqtt')"));
     }
     entries.push_back({key, trim(line.substr(eq + 1)), number});
   }

@@ -144,8 +144,7 @@ Result<Database> Database::open(const std::string& path, const OpenOptions& opti
   // sqlite3_free takes a process-wide mutex, which was 4 % of the agent's
   // writer thread; nothing here reads them. SQLITE_MISUSE when SQLite was
   // already initialised (a test that opened it directly first): harmless.
-  static const int configured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-  (void)configured;
+  [[maybe_unused]] static const int kMemstatusOff = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   sqlite3* handle = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
   if (options.create) flags |= SQLITE_OPEN_CREATE;

@@ -39,7 +39,7 @@ Status name_held_events(sql::Database& db, const Identity& identity) {
     std::string signed_payload =
         proto::encode(event, crypto::sign(identity.key, proto::encode_canonical(event)));
     auto n = run(db, "UPDATE outbox SET payload = ? WHERE seq = ?",
-                 [&](sql::Statement& u) { u.bind(1, signed_payload).bind(2, seq); });
+                 [&, seq = seq](sql::Statement& u) { u.bind(1, signed_payload).bind(2, seq); });
     if (!n.ok()) return n.error();
   }
   return {};

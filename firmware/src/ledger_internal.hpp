@@ -8,9 +8,9 @@
 
 namespace vend::fw::detail {
 
-inline const char* kTokenStates[] = {"AVAILABLE", "CONSUMED", "BURNED"};
-inline const char* kDispenseStates[] = {"ACCEPTED", "MOTOR_RUNNING", "DISPENSED",
-                                        "FAILED",   "REJECTED",      "UNCERTAIN"};
+inline constexpr const char* kTokenStates[] = {"AVAILABLE", "CONSUMED", "BURNED"};
+inline constexpr const char* kDispenseStates[] = {"ACCEPTED", "MOTOR_RUNNING", "DISPENSED",
+                                                  "FAILED",   "REJECTED",      "UNCERTAIN"};
 
 inline DispenseState parse_dispense_state(const std::string& s) {
   for (int i = 0; i < 6; ++i) {

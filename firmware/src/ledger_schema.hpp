@@ -8,9 +8,8 @@
 
 namespace vend::fw {
 
-inline const std::vector<sql::Migration>& ledger_migrations() {
-  static const std::vector<sql::Migration> kMigrations = {
-      {1, R"sql(
+// Version 1: slots, tokens, restocks, dispenses and the outbox.
+inline constexpr const char* kLedgerSchemaV1 = R"sql(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
   value INTEGER NOT NULL
@@ -69,24 +68,29 @@ CREATE TABLE outbox(
   payload    TEXT NOT NULL,
   created_ms INTEGER NOT NULL
 );
-)sql"},
-      // The ledger's identity (see Identity::ledger_id), one row, written by
-      // Ledger::open on first use.
-      {2, R"sql(
+)sql";
+
+// Version 2: the ledger's identity (see Identity::ledger_id), one row,
+// written by Ledger::open on first use.
+inline constexpr const char* kLedgerSchemaV2 = R"sql(
 CREATE TABLE ledger_identity(
   one       INTEGER PRIMARY KEY CHECK (one = 1),
   ledger_id TEXT NOT NULL
 );
-)sql"},
-      // The ids this file had before (Ledger::start_new_ledger): a command
-      // naming one of them comes from a cloud that has not yet seen this
-      // file's current ledger, not from one that has seen more than it.
-      {3, R"sql(
+)sql";
+
+// Version 3: the ids this file had before (Ledger::start_new_ledger): a
+// command naming one of them comes from a cloud that has not yet seen this
+// file's current ledger, not from one that has seen more than it.
+inline constexpr const char* kLedgerSchemaV3 = R"sql(
 CREATE TABLE previous_ledgers(
   ledger_id TEXT PRIMARY KEY
 );
-)sql"},
-  };
+)sql";
+
+inline const std::vector<sql::Migration>& ledger_migrations() {
+  static const std::vector<sql::Migration> kMigrations = {
+      {1, kLedgerSchemaV1}, {2, kLedgerSchemaV2}, {3, kLedgerSchemaV3}};
   return kMigrations;
 }
 

@@ -92,7 +92,7 @@ Status LiveMachine::load_restock(const std::string& restock_id, int slot, int co
 
 Status LiveMachine::connect_blocking() { return paho_->connect(); }
 
-void LiveMachine::enqueue(Inbound item) {
+void LiveMachine::enqueue(const Inbound& item) {
   std::lock_guard lock(mu_);
   int copies = 1;
   if (std::holds_alternative<std::string>(item) && setup_.duplicate > 0 &&

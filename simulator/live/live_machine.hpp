@@ -83,7 +83,7 @@ class LiveMachine {
  private:
   using Inbound = std::variant<std::string, bool>;  // payload, or connection change
   void make_transport();
-  void enqueue(Inbound item);
+  void enqueue(const Inbound& item);
   void heal_fault();
 
   LiveMachineSetup setup_;

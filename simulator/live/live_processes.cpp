@@ -35,6 +35,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
   int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log < 0) return make_error("launch", "cannot open log '" + log_path + "'");
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = ::fork();

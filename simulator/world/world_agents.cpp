@@ -7,13 +7,10 @@
 namespace vend::sim {
 
 WorldAgents::WorldAgents(const WorldOptions& o, std::string db_path,
-                         agent::AgentOptions agent_options, const std::vector<std::string>& devices,
-                         InMemoryBus& bus, const Clock& clock, Random& random, Logger& log,
-                         Trace& trace)
-    : shard_count_(o.shards),
-      max_calls_per_step_(o.max_calls_per_step),
-      random_(random),
-      trace_(trace) {
+                         const agent::AgentOptions& agent_options,
+                         const std::vector<std::string>& devices, InMemoryBus& bus,
+                         const Clock& clock, Random& random, Logger& log, Trace& trace)
+    : shard_count_(o.shards), max_calls_per_step_(o.max_calls_per_step), random_(random) {
   if (o.agents <= 1) {
     clocks_.push_back(std::make_unique<SkewedClock>(clock));  // no drift: one clock to step
     agents_.push_back(std::make_unique<WorldAgent>(std::move(db_path), agent_options, bus,

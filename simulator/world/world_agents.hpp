@@ -39,9 +39,9 @@ class WorldAgents {
  public:
   // One agent over db_path, or options.agents instances over it.
   // `devices`: the world's machines (a rebuild's cost counts them).
-  WorldAgents(const WorldOptions& options, std::string db_path, agent::AgentOptions agent_options,
-              const std::vector<std::string>& devices, InMemoryBus& bus, const Clock& clock,
-              Random& random, Logger& log, Trace& trace);
+  WorldAgents(const WorldOptions& options, std::string db_path,
+              const agent::AgentOptions& agent_options, const std::vector<std::string>& devices,
+              InMemoryBus& bus, const Clock& clock, Random& random, Logger& log, Trace& trace);
   WorldAgents(const WorldAgents&) = delete;
   WorldAgents& operator=(const WorldAgents&) = delete;
 
@@ -97,7 +97,6 @@ class WorldAgents {
   std::vector<int> calls_;  // this step's, per instance
   int64_t refused_busy_ = 0;
   Random& random_;
-  Trace& trace_;
   std::unique_ptr<SharedDatabase> db_;  // cluster mode
   std::vector<std::unique_ptr<SkewedClock>> clocks_;
   std::vector<std::unique_ptr<WorldAgent>> agents_;

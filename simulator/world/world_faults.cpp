@@ -171,7 +171,7 @@ void WorldFaults::partition(WorldMachine& m) {
       disturb(m.id());
       trace_.add("heal partition " + m.id() + " with a late will" +
                  (back ? "" : " (not reconnected)"));
-      Message will = m.will();
+      const Message& will = m.will();
       schedule(step_ + random_.range(1, 10), [this, will] { return publish_late_will(will); });
       return Status{};
     });
@@ -189,7 +189,7 @@ void WorldFaults::partition(WorldMachine& m) {
 }
 
 void WorldFaults::offline(WorldMachine& m) {
-  std::string id = m.id();
+  const std::string& id = m.id();
   faulted_.insert(id);
   disturb(id);
   bus_.disconnect(id);

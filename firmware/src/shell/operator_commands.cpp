@@ -185,7 +185,7 @@ int run_check_config(const CheckConfigArgs& args, std::ostream& out, std::ostrea
   } else {
     auto ledger = open_ledger(*setup, "", /*must_exist=*/true);
     if (!ledger.ok()) return fail(err, ledger.error());
-    auto report = read_status(*ledger, /*tokens=*/false);
+    auto report = read_status(*ledger, /*with_tokens=*/false);
     if (!report.ok()) return fail(err, report.error());
     out << "ledger " << c.ledger_path << ": opens; " << report->outbox_depth
         << " events waiting to be sent\n";

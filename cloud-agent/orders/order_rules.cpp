@@ -215,13 +215,13 @@ OverdueDecision decide_overdue(const Order& order, const proto::Snapshot& snapsh
     // The item may have left under the old ledger: money back, token never
     // sold again (held by the new ledger or not).
     d.kind = OverdueDecision::Kind::kSettle;
-    d.settlement = Settlement{TokenState::kDispatched,
-                              TokenState::kBurned,
-                              OrderState::kFailed,
-                              kLedgerReplaced,
-                              kLedgerReplaced,
-                              held ? "expired unused on the device's new ledger"
-                                   : "not on the device's new ledger"};
+    d.settlement = Settlement{
+        TokenState::kDispatched,
+        TokenState::kBurned,
+        OrderState::kFailed,
+        kLedgerReplaced,
+        kLedgerReplaced,
+        held ? "expired unused on the device's new ledger" : "not on the device's new ledger"};
     return d;
   }
   if (!held) {

@@ -139,8 +139,8 @@ std::optional<CommandOutcome> EventSender::fence_dispense(const proto::DispenseC
     }
     lost = "the cloud's ledger is " + c.ledger_id + ", which this file never was";
   }
-  auto started = start_new_ledger("dispense for order " + c.order_id,
-                                  make_error("ledger_regressed", lost));
+  auto started =
+      start_new_ledger("dispense for order " + c.order_id, make_error("ledger_regressed", lost));
   if (!started.ok()) return refusals_.refuse("dispense", "storage", started.error().to_string());
   return refusals_.refuse("dispense", "ledger_regressed",
                           "order " + c.order_id + ": " + lost + "; now ledger " + *started);

@@ -130,7 +130,8 @@ TEST_CASE("dispense fence: a known order re-reports its result whatever the comm
   CHECK(rig.machine.rotations() == 1);
 }
 
-TEST_CASE("dispense fence: a new ledger that cannot be written refuses, and the next try starts it") {
+TEST_CASE(
+    "dispense fence: a new ledger that cannot be written refuses, and the next try starts it") {
   FenceRig rig;
   auto tokens = rig.restock(1, 1);
   const std::string old_id = rig.ledger.identity().ledger_id;
@@ -168,7 +169,7 @@ TEST_CASE("dispense fence: an order accepted before a boot waits for the cloud's
   REQUIRE(rig.dispenser.on_dispense(rig.fenced("o3", tokens[2], id, 1)).result == "accepted");
   rig.machine.power_cut(false);
   const int64_t rotations = rig.machine.rotations();
-  Dispenser rebooted{rig.ledger, rig.hal,     rig.clock,    rig.log,  rig.options,
+  Dispenser rebooted{rig.ledger,  rig.hal,    rig.clock,    rig.log,  rig.options,
                      rig.storage, rig.sender, rig.refusals, rig.stats};
   REQUIRE(rebooted.boot().ok());
   CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kUncertain);

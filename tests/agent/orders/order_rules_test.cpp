@@ -264,8 +264,8 @@ TEST_CASE("ledger replaced: a DISPATCHED order is marked once; its token never g
   // whether that ledger holds the token or not (its result cannot be asked).
   constexpr int64_t kSkew = 5'000;
   int64_t cutoff = marked->dispatch_expires_at_ms + kSkew;
-  for (const auto& tokens : {std::vector<std::string>{"tok-0", "tok-1"},
-                             std::vector<std::string>{"tok-0"}}) {
+  for (const auto& tokens :
+       {std::vector<std::string>{"tok-0", "tok-1"}, std::vector<std::string>{"tok-0"}}) {
     auto d = rules::decide_overdue(*marked, snapshot_with(tokens), cutoff + 1, cutoff, kSkew);
     REQUIRE(d.kind == rules::OverdueDecision::Kind::kSettle);
     CHECK(d.settlement.token == TokenState::kBurned);

@@ -6,10 +6,10 @@
 // Promise kept here: the motor moves only for an ACCEPTED order whose token
 // of that slot was consumed (in the transaction that recorded ACCEPTED) and
 // whose command has not expired (one accepted before a boot only once the
-// cloud has sent it again and its view of the ledger passed the fence); MOTOR_RUNNING is stored before it moves, so
-// an order never rotates twice; its outcome is stored (with its
-// dispense_result event) before the next rotation starts. These are
-// asserted (vend/assert.hpp; docs/firmware.md, "Assertions").
+// cloud has sent it again and its view of the ledger passed the fence); MOTOR_RUNNING is stored
+// before it moves, so an order never rotates twice; its outcome is stored (with its dispense_result
+// event) before the next rotation starts. These are asserted (vend/assert.hpp; docs/firmware.md,
+// "Assertions").
 //
 // REQUIRES: the command passed to on_dispense was authenticated (signed with
 // this device's key, naming this device); boot() before anything else.

@@ -224,6 +224,11 @@ void WorldAgent::lease_round() {
   if (rebuild_due_) start_rebuild();
 }
 
+std::optional<agent::ShardEpochs> WorldAgent::gained_only(const agent::ShardEpochs& held) const {
+  if (rebuild_failed_ || core_->fenced()) return std::nullopt;
+  return agent::gained_only(loaded_, held);
+}
+
 void WorldAgent::start_rebuild() {
   if (rebuild_done_mono_ms_ >= 0) return;  // one under way takes the leases held when it ends
   if (instance_->rebuild_ms_per_machine == 0) return rebuild();
@@ -235,8 +240,7 @@ void WorldAgent::start_rebuild() {
 
 int64_t WorldAgent::machines_to_load() const {
   agent::ShardEpochs held = held_leases();
-  std::optional<agent::ShardEpochs> gained;
-  if (!rebuild_failed_ && !core_->fenced()) gained = agent::gained_only(loaded_, held);
+  std::optional<agent::ShardEpochs> gained = gained_only(held);
   int64_t machines = 0;
   for (const auto& [shard, epoch] : gained ? *gained : held) {
     auto i = static_cast<size_t>(shard);
@@ -251,9 +255,7 @@ void WorldAgent::rebuild() {
   agent::ShardEpochs held = held_leases();
   auto fence = fence_of_held();
   auto set_fence = [&] { (void)repo_->set_fence(fence); };
-  std::optional<agent::ShardEpochs> gained;
-  if (!rebuild_failed_) gained = agent::gained_only(loaded_, held);
-  if (gained && core_->fenced()) gained.reset();
+  std::optional<agent::ShardEpochs> gained = gained_only(held);
   Status s = gained ? core_->gain(ownership(held), ownership(*gained), set_fence)
                     : core_->rebuild(ownership(held), set_fence);
   trace_.add("agent " + instance_id() +

@@ -127,6 +127,9 @@ class WorldAgent {
   // Starts a rebuild that ends rebuild_ms_per_machine x the machines it
   // loads later (at once with 0): the lease rounds go on meanwhile.
   void start_rebuild();
+  // The shards gained since the last build when only gains happened (the
+  // core then adds them), else nullopt (it is rebuilt whole).
+  std::optional<agent::ShardEpochs> gained_only(const agent::ShardEpochs& held) const;
   // The machines a rebuild now would load.
   int64_t machines_to_load() const;
   void rebuild();

@@ -1,4 +1,5 @@
 // vend-sim: deterministic simulation, ledger checks, and the live fleet.
+#include <exception>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -81,7 +82,9 @@ int run_check(const Command& c) {
 }  // namespace
 }  // namespace vend::sim
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using vend::sim::Command;
   auto command = vend::sim::parse_command(std::vector<std::string>(argv + 1, argv + argc));
   if (!command.ok()) {
@@ -97,4 +100,17 @@ int main(int argc, char** argv) {
     case Command::Mode::kLive: return vend::sim::run_live(*command);
   }
   return 2;
+}
+
+}  // namespace
+
+// An exception that reaches here is a set-up failure nothing above expected
+// (out of memory, a library's own error): one line and exit 2.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "vend-sim: " << e.what() << "\n";
+    return 2;
+  }
 }

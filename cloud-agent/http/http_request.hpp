@@ -17,7 +17,8 @@ namespace vend::agent {
 // Orders header names by their ASCII lower case.
 struct CaseInsensitiveLess {
   bool operator()(std::string_view a, std::string_view b) const;
-  using is_transparent = void;
+  // The name std::map's heterogeneous lookup looks for.
+  using is_transparent = void;  // NOLINT(readability-identifier-naming)
 };
 
 struct HttpRequest {

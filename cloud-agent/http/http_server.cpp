@@ -168,7 +168,8 @@ void read_request(MHD_Connection* connection, ConnState& cs, const char* url, co
                             &req.params);
   req.target = req.path;
   for (const auto& [k, v] : req.params) {
-    req.target += (req.target.size() == req.path.size() ? "?" : "&") + k + "=" + v;
+    req.target += req.target.size() == req.path.size() ? '?' : '&';
+    req.target.append(k).append(1, '=').append(v);
   }
 }
 

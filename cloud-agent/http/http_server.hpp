@@ -110,8 +110,8 @@ class HttpStreamSource {
 // A handler's answer.
 struct HttpReply {
   HttpReply() = default;
-  HttpReply(int status_, std::string body_, std::string content_type_ = "application/json")
-      : status(status_), body(std::move(body_)), content_type(std::move(content_type_)) {}
+  HttpReply(int status_code, std::string body_text, std::string type = "application/json")
+      : status(status_code), body(std::move(body_text)), content_type(std::move(type)) {}
 
   int status = 200;
   std::string body;  // JSON text unless content_type says otherwise

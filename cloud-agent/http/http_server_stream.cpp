@@ -2,7 +2,7 @@
 // HttpStreamSource, sleeps (suspends the connection) while the source has
 // nothing and wakes on HttpStreamSource::wake(); the reaper's ticks and
 // stop()'s end of every stream.
-#include <cstring>
+#include <string>
 #include <vector>
 
 #include "http/http_server.hpp"
@@ -29,7 +29,7 @@ ssize_t stream_read(void* cls, uint64_t /*pos*/, char* buf, size_t max) {
   if (r == HttpStreamSource::Read::kEnd) return MHD_CONTENT_READER_END_OF_STREAM;
   if (!out.empty()) {
     size_t n = std::min(out.size(), max);  // read() keeps within max
-    std::memcpy(buf, out.data(), n);
+    out.copy(buf, n);
     return static_cast<ssize_t>(n);
   }
   std::lock_guard lock(link.mu);

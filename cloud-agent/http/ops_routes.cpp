@@ -35,8 +35,8 @@ Result<FleetQuery> fleet_query(const HttpRequest& req) {
       if (!n.ok()) return n.error();
       (name == "offset" ? out.offset : out.limit) = *n;
     } else if (name == "filter") {
-      static const char* kFilters[] = {"all",          "online",   "offline",
-                                       "out_of_stock", "mismatch", "backlog"};
+      static const char* const kFilters[] = {"all",          "online",   "offline",
+                                             "out_of_stock", "mismatch", "backlog"};
       if (std::find(std::begin(kFilters), std::end(kFilters), value) == std::end(kFilters)) {
         return http::bad_request(
             "query parameter 'filter' must be all, online, offline, out_of_stock, mismatch or "

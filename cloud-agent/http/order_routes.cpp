@@ -146,7 +146,7 @@ void OrderRoutes::create_order(const HttpRequest& req, Router::Done done) {
   if (!known) return done(make_error("not_found", "no device '" + *device + "'"));
   // Answered from the commit callback: this worker is free at once.
   core_.create_order_async(*device, static_cast<int>(*slot), *client, *key,
-                           [done](Result<Order> order) {
+                           [done = std::move(done)](Result<Order> order) {
                              if (!order.ok()) return done(order.error());
                              done(order_reply(201, *order));
                            });

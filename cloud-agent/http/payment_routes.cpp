@@ -108,19 +108,20 @@ void PaymentRoutes::pay_order(const HttpRequest& req, Router::Done done) {
   if (!payment_id.ok()) return done(payment_id.error());
   auto amount = fields.integer("amount_cents", 0, kMaxAmountCents);
   if (!amount.ok()) return done(amount.error());
-  core_.pay_async(
-      id, *payment_id, *amount,
-      [this, done, id, pid = *payment_id, t = *signed_s, received_s](Result<Order> order) {
-        if (!order.ok()) return done(order.error());
-        note_signature_time(t, received_s, id);
-        if (order->known) return done(HttpReply{200, http::order_text(*order)});
-        // A verified payment for an order this agent never had:
-        // recorded and refunded; the gateway is told so (2xx: it
-        // need not send it again).
-        http::Json j = {
-            {"id", id}, {"payment_id", pid}, {"payment_outcome", order->payment_outcome}};
-        done(HttpReply{200, j.dump()});
-      });
+  core_.pay_async(id, *payment_id, *amount,
+                  [this, done = std::move(done), id, pid = *payment_id, t = *signed_s,
+                   received_s](Result<Order> order) {
+                    if (!order.ok()) return done(order.error());
+                    note_signature_time(t, received_s, id);
+                    if (order->known) return done(HttpReply{200, http::order_text(*order)});
+                    // A verified payment for an order this agent never had:
+                    // recorded and refunded; the gateway is told so (2xx: it
+                    // need not send it again).
+                    http::Json j = {{"id", id},
+                                    {"payment_id", pid},
+                                    {"payment_outcome", order->payment_outcome}};
+                    done(HttpReply{200, j.dump()});
+                  });
 }
 
 }  // namespace vend::agent

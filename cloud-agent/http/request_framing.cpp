@@ -282,7 +282,7 @@ const char* framing_problem_name(FramingProblem problem) {
 }
 
 const std::array<FramingProblem, kFramingProblemCount>& all_framing_problems() {
-  static const std::array<FramingProblem, kFramingProblemCount> all = {
+  static const std::array<FramingProblem, kFramingProblemCount> kAll = {
       FramingProblem::kBadTarget,
       FramingProblem::kTargetTooLong,
       FramingProblem::kBadHeader,
@@ -296,7 +296,7 @@ const std::array<FramingProblem, kFramingProblemCount>& all_framing_problems() {
       FramingProblem::kBareLf,
       FramingProblem::kIncompleteRequest,
       FramingProblem::kRefusedByParser};
-  return all;
+  return kAll;
 }
 
 std::optional<FramingError> check_request_head(const RequestHead& head, size_t max_target_bytes) {

@@ -127,8 +127,8 @@ void Router::run(const Route* route, const HttpRequest& req, const Finish& finis
     }
     if (route->async) {
       // `req` lives until `finish` ran (the caller's pending request owns it).
-      return route->async(req,
-                          [this, &req, finish](Result<HttpReply> r) { finish(respond(req, r)); });
+      return route->async(
+          req, [this, &req, finish](const Result<HttpReply>& r) { finish(respond(req, r)); });
     }
     finish(respond(req, route->handler(req)));
   } catch (const std::exception& e) {  // handlers catch what they expect

@@ -77,6 +77,11 @@ class PostgresBackend final : public RepositoryBackend {
   // already fenced), then COMMIT. Rolls back unless committed.
   Held hold_and_commit(const std::vector<const Changeset*>& group,
                        const std::vector<Status>& results);
+  // After hold_and_commit() rolled back: the refused changesets' errors into
+  // `sub`; past two deadlocks, every claiming changeset of `subset` is
+  // refused as fenced (its owner answers by rebuilding).
+  void note_rollback(Held& held, const std::vector<const Changeset*>& subset,
+                     std::vector<Status>& sub, int& deadlocks);
   Status lost_status() const;
   Result<PgResult> read(const std::string& sql, const Params& params);
 

@@ -85,6 +85,22 @@ bool has_raw(const std::vector<const Changeset*>& group) {
   return false;
 }
 
+// The fenced outcomes of `sub` (one per position of `todo`) are final: moved
+// into `results`. Returns the positions to apply again.
+std::vector<size_t> settle_fenced(const std::vector<size_t>& todo, std::vector<Status>& sub,
+                                  std::vector<Status>& results) {
+  std::vector<size_t> next;
+  for (size_t j = 0; j < todo.size(); ++j) {
+    bool final_fenced = !sub[j].ok() && sub[j].error().code == "fenced";
+    if (final_fenced) {
+      results[todo[j]] = std::move(sub[j]);
+    } else {
+      next.push_back(todo[j]);
+    }
+  }
+  return next;
+}
+
 void queue_sql(Pipeline& p, std::vector<int>& owner, const char* sql, int who) {
   p.send_sql(sql);
   owner.push_back(who);
@@ -140,28 +156,24 @@ std::vector<Status> PostgresBackend::apply_group(const std::vector<const Changes
     }
     // Rolled back: refused changesets (and those fenced by their own check)
     // are final; the others are applied again.
-    if (held.what == Held::kDeadlock) {
-      log_.warn(kLog, "the fence's lock met a deadlock (a lease change under way): " +
-                          held.error.error().to_string());
-      if (++deadlocks > 2) {  // give up: fenced, which the owner answers by rebuilding
-        held.refused = claimed(subset);
-        held.refusals.assign(held.refused.size(),
-                             make_error("fenced", "write fenced: " + held.error.error().message));
-      }
-    }
-    for (size_t k = 0; k < held.refused.size(); ++k) sub[held.refused[k]] = held.refusals[k];
-    std::vector<size_t> next;
-    for (size_t j = 0; j < todo.size(); ++j) {
-      bool final_fenced = !sub[j].ok() && sub[j].error().code == "fenced";
-      if (final_fenced) {
-        results[todo[j]] = std::move(sub[j]);
-      } else {
-        next.push_back(todo[j]);
-      }
-    }
-    todo.swap(next);
+    note_rollback(held, subset, sub, deadlocks);
+    todo = settle_fenced(todo, sub, results);
   }
   return results;
+}
+
+void PostgresBackend::note_rollback(Held& held, const std::vector<const Changeset*>& subset,
+                                    std::vector<Status>& sub, int& deadlocks) {
+  if (held.what == Held::kDeadlock) {
+    log_.warn(kLog, "the fence's lock met a deadlock (a lease change under way): " +
+                        held.error.error().to_string());
+    if (++deadlocks > 2) {  // give up: fenced, which the owner answers by rebuilding
+      held.refused = claimed(subset);
+      held.refusals.assign(held.refused.size(),
+                           make_error("fenced", "write fenced: " + held.error.error().message));
+    }
+  }
+  for (size_t k = 0; k < held.refused.size(); ++k) sub[held.refused[k]] = held.refusals[k];
 }
 
 PostgresBackend::Together PostgresBackend::apply_together(

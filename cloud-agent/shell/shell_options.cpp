@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <map>
+#include <string_view>
 
 #include "shell/shell_config.hpp"
 
@@ -114,8 +115,11 @@ Status parse_trusted_proxies(const std::string& value, ShellOptions& o) {
   return {};
 }
 
-const std::map<std::string, Setter>& valued_options() {
-  static const std::map<std::string, Setter> kOptions = {
+using OptionTable = std::map<std::string, Setter>;
+
+// Where the agent listens and what it reaches: broker, log, secrets.
+void add_connection_options(OptionTable& t) {
+  t.insert({
       {"--http", parse_listen},
       {"--mqtt", set_text(&ShellOptions::mqtt_url)},
       {"--mqtt-username", set_text(&ShellOptions::mqtt_username)},
@@ -126,6 +130,12 @@ const std::map<std::string, Setter>& valued_options() {
       {"--db", set_text(&ShellOptions::db_path)},
       {"--operator-token-file", set_text(&ShellOptions::operator_token_file)},
       {"--gateway-secret-file", set_text(&ShellOptions::gateway_secret_file)},
+  });
+}
+
+// Orders, payments, refunds, the devices' reports; durability and logging.
+void add_order_options(OptionTable& t) {
+  t.insert({
       {"--payment-tolerance-s",
        set_int(&ShellOptions::payment_tolerance_s, "--payment-tolerance-s", 1, 86400)},
       {"--reservation-ttl-s",
@@ -147,6 +157,12 @@ const std::map<std::string, Setter>& valued_options() {
        set_int(&ShellOptions::reject_log_interval_s, "--reject-log-interval-s", 0, 86400)},
       {"--sync", parse_sync},
       {"--log-level", parse_log_level},
+  });
+}
+
+// The HTTP server's threads and bounds, and the console's event stream.
+void add_http_options(OptionTable& t) {
+  t.insert({
       {"--http-threads", set_int(&ShellOptions::http_threads, "--http-threads", 1, 1024)},
       {"--http-event-threads",
        set_int(&ShellOptions::http_event_threads, "--http-event-threads", 1, 64)},
@@ -176,6 +192,12 @@ const std::map<std::string, Setter>& valued_options() {
                int64_t{1} << 30)},
       {"--ops-stream-heartbeat-ms",
        set_int(&ShellOptions::ops_stream_heartbeat_ms, "--ops-stream-heartbeat-ms", 0, 600'000)},
+  });
+}
+
+// Rate limits, proxies and several agents.
+void add_limit_and_cluster_options(OptionTable& t) {
+  t.insert({
       {"--redis", parse_redis},
       {"--redis-timeout-ms",
        set_int(&ShellOptions::redis_timeout_ms, "--redis-timeout-ms", 1, 10'000)},
@@ -195,7 +217,18 @@ const std::map<std::string, Setter>& valued_options() {
       {"--renew-ms", set_int(&ShellOptions::renew_ms, "--renew-ms", 100, 600'000)},
       {"--repo-batch-max",  // hidden: benchmarks only
        set_int(&ShellOptions::repo_batch_max, "--repo-batch-max", 1, 1 << 20)},
-  };
+  });
+}
+
+const OptionTable& valued_options() {
+  static const OptionTable kOptions = [] {
+    OptionTable t;
+    add_connection_options(t);
+    add_order_options(t);
+    add_http_options(t);
+    add_limit_and_cluster_options(t);
+    return t;
+  }();
   return kOptions;
 }
 
@@ -445,8 +478,8 @@ std::vector<std::string> config_file_keys() {
   return keys;
 }
 
-std::string usage() {
-  return R"(usage: vend-agent [options]
+// vend-agent --help.
+constexpr std::string_view kUsage = R"(usage: vend-agent [options]
 
 The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
 
@@ -544,6 +577,7 @@ The Vend cloud agent: HTTP API for orders and operators, MQTT to the devices.
 SIGTERM/SIGINT stop it cleanly (exit 0). Exit 2: bad options or secrets; 1: start-up failure.
 See docs/agent.md; the production broker (credentials, TLS): docs/deployment.md.
 )";
-}
+
+std::string usage() { return std::string(kUsage); }
 
 }  // namespace vend::agent

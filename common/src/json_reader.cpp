@@ -289,7 +289,7 @@ void FieldReader::fail(Error error) {
   if (!error_) error_ = std::move(error);
 }
 
-void FieldReader::fail(FieldProblem problem) {
+void FieldReader::fail(const FieldProblem& problem) {
   if (!error_) error_ = wording_(problem, type_);
 }
 
@@ -304,7 +304,7 @@ FieldProblem FieldReader::problem(Kind kind, std::string_view field) const {
 void FieldReader::out_of_range(std::string_view field, std::string_view rule) {
   FieldProblem p = problem(Kind::kOutOfRange, field);
   p.text = std::string(rule);
-  fail(std::move(p));
+  fail(p);
 }
 
 void FieldReader::out_of_range(std::string_view field, Rule rule, std::string lo, std::string hi) {
@@ -312,20 +312,20 @@ void FieldReader::out_of_range(std::string_view field, Rule rule, std::string lo
   p.rule = rule;
   p.lo = std::move(lo);
   p.hi = std::move(hi);
-  fail(std::move(p));
+  fail(p);
 }
 
 void FieldReader::wrong_type(std::string_view field, std::string_view expected) {
   FieldProblem p = problem(Kind::kWrongType, field);
   p.expected = std::string(expected);
-  fail(std::move(p));
+  fail(p);
 }
 
 void FieldReader::wrong_type(std::string_view field, std::string_view expected, const Json& value) {
   FieldProblem p = problem(Kind::kWrongType, field);
   p.expected = std::string(expected);
   p.actual = json::type_name(value);
-  fail(std::move(p));
+  fail(p);
 }
 
 Json* FieldReader::require(const char* name) {

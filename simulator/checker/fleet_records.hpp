@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checker/invariant_checker.hpp"
@@ -85,6 +87,10 @@ Status load_agent(sql::Database& db, AgentRecords& out);
 void merge_replaced_ledger(const LedgerRecords& replaced, LedgerRecords& current);
 
 // Every rule appends what it finds.
+// A violation's evidence: its parts joined, allocated once (the rules build
+// it in loops, where a + b + c would make a temporary string per +).
+std::string evidence(std::initializer_list<std::string_view> parts);
+
 void check_ledger_rules(const FleetRecords& records, std::vector<Violation>& out);
 void check_token_conservation(const FleetRecords& records, CheckPhase phase,
                               std::vector<Violation>& out);

@@ -149,8 +149,8 @@ Result<std::vector<Violation>> InvariantChecker::check_promises(const Promises& 
   for (const auto& [order, payments] : promises.payments) {
     for (const auto& id : payments) {
       if (!paid->count(id)) {
-        out.push_back(
-            {"answered_payment_lost", "payment " + id + " of " + order + " answered 2xx"});
+        out.push_back({"answered_payment_lost",
+                       detail::evidence({"payment ", id, " of ", order, " answered 2xx"})});
       }
     }
   }

@@ -65,7 +65,7 @@ void check_one_ledger(const std::string& device, const LedgerRecords& ledger,
   for (const auto& [token, n] : spends) {
     if (n > 1) {
       add(out, "token_spent_twice",
-          device + " token " + token + " consumed by " + std::to_string(n) + " dispenses");
+          evidence({device, " token ", token, " consumed by ", std::to_string(n), " dispenses"}));
     }
   }
   for (const auto& [token, t] : ledger.tokens) {
@@ -73,7 +73,7 @@ void check_one_ledger(const std::string& device, const LedgerRecords& ledger,
     if (t.state != "AVAILABLE") ++spent_tokens[t.slot];
     if (t.state != "AVAILABLE" && spends.count(token) == 0) {
       add(out, "token_conservation",
-          device + " token " + token + " is " + t.state + " but no dispense spent it");
+          evidence({device, " token ", token, " is ", t.state, " but no dispense spent it"}));
     }
   }
   for (const auto& [slot, n] : dispensed) {
@@ -119,6 +119,15 @@ void tally_token(Tally& t, const std::string& device_state, const std::string& a
 
 }  // namespace
 
+std::string evidence(std::initializer_list<std::string_view> parts) {
+  size_t size = 0;
+  for (std::string_view p : parts) size += p.size();
+  std::string out;
+  out.reserve(size);
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+
 void check_ledger_rules(const FleetRecords& records, std::vector<Violation>& out) {
   std::map<std::string, std::string> consuming_device;  // order -> device
   for (const auto& [device, ledger] : records.ledgers) {
@@ -160,9 +169,10 @@ void check_token_conservation(const FleetRecords& records, CheckPhase phase,
       } else if (!agent_state.empty() && !t.lost_with_ledger && !compatible(t.state, agent_state)) {
         ++breach_count[t.slot];
         if (!listed) continue;
+        const std::string& order = a->second.order_id;
         breaches[t.slot] +=
-            " token " + token + " device " + t.state + " agent " + agent_state +
-            (a->second.order_id.empty() ? "" : " (order " + a->second.order_id + ")") + ";";
+            evidence({" token ", token, " device ", t.state, " agent ", agent_state,
+                      order.empty() ? "" : " (order ", order, order.empty() ? ";" : ");"});
       }
     }
     for (const auto& [slot, what] : breaches) {

@@ -96,8 +96,8 @@ void check_paid_orders(const FleetRecords& r, CheckPhase phase, std::vector<Viol
     std::string problem = paid_order_problem(r, o, phase);
     if (!problem.empty()) {
       add(out, "paid_order_lost",
-          "order " + id + " on " + o.device + "/" + std::to_string(o.slot) + ": " + problem +
-              (o.reason.empty() ? "" : " (reason " + o.reason + ")"));
+          evidence({"order ", id, " on ", o.device, "/", std::to_string(o.slot), ": ", problem,
+                    o.reason.empty() ? "" : " (reason ", o.reason, o.reason.empty() ? "" : ")"}));
     }
   }
 }
@@ -118,7 +118,8 @@ void check_refunds(const FleetRecords& r, CheckPhase phase, std::vector<Violatio
   for (const auto& [payment, order] : r.agent.unapplied_payments) {
     if (!r.agent.refunds.count(payment)) {
       add(out, "refund_missing",
-          "payment " + payment + " for order " + order + " was not applied and not refunded");
+          evidence(
+              {"payment ", payment, " for order ", order, " was not applied and not refunded"}));
     }
   }
 }

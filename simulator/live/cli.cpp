@@ -163,6 +163,47 @@ Status check_live(const Command& c) {
   return {};
 }
 
+// An option without a value.
+Status apply_flag(const std::string& name, Command& c) {
+  if (name == "--deterministic") {
+    c.mode = Command::Mode::kDeterministic;
+  } else if (name == "check" || name == "--check") {
+    c.mode = Command::Mode::kCheck;
+  } else if (name == "--launch") {
+    c.live.launch = true;
+  } else if (name == "--json") {
+    c.json = true;
+  } else if (name == "--no-progress") {
+    c.live.progress = false;
+  } else if (name == "--no-faults") {
+    c.world.faults = no_faults();
+  } else if (name == "--verbose") {
+    c.world.verbose = true;
+  } else if (name == "--help" || name == "-h") {
+    c.mode = Command::Mode::kHelp;
+  } else if (name == "--version") {
+    c.mode = Command::Mode::kVersion;
+  } else {
+    return bad("unknown option '" + name + "' (see --help)");
+  }
+  return {};
+}
+
+// After every option: the sizes and seed shared with the world, and the
+// rules between options.
+Status finish_command(Command& c, const std::map<std::string, bool>& given) {
+  share_sizes(c, given);
+  c.world.work_dir = c.work_dir;
+  c.world.seed = c.first_seed;
+  if (c.mode == Command::Mode::kCheck && c.work_dir.empty()) {
+    return bad("check needs --work-dir DIR (ledgers *.ledger.db and agent.db)");
+  }
+  if (c.seed_count > 1 && (!c.work_dir.empty() || !c.world.trace_path.empty())) {
+    return bad("--work-dir and --trace take one seed, not --seeds");
+  }
+  return check_live(c);
+}
+
 }  // namespace
 
 Result<Command> parse_command(const std::vector<std::string>& args) {
@@ -183,7 +224,9 @@ Result<Command> parse_command(const std::vector<std::string>& args) {
       name = "--mqtt";
     }
     if (name == "--operator-token" || name == "--gateway-secret") {
-      c.warnings.push_back(name + " on the command line is visible in ps; use " + name + "-file");
+      std::string warning = name;
+      warning.append(" on the command line is visible in ps; use ").append(name).append("-file");
+      c.warnings.push_back(std::move(warning));
     }
     if (auto it = table.find(name); it != table.end()) {
       if (!has_value) {
@@ -195,38 +238,10 @@ Result<Command> parse_command(const std::vector<std::string>& args) {
       continue;
     }
     if (has_value) return bad(name + ": takes no value");
-    if (name == "--deterministic")
-      c.mode = Command::Mode::kDeterministic;
-    else if (name == "check" || name == "--check")
-      c.mode = Command::Mode::kCheck;
-    else if (name == "--launch")
-      c.live.launch = true;
-    else if (name == "--json")
-      c.json = true;
-    else if (name == "--no-progress")
-      c.live.progress = false;
-    else if (name == "--no-faults")
-      c.world.faults = no_faults();
-    else if (name == "--verbose")
-      c.world.verbose = true;
-    else if (name == "--help" || name == "-h")
-      c.mode = Command::Mode::kHelp;
-    else if (name == "--version")
-      c.mode = Command::Mode::kVersion;
-    else
-      return bad("unknown option '" + name + "' (see --help)");
+    if (Status s = apply_flag(name, c); !s.ok()) return s.error();
   }
   if (c.mode == Command::Mode::kHelp || c.mode == Command::Mode::kVersion) return c;
-  share_sizes(c, given);
-  c.world.work_dir = c.work_dir;
-  c.world.seed = c.first_seed;
-  if (c.mode == Command::Mode::kCheck && c.work_dir.empty()) {
-    return bad("check needs --work-dir DIR (ledgers *.ledger.db and agent.db)");
-  }
-  if (c.seed_count > 1 && (!c.work_dir.empty() || !c.world.trace_path.empty())) {
-    return bad("--work-dir and --trace take one seed, not --seeds");
-  }
-  if (Status s = check_live(c); !s.ok()) return s.error();
+  if (Status s = finish_command(c, given); !s.ok()) return s.error();
   return c;
 }
 

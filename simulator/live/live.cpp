@@ -245,13 +245,14 @@ void LiveRun::show_progress(Clock::time_point start, bool final_line) {
   for (auto& m : machines_) online += m->online() ? 1 : 0;
   double t = seconds_since(start);
   char line[256];
-  std::snprintf(line, sizeof line,
-                "[%5.0fs] %6.1f orders/s | in flight %4lld | dispensed %6lld | expired %5lld | "
-                "failed %4lld | online %d/%zu",
-                t, t > 0 ? k.orders / t : 0.0, static_cast<long long>(k.in_flight.load()),
-                static_cast<long long>(k.completed.load()),
-                static_cast<long long>(k.expired.load()),
-                static_cast<long long>(k.refunded + k.needs_review), online, machines_.size());
+  std::snprintf(
+      line, sizeof line,
+      "[%5.0fs] %6.1f orders/s | in flight %4lld | dispensed %6lld | expired %5lld | "
+      "failed %4lld | online %d/%zu",
+      t, t > 0 ? k.orders / t : 0.0, static_cast<long long>(k.in_flight.load()),
+      static_cast<long long>(k.completed.load()), static_cast<long long>(k.expired.load()),
+      static_cast<long long>(k.refunded.load()) + static_cast<long long>(k.needs_review.load()),
+      online, machines_.size());
   bool tty = ::isatty(STDERR_FILENO);
   std::cerr << (tty ? "\r" : "") << line << (tty && !final_line ? "" : "\n") << std::flush;
 }

@@ -80,17 +80,24 @@ std::map<std::string, Setter> fault_fields(FaultRates& f) {
           {"restore_down_min_steps", number(f.restore_down_min_steps)}};
 }
 
+// "PATH: <before>NAME<after>".
+Error bad_field(const std::string& path, const char* before, const std::string& name,
+                const char* after) {
+  std::string message = path;
+  message.append(": ").append(before).append(name).append(after);
+  return make_error("bad_scenario", message);
+}
+
 Status apply(const Json& object, std::map<std::string, Setter> fields, const std::string& where,
              const std::string& path) {
   for (const auto& [key, value] : object.items()) {
     if (where.empty() && (key == "name" || key == "description" || key == "faults")) continue;
     auto it = fields.find(key);
-    std::string name = where.empty() ? key : where + "." + key;
-    if (it == fields.end())
-      return make_error("bad_scenario", path + ": unknown key '" + name + "'");
-    if (!it->second(value)) {
-      return make_error("bad_scenario", path + ": '" + name + "' must be a number");
-    }
+    std::string name = where;
+    if (!name.empty()) name += '.';
+    name += key;
+    if (it == fields.end()) return bad_field(path, "unknown key '", name, "'");
+    if (!it->second(value)) return bad_field(path, "'", name, "' must be a number");
   }
   return {};
 }

@@ -67,6 +67,7 @@ std::string device_id(int i) {
 
 std::vector<std::string> device_ids(int machines) {
   std::vector<std::string> ids;
+  ids.reserve(static_cast<size_t>(std::max(machines, 0)));
   for (int i = 0; i < machines; ++i) ids.push_back(device_id(i));
   return ids;
 }

@@ -34,7 +34,7 @@ WorldAgent::WorldAgent(std::string db_path, agent::AgentOptions options, InMemor
                        const Clock& clock, Random& random, Logger& log, Trace& trace,
                        std::optional<InstanceSetup> instance)
     : db_path_(std::move(db_path)),
-      options_(options),
+      options_(std::move(options)),
       bus_(bus),
       clock_(instance ? *instance->clock : clock),
       random_(random),

@@ -84,79 +84,71 @@ Status set_seconds(std::optional<int64_t>& out, const char* name, const std::str
   return {};
 }
 
+using Setter = std::function<Status(CtlOptions&, const std::string&)>;
+
+// Stores the value as given.
+template <typename Field>
+Setter set_text(Field CtlOptions::*field) {
+  return [field](CtlOptions& o, const std::string& v) -> Status {
+    o.*field = v;
+    return {};
+  };
+}
+
+// An option without a value: sets `field`.
+Setter set_flag(bool CtlOptions::*field) {
+  return [field](CtlOptions& o, const std::string&) -> Status {
+    o.*field = true;
+    return {};
+  };
+}
+
+Status parse_for(CtlOptions& o, const std::string& v) { return set_seconds(o.for_ms, "--for", v); }
+
+Status parse_state(CtlOptions& o, const std::string& v) {
+  const bool ok =
+      !v.empty() && v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == std::string::npos;
+  if (!ok) return usage_error("--state '" + v + "' must be a state like PAID");
+  o.state = v;
+  return {};
+}
+
+Status parse_limit(CtlOptions& o, const std::string& v) {
+  auto n = parse_int("--limit", v, 1, 1000);
+  if (!n.ok()) return n.error();
+  o.limit = static_cast<int>(*n);
+  return {};
+}
+
+Status add_slot(CtlOptions& o, const std::string& v) {
+  auto s = parse_provision_slot(v);
+  if (!s.ok()) return s.error();
+  o.slots.push_back(*s);
+  return {};
+}
+
+Status parse_wait(CtlOptions& o, const std::string& v) {
+  std::optional<int64_t> ms;
+  if (auto s = set_seconds(ms, "--wait", v); !s.ok()) return s;
+  o.wait_ms = *ms;
+  return {};
+}
+
 const std::vector<OptionSpec>& option_specs() {
   static const std::vector<OptionSpec> kSpecs = {
-      {"--mqtt", true, for_watch,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.mqtt_url = v;
-         return {};
-       }},
-      {"--mqtt-username", true, for_watch,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.username = v;
-         return {};
-       }},
-      {"--mqtt-password-file", true, for_watch,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.password_file = v;
-         return {};
-       }},
-      {"--mqtt-ca-file", true, for_watch,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.ca_file = v;
-         return {};
-       }},
-      {"--once", false, for_watch,
-       [](CtlOptions& o, const std::string&) -> Status {
-         o.once = true;
-         return {};
-       }},
-      {"--for", true, for_watch,
-       [](CtlOptions& o, const std::string& v) { return set_seconds(o.for_ms, "--for", v); }},
-      {"--api", true, is_http,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.api_url = v;
-         return {};
-       }},
-      {"--token-file", true, is_http,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         o.token_file = v;
-         return {};
-       }},
-      {"--json", false, is_http,
-       [](CtlOptions& o, const std::string&) -> Status {
-         o.json = true;
-         return {};
-       }},
-      {"--state", true, for_orders,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         const bool ok =
-             !v.empty() && v.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_") == std::string::npos;
-         if (!ok) return usage_error("--state '" + v + "' must be a state like PAID");
-         o.state = v;
-         return {};
-       }},
-      {"--limit", true, for_orders,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         auto n = parse_int("--limit", v, 1, 1000);
-         if (!n.ok()) return n.error();
-         o.limit = static_cast<int>(*n);
-         return {};
-       }},
-      {"--slot", true, for_provision,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         auto s = parse_provision_slot(v);
-         if (!s.ok()) return s.error();
-         o.slots.push_back(*s);
-         return {};
-       }},
-      {"--wait", true, for_reconcile,
-       [](CtlOptions& o, const std::string& v) -> Status {
-         std::optional<int64_t> ms;
-         if (auto s = set_seconds(ms, "--wait", v); !s.ok()) return s;
-         o.wait_ms = *ms;
-         return {};
-       }},
+      {"--mqtt", true, for_watch, set_text(&CtlOptions::mqtt_url)},
+      {"--mqtt-username", true, for_watch, set_text(&CtlOptions::username)},
+      {"--mqtt-password-file", true, for_watch, set_text(&CtlOptions::password_file)},
+      {"--mqtt-ca-file", true, for_watch, set_text(&CtlOptions::ca_file)},
+      {"--once", false, for_watch, set_flag(&CtlOptions::once)},
+      {"--for", true, for_watch, parse_for},
+      {"--api", true, is_http, set_text(&CtlOptions::api_url)},
+      {"--token-file", true, is_http, set_text(&CtlOptions::token_file)},
+      {"--json", false, is_http, set_flag(&CtlOptions::json)},
+      {"--state", true, for_orders, parse_state},
+      {"--limit", true, for_orders, parse_limit},
+      {"--slot", true, for_provision, add_slot},
+      {"--wait", true, for_reconcile, parse_wait},
   };
   return kSpecs;
 }
@@ -315,7 +307,7 @@ HTTP options (devices, orders, restock, provision, reconcile, rotate-key, decomm
 exit codes:
   0  done
   1  the agent answered an error (shown as "vendctl: <code>: <message>") or nonsense,
-     or redirected outside its cluster (redirect_refused)
+     or redirected outside its cluster (redirect_refused), or another failure (named)
   2  bad usage, or an unreadable token/password file
   3  the agent or the broker could not be reached
   4  reconcile: no report before --wait ended

@@ -1,4 +1,5 @@
 // vendctl: the operator's command line (docs/operations.md).
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -10,7 +11,9 @@
 #define VEND_VERSION "0.0.0"
 #endif
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace vend::ctl;
   std::vector<std::string> args(argv + 1, argv + argc);
   auto options = parse_args(args);
@@ -24,5 +27,18 @@ int main(int argc, char** argv) {
     case CommandKind::kVersion: std::cout << "vendctl " << VEND_VERSION << "\n"; return kExitOk;
     case CommandKind::kWatch: return run_watch(*options, std::cout, std::cerr);
     default: return run_http_command(*options, std::cout, std::cerr);
+  }
+}
+
+}  // namespace
+
+// An exception that reaches here is a failure nothing above expected (out of
+// memory, a library's own error): one line and exit 1, never a core dump.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "vendctl: " << e.what() << "\n";
+    return vend::ctl::kExitApiError;
   }
 }

@@ -153,7 +153,7 @@ class FieldReader {
 
   // Records a problem (unless one is already recorded).
   void fail(Error error);
-  void fail(FieldProblem problem);
+  void fail(const FieldProblem& problem);
   void out_of_range(std::string_view field, std::string_view rule);
   void wrong_type(std::string_view field, std::string_view expected);
 

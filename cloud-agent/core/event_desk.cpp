@@ -84,7 +84,12 @@ void EventDesk::on_event(const std::string& topic_device, const std::string& pay
   }
   changes.advance_device_seq(dev.id, dev.acks.last_processed(), event.seq, decoded->mac);
   dev.acks.processed(event.seq, writes_.commit(std::move(changes)), decoded->mac);
-  schedule_ack(dev);
+  if (std::holds_alternative<proto::DispenseStarted>(event.body)) {
+    // The device's motor waits for this ack: not batched.
+    if (dev.acks.expedite(event.seq, clock.monotonic_ms())) acks_due_.insert(dev.id);
+  } else {
+    schedule_ack(dev);
+  }
   ++counters.events_processed_total;
   out_.mark_device_dirty(dev.id);
 }
@@ -105,7 +110,9 @@ Status EventDesk::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
     on_fault(device, *f, changes);
     return {};
   }
-  // events_unavailable in order: the gap it answered is closed already.
+  // dispense_started: its seq processed is the point (the order stays
+  // DISPATCHED until its result); events_unavailable in order: the gap it
+  // answered is closed already.
   return {};
 }
 

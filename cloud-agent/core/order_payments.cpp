@@ -195,6 +195,7 @@ void OrderDesk::publish_dispense(OrderRec& rec) {
   if (!dev->ledger_id.empty()) {
     command.ledger_id = dev->ledger_id;
     command.ledger_seq = dev->acks.last_processed();
+    command.ledger_mac = dev->acks.last_mac();
   }
   if (!out_.publish_command(*dev, command, o.id).ok()) {
     return schedule_resend(rec, options.busy_retry_ms);

@@ -59,6 +59,13 @@ bool AckWindow::schedule(int64_t now_ms, int64_t interval_ms) {
   return true;
 }
 
+bool AckWindow::expedite(uint64_t seq, int64_t now_ms) {
+  expedited_ = std::max(expedited_, seq);
+  bool scheduled = due_ms_ == 0;
+  if (scheduled || due_ms_ > now_ms) due_ms_ = now_ms;
+  return scheduled;
+}
+
 std::optional<AckWindow::Ticket> AckWindow::newest_ticket() const {
   if (pending_.empty()) return std::nullopt;
   return pending_.back().ticket;
@@ -83,7 +90,11 @@ AckWindow::Flushed AckWindow::flush(int64_t now_ms, int64_t interval_ms) {
     out.ack_mac = committed_mac_;
     ack_wanted_ = false;
   }
-  due_ms_ = pending_.empty() ? 0 : now_ms + interval_ms;
+  if (pending_.empty()) {
+    due_ms_ = 0;
+  } else {
+    due_ms_ = committed_ < expedited_ ? now_ms : now_ms + interval_ms;
+  }
   out.still_due = due_ms_ != 0;
   return out;
 }

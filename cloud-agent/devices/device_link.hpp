@@ -86,6 +86,10 @@ class AckWindow {
   // The ack goes out `interval_ms` after now unless one is already due;
   // true when this scheduled it (the caller lists the device as due).
   bool schedule(int64_t now_ms, int64_t interval_ms);
+  // The ack covering `seq` goes out as soon as its write commits, not
+  // batched (a dispense_started: the device's motor waits for it); true
+  // when this scheduled an ack (the caller lists the device as due).
+  bool expedite(uint64_t seq, int64_t now_ms);
   // An ack is scheduled at or before now.
   bool due(int64_t now_ms) const { return due_ms_ != 0 && now_ms >= due_ms_; }
   // The newest write an ack would wait for (none when all are observed).
@@ -99,8 +103,8 @@ class AckWindow {
   };
   // Takes the committed writes in order; an ack covers them when there is
   // progress or a re-ack is wanted. Writes still committing keep the ack
-  // due `interval_ms` from now. REQUIRES: due(now_ms) or the caller's tick
-  // says the device is due.
+  // due `interval_ms` from now (now, while an expedited seq is among them). REQUIRES: due(now_ms)
+  // or the caller's tick says the device is due.
   Flushed flush(int64_t now_ms, int64_t interval_ms);
 
  private:
@@ -116,7 +120,8 @@ class AckWindow {
   bool diverged_ = false;
   std::deque<Pending> pending_;
   bool ack_wanted_ = false;
-  int64_t due_ms_ = 0;  // monotonic; 0 = no ack scheduled
+  int64_t due_ms_ = 0;      // monotonic; 0 = no ack scheduled
+  uint64_t expedited_ = 0;  // acks up to this seq are not batched
 };
 
 // A device's clock skew (its wall clock minus the agent's) from its verified

@@ -55,6 +55,7 @@ void add_fields(Json& j, const DispenseCommand& c) {
   if (!c.ledger_id.empty()) {  // together or not at all
     j["ledger_id"] = c.ledger_id;
     j["ledger_seq"] = c.ledger_seq;
+    if (!c.ledger_mac.empty()) j["ledger_mac"] = c.ledger_mac;
   }
 }
 
@@ -98,6 +99,12 @@ void add_fields(Json& j, const DispenseResult& r) {
   j["status"] = to_string(r.status);
   j["reason"] = r.reason;
   j["token_consumed"] = r.token_consumed;
+}
+
+void add_fields(Json& j, const DispenseStarted& s) {
+  j["order_id"] = s.order_id;
+  j["slot"] = s.slot;
+  j["token"] = s.token;
 }
 
 void add_fields(Json& j, const TokensMinted& t) {
@@ -226,6 +233,7 @@ const char* type_name(const EventBody& body) {
                         [](const Snapshot&) { return "snapshot"; },
                         [](const Fault&) { return "fault"; },
                         [](const EventsUnavailable&) { return "events_unavailable"; },
+                        [](const DispenseStarted&) { return "dispense_started"; },
                     },
                     body);
 }

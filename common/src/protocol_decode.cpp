@@ -45,6 +45,9 @@ Command read_dispense(FieldReader& r) {
   if (r.has("ledger_id") || r.has("ledger_seq")) {  // together or not at all
     c.ledger_id = r.token("ledger_id");
     c.ledger_seq = r.uint64_in("ledger_seq", 0);
+    if (r.has("ledger_mac")) c.ledger_mac = r.hex64("ledger_mac");
+  } else if (r.has("ledger_mac")) {
+    r.fail(Error{kErrMissingField, "missing field 'ledger_id' (ledger_mac needs it)"});
   }
   return c;
 }
@@ -112,6 +115,14 @@ EventBody read_dispense_result(FieldReader& r) {
   }
   e.reason = r.text("reason");
   e.token_consumed = r.boolean("token_consumed");
+  return e;
+}
+
+EventBody read_dispense_started(FieldReader& r) {
+  DispenseStarted e;
+  e.order_id = r.id("order_id");
+  e.slot = r.integer("slot", 1, kMaxSlot);
+  e.token = r.token("token");
   return e;
 }
 
@@ -201,8 +212,9 @@ struct MessageType {
   Body (*read)(FieldReader&);
 };
 
-constexpr std::array<std::string_view, 7> kDispenseFields = {
-    "device", "order_id", "slot", "token", "expires_at_ms", "ledger_id", "ledger_seq"};
+constexpr std::array<std::string_view, 8> kDispenseFields = {
+    "device",        "order_id",  "slot",       "token",
+    "expires_at_ms", "ledger_id", "ledger_seq", "ledger_mac"};
 constexpr std::array<std::string_view, 4> kRestockFields = {"device", "restock_id", "slot",
                                                             "count"};
 constexpr std::array<std::string_view, 3> kSnapshotRequestFields = {"device", "request_id", "full"};
@@ -213,6 +225,7 @@ constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
 constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};
 constexpr std::array<std::string_view, 6> kDispenseResultFields = {
     "order_id", "slot", "token", "status", "reason", "token_consumed"};
+constexpr std::array<std::string_view, 3> kDispenseStartedFields = {"order_id", "slot", "token"};
 constexpr std::array<std::string_view, 4> kTokensFields = {"restock_id", "slot", "tokens",
                                                            "physical_count"};
 constexpr std::array<std::string_view, 5> kSnapshotFields = {"request_id", "slots", "outbox_depth",
@@ -229,12 +242,13 @@ constexpr std::array<MessageType<Command>, 6> kCommandTypes = {{
     {"status_request", kStatusRequestFields, read_status_request},
 }};
 
-constexpr std::array<MessageType<EventBody>, 5> kEventTypes = {{
+constexpr std::array<MessageType<EventBody>, 6> kEventTypes = {{
     {"dispense_result", kDispenseResultFields, read_dispense_result},
     {"tokens", kTokensFields, read_tokens},
     {"snapshot", kSnapshotFields, read_snapshot},
     {"fault", kFaultFields, read_fault},
     {"events_unavailable", kEventsUnavailableFields, read_events_unavailable},
+    {"dispense_started", kDispenseStartedFields, read_dispense_started},
 }};
 
 // ---- Decoding -------------------------------------------------------------

@@ -54,6 +54,7 @@ std::optional<CommandOutcome> Dispenser::release_held(const proto::DispenseComma
   if (it == held_.end()) return std::nullopt;
   if (auto refused = sender_.fence_dispense(c)) return refused;  // held until it expires
   held_.erase(it);
+  if (!c.ledger_id.empty()) announced_.push_back(c.order_id);
   queue_.push_back(c.order_id);
   log_.info(kLog, "order " + c.order_id + " accepted before the boot: released by the cloud");
   start_next();
@@ -154,7 +155,8 @@ CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& command) {
     return refusals_.refuse("dispense", "outbox_full", "order " + c.order_id);
 
   if (auto reason = check(c)) return reject(c, *reason);
-  if (queue_.size() + (running_ ? 1 : 0) >= static_cast<size_t>(options_.dispense_queue_max)) {
+  if (queue_.size() + (running_ || armed_ ? 1 : 0) >=
+      static_cast<size_t>(options_.dispense_queue_max)) {
     return reject_busy(c);
   }
   if (auto s = ledger_.accept_dispense(c, clock_.wall_ms()); !s.ok()) {
@@ -164,6 +166,7 @@ CommandOutcome Dispenser::on_dispense(const proto::DispenseCommand& command) {
   // AVAILABLE -> CONSUMED, once: a new order (no prior row) is never queued twice.
   VEND_DEBUG_ASSERT(std::find(queue_.begin(), queue_.end(), c.order_id) == queue_.end());
   VEND_DEBUG_ASSERT(token_consumed_in_slot(c.token, c.slot));
+  if (!c.ledger_id.empty()) announced_.push_back(c.order_id);
   queue_.push_back(c.order_id);
   log_.info(kLog, "accepted order " + c.order_id + " slot " + std::to_string(c.slot));
   start_next();
@@ -209,13 +212,14 @@ CommandOutcome Dispenser::repeat_result(const DispenseRow& d) {
 
 void Dispenser::tick() {
   if (!held_.empty()) expire_held();
+  poll_armed();
   poll_motor();
   start_next();
 }
 
 void Dispenser::start_next() {
   // With a full ledger nothing new starts: MOTOR_RUNNING could not be written.
-  while (!running_ && !queue_.empty() && !storage_.full()) {
+  while (!running_ && !armed_ && !queue_.empty() && !storage_.full()) {
     std::string order_id = queue_.front();
     queue_.pop_front();
     auto row = ledger_.find_dispense(order_id);
@@ -233,28 +237,78 @@ void Dispenser::start_next() {
       sender_.mark_dirty();
       continue;
     }
-    // Persist MOTOR_RUNNING before the motor moves: a crash from here on is
-    // reported UNCERTAIN at boot, never re-run.
-    if (auto s = ledger_.mark_motor_running(order_id, clock_.wall_ms()); !s.ok()) {
-      if (!storage_.note_error(s.error())) {
-        log_.error(kLog, "cannot mark " + order_id + " running: " + s.error().to_string());
-      }
+    if (!begin(d)) {
       queue_.push_front(order_id);
       return;
     }
-    run_motor(d);
   }
 }
 
-void Dispenser::run_motor(const DispenseRow& d) {
+bool Dispenser::begin(const DispenseRow& d) {
+  VEND_ASSERT(d.state == DispenseState::kAccepted && d.token_consumed && has_slot(d.slot));
+  auto announced = std::find(announced_.begin(), announced_.end(), d.order_id);
+  const bool announce = announced != announced_.end();
+  // Persist MOTOR_RUNNING before the motor moves: a crash from here on is
+  // reported UNCERTAIN at boot, never re-run.
+  Status stored;
+  uint64_t seq = 0;
+  if (announce) {
+    auto r = ledger_.mark_motor_running_announced(d, clock_.wall_ms());
+    if (r.ok()) seq = *r;
+    stored = r.ok() ? Status{} : Status{r.error()};
+  } else {
+    stored = ledger_.mark_motor_running(d.order_id, clock_.wall_ms());
+  }
+  if (!stored.ok()) {
+    if (!storage_.note_error(stored.error())) {
+      log_.error(kLog, "cannot mark " + d.order_id + " running: " + stored.error().to_string());
+    }
+    return false;
+  }
+  if (!announce) {
+    run_motor(d.order_id, d.slot);
+    return true;
+  }
+  announced_.erase(announced);
+  armed_ = Armed{d.order_id, d.slot, ledger_.identity().ledger_id, seq, d.expires_at_ms};
+  sender_.mark_dirty();
+  return true;
+}
+
+void Dispenser::poll_armed() {
+  if (!armed_ || running_) return;
+  if (past_deadline(clock_.wall_ms(), armed_->expires_at_ms, 0)) {
+    // The cloud never acknowledged the start in time: the motor never
+    // moved, the token goes back (MOTOR_RUNNING -> REJECTED).
+    auto r = ledger_.finish_dispense(armed_->order_id, DispenseState::kRejected,
+                                     proto::reason::kExpired, clock_.wall_ms());
+    if (!r.ok()) {
+      storage_.note_error(r.error());  // retried on the next tick
+      return;
+    }
+    VEND_ASSERT(!r->token_consumed);
+    ++stats_.rejected;
+    log_.warn(kLog, "order " + armed_->order_id + ": its start was not acknowledged before " +
+                        "the command expired: REJECTED");
+    armed_.reset();
+    sender_.mark_dirty();
+    return;
+  }
+  if (!sender_.acked_through(armed_->ledger_id, armed_->seq)) return;
+  Armed a = *armed_;
+  armed_.reset();
+  run_motor(a.order_id, a.slot);
+}
+
+void Dispenser::run_motor(const std::string& order_id, int slot) {
   // Before the motor moves: one rotation at a time, for a consumed token of
   // this (configured) slot, its MOTOR_RUNNING stored.
-  VEND_ASSERT(!running_ && !pending_finish_);
-  VEND_ASSERT(d.state == DispenseState::kAccepted && d.token_consumed && has_slot(d.slot));
-  VEND_DEBUG_ASSERT(stored_as(d.order_id, DispenseState::kMotorRunning));
-  running_ = Running{d.order_id, d.slot, clock_.monotonic_ms()};
+  VEND_ASSERT(!running_ && !armed_ && !pending_finish_);
+  VEND_ASSERT(has_slot(slot));
+  VEND_DEBUG_ASSERT(stored_as(order_id, DispenseState::kMotorRunning));
+  running_ = Running{order_id, slot, clock_.monotonic_ms()};
   hal_.drop_sensor->arm();
-  if (auto s = hal_.motor->start(d.slot); !s.ok()) {
+  if (auto s = hal_.motor->start(slot); !s.ok()) {
     log_.error(kLog, "motor start failed: " + s.error().to_string());
     finish(DispenseState::kFailed, "motor_error");
   }

@@ -124,11 +124,12 @@ std::optional<CommandOutcome> EventSender::fence_dispense(const proto::DispenseC
   const Identity& self = ledger_.identity();
   std::string lost;
   if (c.ledger_id == self.ledger_id) {
-    auto last = ledger_.last_seq();
-    if (!last.ok()) return refusals_.refuse("dispense", "storage", last.error().to_string());
-    if (c.ledger_seq <= *last) return std::nullopt;
-    lost = "the cloud processed seq " + std::to_string(c.ledger_seq) + " but the last event is " +
-           std::to_string(*last);
+    Status view = ledger_.check_cloud_view(c.ledger_seq, c.ledger_mac);
+    if (view.ok()) return std::nullopt;
+    if (view.error().code != "ledger_regressed") {
+      return refusals_.refuse("dispense", "storage", view.error().to_string());
+    }
+    lost = view.error().message;
   } else {
     auto was = ledger_.was_ledger(c.ledger_id);
     if (!was.ok()) return refusals_.refuse("dispense", "storage", was.error().to_string());

@@ -92,6 +92,14 @@ Result<int> Ledger::acknowledge(uint64_t upto_seq, const std::string& upto_mac) 
   });
 }
 
+Status Ledger::check_cloud_view(uint64_t seq, const std::string& mac) {
+  auto last = last_seq();
+  if (!last.ok()) return last.error();
+  auto acked = acked_seq();
+  if (!acked.ok()) return acked.error();
+  return check_acked_event(db_, seq, mac, *last, *acked);
+}
+
 Result<uint64_t> Ledger::start_new_ledger(const std::string& ledger_id, const proto::Fault& why,
                                           int64_t now_ms) {
   const std::string old_id = identity_.ledger_id;

@@ -39,8 +39,9 @@ Status apply_outcome(sql::Database& db, const DispenseRow& d, DispenseState to) 
       token_sql = "UPDATE tokens SET state = 'BURNED' WHERE token = ?";
       break;
     case DispenseState::kRejected:
-      // Only reachable from ACCEPTED: the motor never moved, the item is
-      // still there, so its token is for sale again.
+      // From ACCEPTED, or from a MOTOR_RUNNING whose start the cloud never
+      // acknowledged (the motor waits for that ack): the motor never moved,
+      // the item is still there, so its token is for sale again.
       token_sql = "UPDATE tokens SET state = 'AVAILABLE', order_id = NULL WHERE token = ?";
       break;
     default: return make_error("ledger_conflict", "not an outcome state");

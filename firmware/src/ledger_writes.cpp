@@ -175,4 +175,11 @@ Status Ledger::mark_motor_running(const std::string& order_id, int64_t now_ms) {
   return {};
 }
 
+Result<uint64_t> Ledger::mark_motor_running_announced(const DispenseRow& d, int64_t now_ms) {
+  return in_transaction<uint64_t>(db_, [&]() -> Result<uint64_t> {
+    if (auto s = mark_motor_running(d.order_id, now_ms); !s.ok()) return s.error();
+    return append_event_in_tx(proto::DispenseStarted{d.order_id, d.slot, d.token}, now_ms);
+  });
+}
+
 }  // namespace vend::fw

@@ -55,6 +55,9 @@ Status load_unreported_results(sql::Database& db, LedgerRecords& out) {
     if (const auto* result = std::get_if<proto::DispenseResult>(&event->message.body)) {
       out.unreported_results.insert(result->order_id);
     }
+    if (const auto* start = std::get_if<proto::DispenseStarted>(&event->message.body)) {
+      out.unacked_starts.insert(start->order_id);
+    }
   });
 }
 

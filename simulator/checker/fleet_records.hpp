@@ -40,6 +40,9 @@ struct LedgerRecords {
   std::map<std::string, LedgerToken> tokens;  // token -> row
   std::vector<LedgerDispense> dispenses;      // by order id
   std::set<std::string> unreported_results;   // orders with a result in the outbox
+  // Orders whose dispense_started is still in the outbox: unacknowledged,
+  // so their motor never moved (it waits for that ack).
+  std::set<std::string> unacked_starts;
 };
 
 struct AgentToken {
@@ -74,7 +77,8 @@ struct FleetRecords {
 };
 
 Status load_ledger(sql::Database& db, LedgerRecords& out);
-// The orders whose dispense_result is still in the ledger's outbox.
+// The orders whose dispense_result, and those whose dispense_started, is
+// still in the ledger's outbox.
 Status load_unreported_results(sql::Database& db, LedgerRecords& out);
 Status load_agent(sql::Database& db, AgentRecords& out);
 

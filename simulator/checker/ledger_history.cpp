@@ -34,6 +34,8 @@ void merge_replaced_ledger(const LedgerRecords& replaced, LedgerRecords& current
   // UNCERTAIN without a rotation); its token goes with it.
   for (const auto& d : replaced.dispenses) {
     if (!reached_motor(d.state)) continue;  // nothing left the machine
+    // Armed, its start never acknowledged: the motor waited, nothing moved.
+    if (d.state == "MOTOR_RUNNING" && replaced.unacked_starts.count(d.order_id) != 0) continue;
     auto it = index.find(d.order_id);
     bool take = it == index.end();
     if (!take) {

@@ -64,6 +64,7 @@ inline DeviceEvent periodic_snapshot() {
 }
 inline DeviceEvent fault() { return event(46, Fault{"jam", "motor stalled after 1500 ms", 12}); }
 inline DeviceEvent events_unavailable() { return event(47, EventsUnavailable{42, 45}); }
+inline DeviceEvent dispense_started() { return event(48, DispenseStarted{"ord-7f3a", 12, kToken}); }
 inline PresenceStatus online() { return {kDevice, kBootId, true, 1700000000000}; }
 
 // ---- Golden canonical forms (docs/protocol.md) -------------------------------
@@ -126,6 +127,10 @@ inline constexpr const char* kFaultGolden =
 inline constexpr const char* kEventsUnavailableGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","from_seq":42,)"
     R"("oldest_seq":45,"seq":47,"ts_ms":1700000001234,"type":"events_unavailable","v":1})";
+inline constexpr const char* kDispenseStartedGolden =
+    R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","order_id":"ord-7f3a",)"
+    R"("seq":48,"slot":12,"token":"0123456789abcdef0123456789abcdef","ts_ms":1700000001234,)"
+    R"("type":"dispense_started","v":1})";
 inline constexpr const char* kStatusGolden =
     R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","state":"online",)"
     R"("ts_ms":1700000000000,"type":"status","v":1})";

@@ -89,7 +89,7 @@ TEST_CASE("docs/protocol.md shows every golden example") {
   for (const char* golden :
        {kDispenseGolden, kRestockGolden, kSnapshotRequestGolden, kAckGolden, kDispenseResultGolden,
         kTokensGolden, kFullSnapshotGolden, kPeriodicSnapshotGolden, kFaultGolden, kStatusGolden,
-        kResendGolden, kEventsUnavailableGolden, kStatusRequestGolden}) {
+        kResendGolden, kEventsUnavailableGolden, kStatusRequestGolden, kDispenseStartedGolden}) {
     CHECK_MESSAGE(doc.find(std::string("\n") + golden + "\n") != std::string::npos, golden);
   }
 }
@@ -117,7 +117,7 @@ TEST_CASE("every event round-trips") {
   DeviceEvent no_slot_fault = event(3, Fault{"outbox_near_full", "", 0});
   for (const DeviceEvent& e :
        {dispense_result(), tokens_minted(), full_snapshot(), periodic_snapshot(), fault(), rejected,
-        uncertain, no_slot_fault, events_unavailable()}) {
+        uncertain, no_slot_fault, events_unavailable(), dispense_started()}) {
     CAPTURE(encode_canonical(e));
     auto decoded = decode_event(encode(e, kMac));
     REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
@@ -342,6 +342,44 @@ TEST_CASE("dispense ledger_id and ledger_seq: golden form, together or not at al
   REQUIRE(source_dir != nullptr);
   const std::string doc = test::read_file(std::string(source_dir) + "/docs/protocol.md");
   CHECK(doc.find(std::string("\n") + kDispenseLedgerGolden + "\n") != std::string::npos);
+}
+
+TEST_CASE("dispense_started: golden form, strict fields") {
+  CHECK(encode_canonical(dispense_started()) == kDispenseStartedGolden);
+  std::string wire = encode(dispense_started(), kMac);
+  std::string no_token = wire;
+  const std::string token_field = std::string("\"token\":\"") + kToken + "\",";
+  no_token.erase(no_token.find(token_field), token_field.size());
+  auto rejected = decode_event(no_token);
+  REQUIRE_FALSE(rejected.ok());
+  CHECK(rejected.error().code == kErrMissingField);
+  CHECK(rejected.error().message.find("token") != std::string::npos);
+}
+
+TEST_CASE("dispense ledger_mac: sent with the ledger fields only, 64 hex, round-trips") {
+  DispenseCommand c{kDevice, "ord-7f3a", 12, "0123456789abcdef0123456789abcdef", kExpiresAt};
+  c.ledger_id = kLedgerId;
+  c.ledger_seq = 41;
+  c.ledger_mac = kMac;
+  auto decoded = decode_command(encode(Command{c}, kMac));
+  REQUIRE_MESSAGE(decoded.ok(), vend::test::error_text(decoded));
+  CHECK(decoded->message == Command{c});
+  CHECK(decoded->canonical.find("\"ledger_mac\":\"" + kMac + "\"") != std::string::npos);
+
+  DispenseCommand bare{kDevice, "ord-7f3a", 12, "0123456789abcdef0123456789abcdef", kExpiresAt};
+  std::string wire = encode(Command{bare}, kMac);
+  wire.insert(1, "\"ledger_mac\":\"" + kMac + "\",");
+  auto alone = decode_command(wire);
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.error().code == kErrMissingField);
+  CHECK(alone.error().message.find("ledger_id") != std::string::npos);
+
+  std::string short_mac = encode(Command{c}, kMac);
+  const std::string field = "\"ledger_mac\":\"";
+  short_mac.replace(short_mac.find(field) + field.size(), kMac.size(), "abcd");
+  auto bad = decode_command(short_mac);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("ledger_mac") != std::string::npos);
 }
 
 }  // namespace

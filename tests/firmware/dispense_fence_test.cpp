@@ -19,7 +19,10 @@ namespace {
 struct FenceRig : PartsRig {
   FenceRig() : hal(machine.hal()) { REQUIRE(dispenser.boot().ok()); }
   void run_for(int64_t ms) {
-    PartsRig::run_for(ms, [&] { dispenser.tick(); });
+    PartsRig::run_for(ms, [&] {
+      ack_all();
+      dispenser.tick();
+    });
   }
   proto::DispenseCommand fenced(const std::string& order, const std::string& token,
                                 const std::string& ledger_id, uint64_t seq) {
@@ -80,7 +83,7 @@ TEST_CASE("dispense fence: beyond the file's last seq starts a new ledger and ru
   CHECK_FALSE(rig.known("o1"));
   CHECK(rig.token(tokens[0]) == TokenState::kAvailable);
   CHECK(rig.regressed_faults() == 1);
-  rig.run_for(3000);
+  rig.PartsRig::run_for(3000, [&] { rig.dispenser.tick(); });  // the fault stays held
   CHECK(rig.machine.rotations() == 0);
 
   // Durable before the refusal: a restart opens the new ledger, which
@@ -174,7 +177,10 @@ TEST_CASE("dispense fence: an order accepted before a boot waits for the cloud's
   REQUIRE(rebooted.boot().ok());
   CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kUncertain);
   CHECK_FALSE(rebooted.idle());
-  auto tick = [&] { rebooted.tick(); };
+  auto tick = [&] {
+    rig.ack_all();
+    rebooted.tick();
+  };
   rig.PartsRig::run_for(1000, tick);
   CHECK(rig.machine.rotations() == rotations);  // o2 and o3 wait for the cloud
 
@@ -196,4 +202,138 @@ TEST_CASE("dispense fence: an order accepted before a boot waits for the cloud's
   CHECK(rig.ledger.find_dispense("o2").value()->state == DispenseState::kRejected);
   CHECK(rig.token(tokens[1]) == TokenState::kAvailable);
   CHECK(rebooted.idle());
+}
+
+// A fenced command's start is announced (dispense_started, stored with
+// MOTOR_RUNNING) and the motor waits for the cloud's ack of it: the cloud has
+// processed that seq before anything drops.
+TEST_CASE("dispense start: the motor waits for the cloud's ack of dispense_started") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 1);
+  const std::string id = rig.ledger.identity().ledger_id;
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o1", tokens[0], id, 1)).result == "accepted");
+  rig.PartsRig::run_for(2000, [&] { rig.dispenser.tick(); });  // no ack
+  CHECK(rig.machine.rotations() == 0);
+  CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kMotorRunning);
+  auto started = outbox_bodies<proto::DispenseStarted>(rig.ledger);
+  REQUIRE(started.size() == 1);
+  CHECK(started[0] == proto::DispenseStarted{"o1", 1, tokens[0]});
+  CHECK_FALSE(rig.dispenser.idle());
+
+  rig.run_for(3000);  // acknowledged: it runs
+  CHECK(rig.machine.rotations() == 1);
+  CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kDispensed);
+  CHECK(rig.dispenser.idle());
+}
+
+TEST_CASE("dispense start: a command naming no ledger (an older agent) runs unannounced") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 1);
+  REQUIRE(rig.dispenser.on_dispense(rig.dispense("o1", 1, tokens[0])).result == "accepted");
+  rig.PartsRig::run_for(3000, [&] { rig.dispenser.tick(); });
+  CHECK(rig.machine.rotations() == 1);
+  CHECK(outbox_bodies<proto::DispenseStarted>(rig.ledger).empty());
+}
+
+TEST_CASE("dispense start: unacknowledged until the command expires, it is rejected unrun") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 1);
+  const std::string id = rig.ledger.identity().ledger_id;
+  proto::DispenseCommand c = rig.fenced("o1", tokens[0], id, 1);
+  c.expires_at_ms = rig.clock.wall_ms() + 5000;
+  REQUIRE(rig.dispenser.on_dispense(c).result == "accepted");
+  rig.PartsRig::run_for(6000, [&] { rig.dispenser.tick(); });
+  CHECK(rig.machine.rotations() == 0);
+  auto row = rig.ledger.find_dispense("o1").value();
+  CHECK(row->state == DispenseState::kRejected);
+  CHECK(row->reason == proto::reason::kExpired);
+  CHECK(rig.token(tokens[0]) == TokenState::kAvailable);
+  CHECK(rig.dispenser.idle());
+  // A late ack changes nothing.
+  rig.run_for(1000);
+  CHECK(rig.machine.rotations() == 0);
+}
+
+TEST_CASE("dispense start: power lost while waiting for the ack is UNCERTAIN, never re-run") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 1);
+  const std::string id = rig.ledger.identity().ledger_id;
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o1", tokens[0], id, 1)).result == "accepted");
+  Dispenser rebooted{rig.ledger,  rig.hal,    rig.clock,    rig.log,  rig.options,
+                     rig.storage, rig.sender, rig.refusals, rig.stats};
+  REQUIRE(rebooted.boot().ok());
+  CHECK(rig.ledger.find_dispense("o1").value()->state == DispenseState::kUncertain);
+  CHECK(rig.token(tokens[0]) == TokenState::kBurned);
+  const uint64_t last = rig.ledger.last_seq().value();
+  CHECK(rebooted.on_dispense(rig.fenced("o1", tokens[0], id, last)).result == "duplicate");
+  rig.PartsRig::run_for(3000, [&] {
+    rig.ack_all();
+    rebooted.tick();
+  });
+  CHECK(rig.machine.rotations() == 0);
+}
+
+// The case the announcement exists for: the item dropped in a file the card
+// was then restored over, by a copy taken while the order waited in the
+// queue. The cloud processed everything up to the order's start, and the
+// copy's boot writes its own events under those seqs: the re-sent command
+// names the start's seq and mac, the copy holds another event there, so it
+// is refused, a new ledger starts, and the motor never runs the order again.
+TEST_CASE("dispense start: a restored copy that lost the start never runs the order again") {
+  FenceRig rig;
+  auto tokens = rig.restock(1, 2);
+  const std::string id = rig.ledger.identity().ledger_id;
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o0", tokens[0], id, 1)).result == "accepted");
+  REQUIRE(rig.dispenser.on_dispense(rig.fenced("o1", tokens[1], id, 1)).result == "accepted");
+  REQUIRE(rig.ledger.find_dispense("o1").value()->state == DispenseState::kAccepted);
+  const std::string copy = rig.dir.file("copy.db");
+  {
+    auto db = sql::Database::open(rig.dir.file("ledger.db"), {});
+    REQUIRE(db.ok());
+    REQUIRE(db->exec("VACUUM INTO '" + copy + "'").ok());
+  }
+  // o0 runs; o1 is started and its start acknowledged (the cloud processed
+  // it); then o1 drops its item and the power goes before its result leaves.
+  uint64_t start_seq = 0;
+  std::string start_mac;
+  rig.PartsRig::run_for(3000, [&] {
+    auto o1 = rig.ledger.find_dispense("o1").value();
+    if (start_seq == 0 && o1->state == DispenseState::kMotorRunning) {
+      start_seq = rig.ledger.last_seq().value();
+      auto rows = rig.ledger.outbox_after(start_seq - 1, 1).value();
+      REQUIRE(rows.size() == 1);
+      start_mac = proto::decode_event(rows[0].payload).value().mac;
+      rig.ack_all();
+    } else if (start_seq == 0) {
+      rig.ack_all();
+    }
+    rig.dispenser.tick();
+  });
+  REQUIRE(start_seq > 0);
+  REQUIRE(rig.machine.rotations() == 2);
+  REQUIRE(rig.ledger.find_dispense("o1").value()->state == DispenseState::kDispensed);
+
+  // The card is restored from the copy and boots: o0 (armed in the copy)
+  // becomes UNCERTAIN, o1 is held; the copy's own events take the seqs the
+  // cloud processed.
+  auto restored = Ledger::open(copy, Identity{kDevice, rig.key, rig.boot_id});
+  REQUIRE(restored.ok());
+  rig.ledger = std::move(restored).value();
+  REQUIRE(rig.sender.boot().ok());
+  Dispenser rebooted{rig.ledger,  rig.hal,    rig.clock,    rig.log,  rig.options,
+                     rig.storage, rig.sender, rig.refusals, rig.stats};
+  REQUIRE(rebooted.boot().ok());
+  CHECK(rig.ledger.last_seq().value() >= start_seq);
+
+  proto::DispenseCommand again = rig.fenced("o1", tokens[1], id, start_seq);
+  again.ledger_mac = start_mac;
+  CommandOutcome out = rebooted.on_dispense(again);
+  CHECK(out.result == "refused");
+  CHECK(out.reason == "ledger_regressed");
+  CHECK(rig.ledger.identity().ledger_id != id);
+  rig.PartsRig::run_for(3000, [&] {
+    rig.ack_all();
+    rebooted.tick();
+  });
+  CHECK(rig.machine.rotations() == 2);
 }

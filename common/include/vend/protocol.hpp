@@ -65,6 +65,9 @@ inline constexpr const char* kErrOutOfRange = "out_of_range";
 // not seen, or holds fewer seqs of that one (it went back in time), may not
 // know what the lost part of its file did for this order: it refuses the
 // command and starts a new ledger before it dispenses anything.
+// `ledger_mac` (optional, with them; "" = unknown) is the mac of the event
+// at ledger_seq: a file that holds another event there (an older copy that
+// has since written its own seqs) went back in time too.
 struct DispenseCommand {
   std::string device;
   std::string order_id;
@@ -74,6 +77,7 @@ struct DispenseCommand {
   int v = kCommandVersion;
   std::string ledger_id = {};
   uint64_t ledger_seq = 0;  // sent with ledger_id only
+  std::string ledger_mac = {};
   bool operator==(const DispenseCommand&) const = default;
 };
 
@@ -177,6 +181,19 @@ struct DispenseResult {
   bool operator==(const DispenseResult&) const = default;
 };
 
+// The motor is about to move for an order: stored with MOTOR_RUNNING, in the
+// same ledger transaction. Sent only for a dispense command that named the
+// ledger (ledger_id): its agent processes this event and acknowledges it at
+// once, and the motor waits for that ack. So the cloud has processed this
+// seq before any item drops, and a restored copy of the ledger that lacks it
+// is caught by the command fence (its last seq is below the cloud's).
+struct DispenseStarted {
+  std::string order_id;
+  int slot = 0;
+  std::string token;
+  bool operator==(const DispenseStarted&) const = default;
+};
+
 // New sale tokens minted by a confirmed restock, one per item loaded.
 struct TokensMinted {
   std::string restock_id;
@@ -229,7 +246,8 @@ struct EventsUnavailable {
   bool operator==(const EventsUnavailable&) const = default;
 };
 
-using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable>;
+using EventBody =
+    std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable, DispenseStarted>;
 
 // Every device event carries the device's persisted, strictly increasing
 // `seq` (the dedup key with `device`) and the `boot_id` of the session that

@@ -89,6 +89,34 @@ TEST_CASE("an ack covers only committed writes, in order, batched per interval")
   CHECK_FALSE(acks.due(1'000));
 }
 
+TEST_CASE("an expedited seq is acked once committed, not batched") {
+  AckWindow acks;
+  Write w1, w2;
+  acks.processed(1, w1.ticket);
+  CHECK(acks.schedule(0, 50));
+  acks.processed(2, w2.ticket);       // a dispense_started: the device's motor waits
+  CHECK_FALSE(acks.expedite(2, 10));  // already listed as due; now due at 10, not 50
+  CHECK(acks.due(10));
+
+  w1.commit();  // seq 2 still committing: the ack of 1 goes, and it stays due now
+  auto f = acks.flush(10, 50);
+  CHECK(f.ack_upto == 1u);
+  CHECK(f.still_due);
+  CHECK(acks.due(20));
+
+  w2.commit();
+  f = acks.flush(20, 50);
+  CHECK(f.ack_upto == 2u);
+  CHECK_FALSE(f.still_due);
+
+  Write w3;  // an idle window: expedite schedules it
+  acks.processed(3, w3.ticket);
+  CHECK(acks.expedite(3, 30));
+  w3.commit();
+  f = acks.flush(30, 50);
+  CHECK(f.ack_upto == 3u);
+}
+
 TEST_CASE("a duplicate asks for a re-ack without progress") {
   AckWindow acks;
   acks.restore(3);

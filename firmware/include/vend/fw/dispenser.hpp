@@ -8,8 +8,12 @@
 // whose command has not expired (one accepted before a boot only once the
 // cloud has sent it again and its view of the ledger passed the fence); MOTOR_RUNNING is stored
 // before it moves, so an order never rotates twice; its outcome is stored (with its dispense_result
-// event) before the next rotation starts. These are asserted (vend/assert.hpp; docs/firmware.md,
-// "Assertions").
+// event) before the next rotation starts. For a command that named the ledger, MOTOR_RUNNING is
+// stored with a dispense_started event and the motor waits until the cloud acknowledges it: the
+// cloud has processed that seq before anything drops, so a restored older copy of the ledger
+// (which lacks it) is caught by the command fence and never runs the order again. Unacknowledged
+// when the command expires, the order ends REJECTED `expired`, its token back (the motor never
+// moved). These are asserted (vend/assert.hpp; docs/firmware.md, "Assertions").
 //
 // REQUIRES: the command passed to on_dispense was authenticated (signed with
 // this device's key, naming this device); boot() before anything else.
@@ -68,8 +72,9 @@ class Dispenser {
   void tick();
 
   bool has_slot(int slot) const;
-  // True when no dispense is queued, held or running.
-  bool idle() const { return !running_ && queue_.empty() && held_.empty(); }
+  // True when no dispense is queued, held, waiting for its start's ack or
+  // running.
+  bool idle() const { return !running_ && !armed_ && queue_.empty() && held_.empty(); }
   size_t queued() const { return queue_.size(); }
 
  private:
@@ -77,6 +82,15 @@ class Dispenser {
     std::string order_id;
     int slot = 0;
     int64_t started_ms = 0;  // monotonic
+  };
+  // MOTOR_RUNNING stored with its dispense_started event at `seq` of
+  // `ledger_id`; the motor waits for the cloud's ack of it.
+  struct Armed {
+    std::string order_id;
+    int slot = 0;
+    std::string ledger_id;
+    uint64_t seq = 0;
+    int64_t expires_at_ms = 0;  // wall; the command's bound (bounded())
   };
 
   // The command with its expiry as the hard bound (v1: plus the skew).
@@ -92,8 +106,14 @@ class Dispenser {
   void expire_held();
   CommandOutcome refuse_storage(const Error& error);
   void start_next();
-  // Starts the motor for `d`. REQUIRES: nothing running, d is ACCEPTED.
-  void run_motor(const DispenseRow& d);
+  // MOTOR_RUNNING stored for `d` (ACCEPTED): its motor starts now, or is
+  // armed until the cloud acknowledges its start. False: not stored.
+  bool begin(const DispenseRow& d);
+  // The armed order: its motor starts once its start is acknowledged; past
+  // its expiry first, it ends REJECTED `expired` (never moved).
+  void poll_armed();
+  // Starts the motor. REQUIRES: nothing running, the order is MOTOR_RUNNING.
+  void run_motor(const std::string& order_id, int slot);
   void poll_motor();
   void finish(DispenseState state, const std::string& reason);
   void count_finished(DispenseState state, const std::string& reason);
@@ -118,6 +138,10 @@ class Dispenser {
   // or their expiry (then rejected as expired, the token back).
   std::vector<std::string> held_;
   std::optional<Running> running_;
+  std::optional<Armed> armed_;
+  // Orders whose command named the ledger: their start is announced
+  // (dispense_started) and acknowledged before the motor moves.
+  std::vector<std::string> announced_;
   // An outcome the ledger could not record yet (storage error): retried.
   std::optional<std::pair<DispenseState, std::string>> pending_finish_;
   bool recovery_pending_ = false;  // crash recovery could not be written at boot

@@ -63,15 +63,22 @@ class EventSender {
   // seq 1 (outcome "new_ledger").
   CommandOutcome on_ack(const proto::Ack& ack);
   // Before a dispense runs: the command's view of this device's ledger
-  // (DispenseCommand::ledger_id, ledger_seq) against the file. nullopt when
-  // the command names none, or this ledger with a seq the file holds. One
-  // naming this ledger beyond its last seq, or a ledger this file never
+  // (DispenseCommand::ledger_id, ledger_seq, ledger_mac) against the file.
+  // nullopt when the command names none, or this ledger with a seq the file
+  // holds (the same event, when the file still holds it unacknowledged and
+  // the command names its mac). One naming this ledger beyond its last seq
+  // or another event at that seq, or a ledger this file never
   // was, means the file lost what the cloud knows (the order may have run
   // in the lost part): a new ledger is started, as for a regressed ack, and
   // the command refused (reason `ledger_regressed`). One naming a ledger
   // this file left is refused (`other_ledger`): the cloud has not yet seen
   // the new one. Every refusal is counted (Refusals).
   std::optional<CommandOutcome> fence_dispense(const proto::DispenseCommand& command);
+  // True when the cloud acknowledged `ledger_id`'s events up to `seq`
+  // (false once this file has moved to another ledger).
+  bool acked_through(const std::string& ledger_id, uint64_t seq) const {
+    return ledger_.identity().ledger_id == ledger_id && acked_ >= seq;
+  }
   // The cloud saw a seq gap. Held events are published again from
   // from_seq; if from_seq was acknowledged (and deleted) already, an
   // events_unavailable event names the oldest held seq (once per acked seq,

@@ -110,6 +110,9 @@ class Ledger {
   Status accept_dispense(const proto::DispenseCommand& command, int64_t now_ms);
   // ACCEPTED -> MOTOR_RUNNING (before the motor moves).
   Status mark_motor_running(const std::string& order_id, int64_t now_ms);
+  // ACCEPTED -> MOTOR_RUNNING and its dispense_started event, one
+  // transaction; returns the event's seq (the motor waits for its ack).
+  Result<uint64_t> mark_motor_running_announced(const DispenseRow& dispense, int64_t now_ms);
   // Records a terminal state with its reason and writes the dispense_result
   // event. DISPENSED lowers the physical count; FAILED/UNCERTAIN burn the
   // token; a REJECTED of an accepted dispense (never ran) makes it available
@@ -133,6 +136,11 @@ class Ledger {
   // cloned SD card, a power loss at synchronous=normal). Returns the number
   // of events dropped.
   Result<int> acknowledge(uint64_t upto_seq, const std::string& upto_mac = "");
+  // The cloud's view of this ledger (it processed `seq`, the event with
+  // `mac`; "" = unknown) against the file, as acknowledge() checks it,
+  // changing nothing: error `ledger_regressed` when the file does not hold
+  // that event.
+  Status check_cloud_view(uint64_t seq, const std::string& mac);
   // After `ledger_regressed`: this file becomes the new ledger `ledger_id`
   // (the board-replacement path of the cloud takes over), in one
   // transaction. The held events that are facts (dispense results, tokens,

@@ -36,8 +36,8 @@ void sell_one(AgentRig& rig, const std::string& device, int slot, const std::str
 }
 
 // A machine with 3 items in slot 1, a backup of its ledger taken then, and
-// after it a sale and a restock of slot 2, processed and acknowledged: the
-// agent's seq is 3, the backup's 1.
+// after it a sale (its start and its result) and a restock of slot 2,
+// processed and acknowledged: the agent's seq is 4, the backup's 1.
 std::string backed_up_then_used(AgentRig& rig, DeviceSim& dev) {
   dev.restock(1, 3);
   REQUIRE(rig.run_until(
@@ -49,7 +49,7 @@ std::string backed_up_then_used(AgentRig& rig, DeviceSim& dev) {
   dev.restock(2, 2);
   REQUIRE(rig.run_until(
       [&] { return rig.pool("vm-1", 2) == 2 && dev.ledger->outbox_depth().value() == 0; }));
-  REQUIRE(agent_seq(rig, "vm-1") == 3);
+  REQUIRE(agent_seq(rig, "vm-1") == 4);
   return backup;
 }
 
@@ -65,7 +65,7 @@ TEST_CASE("an older ledger.db copied back: its new events are processed under a 
   REQUIRE(dev.ledger->identity().ledger_id == ledger_id);
   REQUIRE(dev.ledger->last_seq().value() == 1);
   // Seq 2 again, another event: before, the agent re-acked it as a
-  // duplicate and the device deleted it unprocessed once its seq reached 3.
+  // duplicate and the device deleted it unprocessed once its seq reached 4.
   dev.restock(1, 1);
   dev.restock(1, 1);
   REQUIRE(rig.run_until([&] {
@@ -92,21 +92,21 @@ TEST_CASE("a restored ledger that runs past the agent's seq: nothing beyond it i
   const std::string backup = backed_up_then_used(rig, dev);
   const std::string ledger_id = dev.ledger->identity().ledger_id;
 
-  // The agent is down while the card is restored and used: seqs 2..5 again,
-  // other events. Seq 3 is the agent's last processed one (its mac is in
-  // the log), seqs 4 and 5 would be "next" to it.
+  // The agent is down while the card is restored and used: seqs 2..6 again,
+  // other events. Seq 4 is the agent's last processed one (its mac is in
+  // the log), seqs 5 and 6 would be "next" to it.
   rig.crash_agent();
   dev.restore_ledger(backup);
-  for (int i = 0; i < 4; ++i) dev.restock(1, 1);
+  for (int i = 0; i < 5; ++i) dev.restock(1, 1);
   rig.run_for(100);
-  REQUIRE(dev.ledger->last_seq().value() == 5);
+  REQUIRE(dev.ledger->last_seq().value() == 6);
 
   rig.start_agent();
   REQUIRE(rig.run_until([&] {
     return dev.ledger->identity().ledger_id != ledger_id &&
            dev.ledger->outbox_depth().value() == 0 && rig.pool("vm-1", 2) == 0;
   }));
-  CHECK(rig.pool("vm-1", 1) == 2 + 4);  // every new tokens event, none acked away
+  CHECK(rig.pool("vm-1", 1) == 2 + 5);  // every new tokens event, none acked away
   auto metrics = rig.core->take_metrics();
   CHECK(metrics.diverged_events_total >= 1);
   CHECK(metrics.ledgers_replaced_total == 1);

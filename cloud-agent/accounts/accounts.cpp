@@ -179,10 +179,12 @@ Result<StoredApiToken> Accounts::revoke_token(const std::string& id, const Actor
 
 Result<Caller> Accounts::authenticate(std::string_view token) {
   bool shaped = token.size() == 5 + kTokenHexChars && token.substr(0, 5) == kTokenPrefix;
-  if (!shaped) return make_error("unauthorized", "operator endpoint: unknown bearer token");
+  if (!shaped)
+    return make_error("unauthorized", "operator endpoint: wrong bearer token (no such token)");
   auto found = repo_.find_api_token(crypto::sha256_hex(token));
   if (!found.ok()) return make_error("unavailable", "tokens cannot be read now; try again");
-  if (!*found) return make_error("unauthorized", "operator endpoint: unknown bearer token");
+  if (!*found)
+    return make_error("unauthorized", "operator endpoint: wrong bearer token (no such token)");
   const StoredApiToken& t = **found;
   if (t.revoked_ms != 0) return make_error("unauthorized", "token " + t.id + " is revoked");
   if (clock_.wall_ms() >= t.expires_ms) {

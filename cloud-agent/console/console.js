@@ -15,7 +15,6 @@ const HEALTH_MS = 10000;
 const ORDER_STATES = ['RESERVED', 'PAID', 'DISPATCHED', 'COMPLETED', 'EXPIRED', 'CANCELLED',
                       'FAILED', 'REFUNDED', 'NEEDS_REVIEW'];
 const TOKEN_KEY = 'vend.operatorToken';
-const BY_KEY = 'vend.operatorName';
 
 // ---- helpers ---------------------------------------------------------------
 

@@ -420,20 +420,13 @@ pages.order = {
 
 // ---- needs review ----------------------------------------------------------
 
-// Dispensed / not dispensed, with who decides and a note.
+// Dispensed / not dispensed, with a note; who decides is the account of
+// the console's token (the agent records it, not a typed name).
 function resolveForm(o) {
-  const by = el('input', {class: 'resolve-by', placeholder: 'your name (by)', required: true,
-                          value: localStorage.getItem(BY_KEY) || ''});
   const note = el('input', {class: 'resolve-note', placeholder: 'note (what you checked)'});
   const msg = el('span', {class: 'resolve-msg hint'});
   async function resolve(dispensed) {
-    if (!by.value.trim()) {
-      msg.textContent = 'say who decides (by)';
-      msg.className = 'resolve-msg error';
-      return;
-    }
-    localStorage.setItem(BY_KEY, by.value.trim());
-    const body = {dispensed, by: by.value.trim()};
+    const body = {dispensed};
     if (note.value.trim()) body.note = note.value.trim();
     try {
       const r = await api('/v1/orders/' + encodeURIComponent(o.id) + '/resolve',
@@ -445,7 +438,7 @@ function resolveForm(o) {
       msg.className = 'resolve-msg error';
     }
   }
-  return el('form', {class: 'inline', onsubmit: (e) => e.preventDefault()}, by, note,
+  return el('form', {class: 'inline', onsubmit: (e) => e.preventDefault()}, note,
             el('button', {type: 'button', class: 'resolve-dispensed',
                           onclick: () => resolve(true)}, 'Dispensed'),
             el('button', {type: 'button', class: 'resolve-not-dispensed',

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "contracts/accounts.hpp"
 #include "contracts/order.hpp"
 #include "vend/protocol.hpp"
 #include "vend/result.hpp"
@@ -324,18 +325,31 @@ struct PutReconcileReport {
 struct InsertFault {
   StoredFault fault;
 };
+struct PutAccount {
+  StoredAccount account;
+};
+struct InsertApiToken {
+  StoredApiToken token;
+};
+struct RevokeApiToken {
+  std::string id;
+  int64_t at_ms = 0;
+};
+struct InsertAudit {
+  AuditEntry entry;
+};
 struct Raw {  // Changeset::add()
   WriteFn write;
 };
 }  // namespace change
 
-using Change =
-    std::variant<change::InsertDevice, change::UpsertSlot, change::InsertOrder,
-                 change::TransitionOrder, change::MoveToken, change::InsertPoolTokens,
-                 change::PutRestock, change::InsertPayment, change::InsertRefund,
-                 change::UpdateRefund, change::AdvanceDeviceSeq, change::SwitchLedger,
-                 change::SetNextKey, change::PromoteNextKey, change::DecommissionDevice,
-                 change::PutSnapshot, change::PutReconcileReport, change::InsertFault, change::Raw>;
+using Change = std::variant<
+    change::InsertDevice, change::UpsertSlot, change::InsertOrder, change::TransitionOrder,
+    change::MoveToken, change::InsertPoolTokens, change::PutRestock, change::InsertPayment,
+    change::InsertRefund, change::UpdateRefund, change::AdvanceDeviceSeq, change::SwitchLedger,
+    change::SetNextKey, change::PromoteNextKey, change::DecommissionDevice, change::PutSnapshot,
+    change::PutReconcileReport, change::InsertFault, change::PutAccount, change::InsertApiToken,
+    change::RevokeApiToken, change::InsertAudit, change::Raw>;
 
 // The state a conditional change (transition, token move, seq advance, ...)
 // names in its "conflict" error, e.g. "order ord-1 RESERVED -> PAID".

@@ -285,10 +285,13 @@ Result<Order> AgentCore::cancel(const std::string& order_id) {
 }
 
 Result<Order> AgentCore::resolve_review(const std::string& order_id, bool dispensed,
-                                        const std::string& by, const std::string& note) {
+                                        const std::string& by, const std::string& note,
+                                        const AuditEntry& audit) {
   Ticket wait;
   auto order = with_order_read<Order>(order_id, [&](const LogRead* read) {
+    core_->writes.attribute(audit);
     auto out = core_->order_desk.resolve_review(order_id, dispensed, by, note, read);
+    core_->writes.unattribute();
     if (out.ok()) wait = core_->order_desk.durable_ticket(order_id);
     return out;
   });
@@ -329,25 +332,46 @@ Result<OrderHistory> AgentCore::order_history(const std::string& order_id) {
 // ---- devices and slots ----
 
 Result<ProvisionedDevice> AgentCore::provision_device(const std::string& device_id,
-                                                      const std::vector<SlotSpec>& slots) {
+                                                      const std::vector<SlotSpec>& slots,
+                                                      const AuditEntry& audit) {
   Result<detail::Durable<ProvisionedDevice>> r = refused();
-  if (!step([&] { r = core_->device_desk.provision_device(device_id, slots); })) return refused();
+  if (!step([&] {
+        core_->writes.attribute(audit);
+        r = core_->device_desk.provision_device(device_id, slots);
+        core_->writes.unattribute();
+      })) {
+    return refused();
+  }
   if (!r.ok()) return r.error();
   if (auto s = wait_durable(r->wait, "device " + device_id); !s.ok()) return s.error();
   return r->value;
 }
 
-Result<ProvisionedDevice> AgentCore::rotate_key(const std::string& device_id) {
+Result<ProvisionedDevice> AgentCore::rotate_key(const std::string& device_id,
+                                                const AuditEntry& audit) {
   Result<detail::Durable<ProvisionedDevice>> r = refused();
-  if (!step([&] { r = core_->device_desk.rotate_key(device_id); })) return refused();
+  if (!step([&] {
+        core_->writes.attribute(audit);
+        r = core_->device_desk.rotate_key(device_id);
+        core_->writes.unattribute();
+      })) {
+    return refused();
+  }
   if (!r.ok()) return r.error();
   if (auto s = wait_durable(r->wait, "key of " + device_id); !s.ok()) return s.error();
   return r->value;
 }
 
-Result<DecommissionedDevice> AgentCore::decommission_device(const std::string& device_id) {
+Result<DecommissionedDevice> AgentCore::decommission_device(const std::string& device_id,
+                                                            const AuditEntry& audit) {
   Result<detail::Durable<DecommissionedDevice>> r = refused();
-  if (!step([&] { r = core_->device_desk.decommission_device(device_id); })) return refused();
+  if (!step([&] {
+        core_->writes.attribute(audit);
+        r = core_->device_desk.decommission_device(device_id);
+        core_->writes.unattribute();
+      })) {
+    return refused();
+  }
   if (!r.ok()) return r.error();
   if (auto s = wait_durable(r->wait, "decommission of " + device_id); !s.ok()) return s.error();
   return r->value;
@@ -418,17 +442,30 @@ Result<CatalogView> AgentCore::catalog(const std::string& device_id) {
   return out;
 }
 
-Status AgentCore::set_slot(const std::string& device_id, const SlotSpec& slot) {
+Status AgentCore::set_slot(const std::string& device_id, const SlotSpec& slot,
+                           const AuditEntry& audit) {
   Result<Ticket> r = refused();
-  if (!step([&] { r = core_->device_desk.set_slot(device_id, slot); })) return refused();
+  if (!step([&] {
+        core_->writes.attribute(audit);
+        r = core_->device_desk.set_slot(device_id, slot);
+        core_->writes.unattribute();
+      })) {
+    return refused();
+  }
   if (!r.ok()) return r.error();
   return wait_durable(*r, "slot of " + device_id);
 }
 
-Result<std::string> AgentCore::request_restock(const std::string& device_id, int slot, int count) {
+Result<std::string> AgentCore::request_restock(const std::string& device_id, int slot, int count,
+                                               const AuditEntry& audit) {
   Result<detail::Durable<proto::RestockCommand>> r = refused();
-  if (!step([&] { r = core_->device_desk.request_restock(device_id, slot, count); }))
+  if (!step([&] {
+        core_->writes.attribute(audit);
+        r = core_->device_desk.request_restock(device_id, slot, count);
+        core_->writes.unattribute();
+      })) {
     return refused();
+  }
   if (!r.ok()) return r.error();
   if (auto s = wait_durable(r->wait, "restock " + r->value.restock_id); !s.ok()) return s.error();
   Result<std::string> out = refused();
@@ -436,7 +473,16 @@ Result<std::string> AgentCore::request_restock(const std::string& device_id, int
   return out;
 }
 
-Result<std::string> AgentCore::request_reconcile(const std::string& device_id) {
+Result<std::string> AgentCore::request_reconcile(const std::string& device_id,
+                                                 const AuditEntry& audit) {
+  if (!audit.account.empty()) {
+    // The request changes nothing in the log: its audit row alone, durable
+    // before the machine is asked.
+    Result<Ticket> t = refused();
+    if (!step([&] { t = core_->device_desk.record_audit(device_id, audit); })) return refused();
+    if (!t.ok()) return t.error();
+    if (auto s = wait_durable(*t, "audit of " + device_id); !s.ok()) return s.error();
+  }
   Result<std::string> out = refused();
   if (!step([&] { out = core_->device_desk.request_reconcile(device_id); })) return refused();
   return out;

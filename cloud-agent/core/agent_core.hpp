@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts/accounts.hpp"
 #include "contracts/order.hpp"
 #include "contracts/refund.hpp"
 #include "core/core_runner.hpp"
@@ -349,7 +350,7 @@ class AgentCore {
   // Answers after the commit; a repeat of the same decision is answered
   // from the order, the other decision is invalid_state.
   Result<Order> resolve_review(const std::string& order_id, bool dispensed, const std::string& by,
-                               const std::string& note);
+                               const std::string& note, const AuditEntry& audit = {});
   // Newest first, at most `limit` (0: 100; at most 1000); of one device
   // when `device` is not empty. From memory: the open orders and the most
   // recent finished ones (AgentOptions::finished_orders_max).
@@ -363,21 +364,33 @@ class AgentCore {
   // log: what is committed).
   Result<std::vector<StoredRefund>> list_refunds(std::optional<RefundState> state, size_t limit);
 
+  // ---- operator actions ----
+  // Every method below that changes something (resolve_review above too)
+  // takes the operator's `audit` row (contracts/accounts.hpp: who, what,
+  // about which machine or order, from where; the core stamps the time):
+  // it is written in the changeset of the action, so both commit or
+  // neither, before the answer. An `audit` without an account writes no
+  // row (callers other than the HTTP API: tests, the simulation). A
+  // reconcile request changes nothing in the log: its row is made durable
+  // first, then the request goes to the machine.
+
   // ---- devices and slots (HTTP, operator) ----
   Result<ProvisionedDevice> provision_device(const std::string& device_id,
-                                             const std::vector<SlotSpec>& slots);
+                                             const std::vector<SlotSpec>& slots,
+                                             const AuditEntry& audit = {});
   // Key rotation: a new key for the device (returned once), accepted beside
   // its current key until the device signs a message with it; from then on
   // the old key is refused and commands are signed with the new one. A
   // second rotation before that replaces the pending key. not_found,
   // decommissioned.
-  Result<ProvisionedDevice> rotate_key(const std::string& device_id);
+  Result<ProvisionedDevice> rotate_key(const std::string& device_id, const AuditEntry& audit = {});
   // Takes the device out of service for good: its pool tokens are burned,
   // its RESERVED orders cancelled, its key revoked (its events and statuses
   // are refused, reason `decommissioned`), and its id stays taken. conflict
   // while a PAID or DISPATCHED order of it is open (the machine may still
   // dispense it), or when decommissioned already; not_found.
-  Result<DecommissionedDevice> decommission_device(const std::string& device_id);
+  Result<DecommissionedDevice> decommission_device(const std::string& device_id,
+                                                   const AuditEntry& audit = {});
   std::vector<DeviceView> devices();
   // One device of devices(); not_found.
   Result<DeviceView> device(const std::string& device_id);
@@ -395,14 +408,15 @@ class AgentCore {
   // The device's presence and slots under one lock (the public catalog);
   // not_found for an unknown device.
   Result<CatalogView> catalog(const std::string& device_id);
-  Status set_slot(const std::string& device_id, const SlotSpec& slot);
+  Status set_slot(const std::string& device_id, const SlotSpec& slot, const AuditEntry& audit = {});
   // Sends a signed restock order to the device; returns the restock id.
-  Result<std::string> request_restock(const std::string& device_id, int slot, int count);
+  Result<std::string> request_restock(const std::string& device_id, int slot, int count,
+                                      const AuditEntry& audit = {});
 
   // ---- reconciliation (HTTP, operator) ----
   // Asks an online device for a full snapshot; the reconciliation report
   // follows when it arrives. Returns the snapshot request id.
-  Result<std::string> request_reconcile(const std::string& device_id);
+  Result<std::string> request_reconcile(const std::string& device_id, const AuditEntry& audit = {});
   // The device's latest reconciliation report as JSON (vend/ops.hpp
   // ReconcileReport); not_found before its first one.
   Result<std::string> reconcile_report(const std::string& device_id);

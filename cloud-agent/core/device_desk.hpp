@@ -79,6 +79,11 @@ class DeviceDesk : public CoreEnv {
   // still its slot's).
   void fire_timer(const FiredTimer& timer);
   Result<std::string> request_reconcile(const std::string& device_id);
+  // The audit row of an operator's request about the device that changes
+  // nothing in the log (a reconcile request), committed alone and fenced by
+  // the device; refused as request_reconcile() would be (not_found,
+  // device_offline, not_owner) so no row names a request never made.
+  Result<Ticket> record_audit(const std::string& device_id, const AuditEntry& audit);
   Result<std::string> reconcile_report(const std::string& device_id);
 
  private:

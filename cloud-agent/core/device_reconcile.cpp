@@ -3,6 +3,7 @@
 // itself is EventDesk's (event_snapshots.cpp).
 #include "core/device_desk.hpp"
 #include "core/output.hpp"
+#include "core/writes.hpp"
 
 namespace vend::agent {
 
@@ -41,6 +42,21 @@ void DeviceDesk::on_reconcile_timer(DeviceRecord& dev) {
     resend_restocks(dev.id);
   }
   schedule_reconcile(dev, clock.monotonic_ms() + options.reconcile_interval_ms);
+}
+
+Result<Ticket> DeviceDesk::record_audit(const std::string& device_id, const AuditEntry& audit) {
+  if (auto owner = owner_check(device_id); !owner.ok()) return owner.error();
+  auto* dev = devices_.find(device_id);
+  if (dev == nullptr) return make_error("not_found", "no device '" + device_id + "'");
+  if (!dev->online) {
+    return make_error("device_offline",
+                      device_id + " is offline; it is reconciled when it returns");
+  }
+  if (auto s = writes_.writable(); !s.ok()) return s.error();
+  Changeset changes;
+  changes.fence_device(device_id);
+  writes_.attribute(audit);
+  return writes_.commit(std::move(changes));
 }
 
 Result<std::string> DeviceDesk::request_reconcile(const std::string& device_id) {

@@ -41,7 +41,17 @@ void Writes::fence_devices(Changeset& changes) {
   }
 }
 
+void Writes::attribute(AuditEntry entry) {
+  if (entry.account.empty()) return audit_.reset();
+  entry.at_ms = clock.wall_ms();
+  audit_ = std::move(entry);
+}
+
 Ticket Writes::commit(Changeset changes) {
+  if (audit_) {
+    changes.insert_audit(*audit_);
+    audit_.reset();
+  }
   if (owns) fence_devices(changes);
   auto ticket = repo.submit(std::move(changes));
   if (!ticket.ok()) {

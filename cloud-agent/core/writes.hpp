@@ -7,6 +7,7 @@
 // for good when storage fails.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ class Writes : public CoreEnv {
   Ticket commit(Changeset changes);
   // The order changed state in this step: its answer waits for the next commit.
   void touch(OrderRef ref) { touched_.push_back(ref); }
+  // The audit row of the operator action this step runs (AgentCore's
+  // operator methods): stamped now, it rides in the step's next commit(),
+  // in the same changeset as the action's change, so both commit or
+  // neither. An entry without an account is no audit (callers other than
+  // the HTTP API). unattribute() at the end of the step drops a row whose
+  // action committed nothing (refused).
+  void attribute(AuditEntry entry);
+  void unattribute() { audit_.reset(); }
   void fail_storage(const std::string& why);
   // A write of `what` failed with `e`: refused by the fence (the shard's
   // lease moved: fenced, the shell rebuilds) or a storage failure.
@@ -50,7 +59,8 @@ class Writes : public CoreEnv {
 
   OrderBook& orders_;
   Payments& payments_;
-  std::vector<OrderRef> touched_;  // orders set_state() changed since the last commit()
+  std::vector<OrderRef> touched_;    // orders set_state() changed since the last commit()
+  std::optional<AuditEntry> audit_;  // attribute()d, not committed yet
 };
 
 }  // namespace vend::agent

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "http/http_json.hpp"
+#include "http/operator_audit.hpp"
 
 namespace vend::agent {
 
@@ -81,24 +82,24 @@ Result<SlotView> find_slot(AgentCore& core, const std::string& device, int slot)
 
 void DeviceRoutes::add_routes(Router& router) {
   const std::string device = "/v1/devices/{id}";
-  const Access op = Access::kOperator;
-  router.add("POST", "/v1/devices", op, route_to(this, &DeviceRoutes::provision_device));
-  router.add("GET", "/v1/devices", op, route_to(this, &DeviceRoutes::list_devices));
+  router.add("POST", "/v1/devices", Access::kAdmin,
+             route_to(this, &DeviceRoutes::provision_device));
+  router.add("GET", "/v1/devices", Access::kOperator, route_to(this, &DeviceRoutes::list_devices));
   // Per-machine routes: another instance's machine is redirected to it.
   const bool machine = true;
-  auto add = [&](const char* method, const std::string& pattern,
+  auto add = [&](const char* method, const std::string& pattern, Access access,
                  Result<HttpReply> (DeviceRoutes::*handler)(const HttpRequest&)) {
-    router.add(method, pattern, op, route_to(this, handler), machine);
+    router.add(method, pattern, access, route_to(this, handler), machine);
   };
-  add("GET", device, &DeviceRoutes::get_device);
-  add("GET", device + "/slots", &DeviceRoutes::list_slots);
-  add("GET", device + "/faults", &DeviceRoutes::list_faults);
-  add("PUT", device + "/slots/{n}", &DeviceRoutes::update_slot);
-  add("POST", device + "/restock", &DeviceRoutes::restock);
-  add("POST", device + "/reconcile", &DeviceRoutes::reconcile);
-  add("POST", device + "/rotate-key", &DeviceRoutes::rotate_key);
-  add("POST", device + "/decommission", &DeviceRoutes::decommission);
-  add("GET", "/v1/reconcile/{id}", &DeviceRoutes::reconcile_report);
+  add("GET", device, Access::kOperator, &DeviceRoutes::get_device);
+  add("GET", device + "/slots", Access::kOperator, &DeviceRoutes::list_slots);
+  add("GET", device + "/faults", Access::kOperator, &DeviceRoutes::list_faults);
+  add("PUT", device + "/slots/{n}", Access::kAdmin, &DeviceRoutes::update_slot);
+  add("POST", device + "/restock", Access::kRestock, &DeviceRoutes::restock);
+  add("POST", device + "/reconcile", Access::kRestock, &DeviceRoutes::reconcile);
+  add("POST", device + "/rotate-key", Access::kAdmin, &DeviceRoutes::rotate_key);
+  add("POST", device + "/decommission", Access::kAdmin, &DeviceRoutes::decommission);
+  add("GET", "/v1/reconcile/{id}", Access::kOperator, &DeviceRoutes::reconcile_report);
 }
 
 Result<HttpReply> DeviceRoutes::provision_device(const HttpRequest& req) {
@@ -112,7 +113,9 @@ Result<HttpReply> DeviceRoutes::provision_device(const HttpRequest& req) {
   if (!slots.ok()) return slots.error();
   auto specs = read_slot_specs(**slots);
   if (!specs.ok()) return specs.error();
-  auto device = core_.provision_device(*id, *specs);
+  http::Json detail = {{"slots", specs->size()}};
+  auto device =
+      core_.provision_device(*id, *specs, audit_of(req, "provision", *id, "", detail.dump()));
   if (!device.ok()) return device.error();
   log_.info("http", "provisioned device '" + device->id + "'");
   http::Json reply = {{"id", device->id}, {"key", device->key_hex}};
@@ -187,7 +190,17 @@ Result<HttpReply> DeviceRoutes::update_slot(const HttpRequest& req) {
     if (!capacity.ok()) return capacity.error();
     spec.capacity = static_cast<int>(*capacity);
   }
-  if (Status s = core_.set_slot(*device, spec); !s.ok()) return s.error();
+  http::Json detail = {{"slot", *slot},
+                       {"before", http::slot_json(*current)},
+                       {"after",
+                        {{"product", spec.product},
+                         {"price_cents", spec.price_cents},
+                         {"capacity", spec.capacity}}}};
+  if (Status s =
+          core_.set_slot(*device, spec, audit_of(req, "set_slot", *device, "", detail.dump()));
+      !s.ok()) {
+    return s.error();
+  }
   auto updated = find_slot(core_, *device, *slot);
   if (!updated.ok()) return updated.error();
   return HttpReply{200, http::slot_json(*updated).dump()};
@@ -204,7 +217,9 @@ Result<HttpReply> DeviceRoutes::restock(const HttpRequest& req) {
   if (!slot.ok()) return slot.error();
   auto count = fields.integer("count", 1, kMaxRestockCount);
   if (!count.ok()) return count.error();
-  auto id = core_.request_restock(*device, static_cast<int>(*slot), static_cast<int>(*count));
+  http::Json detail = {{"slot", *slot}, {"count", *count}};
+  auto id = core_.request_restock(*device, static_cast<int>(*slot), static_cast<int>(*count),
+                                  audit_of(req, "restock", *device, "", detail.dump()));
   if (!id.ok()) return id.error();
   return HttpReply{202, http::Json{{"restock_id", *id}}.dump()};
 }
@@ -223,7 +238,7 @@ Result<HttpReply> DeviceRoutes::rotate_key(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
-  auto rotated = core_.rotate_key(*device);
+  auto rotated = core_.rotate_key(*device, audit_of(req, "rotate_key", *device));
   if (!rotated.ok()) return rotated.error();
   log_.info("http", "new key issued for device '" + rotated->id + "'");
   return HttpReply{200, http::Json{{"id", rotated->id}, {"key", rotated->key_hex}}.dump()};
@@ -233,7 +248,7 @@ Result<HttpReply> DeviceRoutes::decommission(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
-  auto done = core_.decommission_device(*device);
+  auto done = core_.decommission_device(*device, audit_of(req, "decommission", *device));
   if (!done.ok()) return done.error();
   log_.info("http", "decommissioned device '" + done->id + "'");
   return HttpReply{200, http::Json{{"id", done->id},
@@ -246,7 +261,7 @@ Result<HttpReply> DeviceRoutes::reconcile(const HttpRequest& req) {
   auto device = device_id_of(req);
   if (!device.ok()) return device.error();
   if (Status s = no_fields(req); !s.ok()) return s.error();
-  auto id = core_.request_reconcile(*device);
+  auto id = core_.request_reconcile(*device, audit_of(req, "reconcile", *device));
   if (!id.ok()) return id.error();
   return HttpReply{202,
                    http::Json{{"device", *device}, {"request_id", *id}, {"full", true}}.dump()};

@@ -15,6 +15,7 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
       ops_(core, options_),
       probes_(core, options_,
               [this] { return admission_.rate_limit_metrics() + payments_.payment_metrics(); }),
+      accounts_(options_, clock),
       router_(options_, owners_, log) {
   orders_.add_routes(router_);
   payments_.add_routes(router_);
@@ -22,6 +23,7 @@ HttpApi::HttpApi(AgentCore& core, HttpApiOptions options, const Clock& clock, Lo
   devices_.add_routes(router_);
   ops_.add_routes(router_);
   probes_.add_routes(router_);
+  accounts_.add_routes(router_);
 }
 
 HttpServer::Handler HttpApi::handler() {

@@ -12,15 +12,15 @@
 //   DeviceRoutes    operators' machine routes
 //   OpsRoutes       the console, its event stream, plots, fleet and alerts
 //   ProbeRoutes     /metrics, /healthz, /v1/cluster
+//   AccountRoutes   operators' accounts, API tokens, login, the audit trail
 //
 // Errors are {"error":{"code","message"}} with 400 bad_request, 401
-// unauthorized / bad_signature, 404 not_found / unknown_slot, 409 sold_out /
-// device_offline / invalid_state / conflict, 413 payload_too_large, 503
-// unavailable, 500 internal. Every request body is validated strictly
-// (unknown, missing, duplicate, wrong-typed or out-of-range fields are 400,
-// the message names the field) before the core sees it; no exception leaves
-// a handler. POST /v1/orders over a rate limit is 429 rate_limited, with
-// Retry-After and "limit": "machine" or "client" (OrderAdmission).
+// unauthorized / bad_signature, 403 forbidden (role or machine scope), 404 not_found /
+// unknown_slot, 409 sold_out / device_offline / invalid_state / conflict, 413 payload_too_large,
+// 503 unavailable, 500 internal. Every request body is validated strictly (unknown, missing,
+// duplicate, wrong-typed or out-of-range fields are 400, the message names the field) before the
+// core sees it; no exception leaves a handler. POST /v1/orders over a rate limit is 429
+// rate_limited, with Retry-After and "limit": "machine" or "client" (OrderAdmission).
 //
 // A request without Content-Length and without a chunked Transfer-Encoding
 // has an empty body (RFC 9112 6.3): `curl -X POST` of cancel or reconcile
@@ -35,6 +35,7 @@
 #pragma once
 
 #include "core/agent_core.hpp"
+#include "http/account_routes.hpp"
 #include "http/catalog_routes.hpp"
 #include "http/device_routes.hpp"
 #include "http/http_api_options.hpp"
@@ -66,6 +67,8 @@ class HttpApi {
   // The HttpServer handler: Router::handle. Never blocks.
   HttpServer::Handler handler();
   void handle(HttpRequest&& req, HttpResponder responder);
+  // The route table (tests compare it with docs/openapi.yaml).
+  std::vector<RouteInfo> routes() const { return router_.routes(); }
 
  private:
   HttpApiOptions options_;
@@ -77,6 +80,7 @@ class HttpApi {
   DeviceRoutes devices_;
   OpsRoutes ops_;
   ProbeRoutes probes_;
+  AccountRoutes accounts_;
   Router router_;  // last: joins its workers first, while the groups are alive
 };
 

@@ -18,10 +18,18 @@ namespace vend::agent {
 class OpsHub;
 class OpsSeries;
 
+class Accounts;
+
 struct HttpApiOptions {
-  // Bearer token of the operator endpoints. Empty: they are open to anyone
-  // (vend-agent --insecure-no-auth, local demos only).
+  // The deprecated single operator token (--operator-token-file): a bearer
+  // credential acting as the admin account "operator-token". Empty, and
+  // `accounts` null: the operator endpoints are open to anyone, as admin
+  // "insecure-no-auth" (vend-agent --insecure-no-auth, local demos only).
   std::string operator_token;
+  // The operators' accounts and API tokens (accounts/accounts.hpp), and
+  // where account, token and audit routes read and write. Null: no
+  // accounts (only the operator token, or no auth). Must outlive the HttpApi.
+  Accounts* accounts = nullptr;
   // HMAC-SHA256 key (the string's bytes) of the Vend-Signature header on
   // payment notifications (vend/webhook.hpp). REQUIRES: not empty.
   std::string gateway_secret;

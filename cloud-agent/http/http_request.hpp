@@ -9,8 +9,11 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "contracts/accounts.hpp"
 
 namespace vend::agent {
 
@@ -33,6 +36,9 @@ struct HttpRequest {
   Params params;  // the query's parameters, percent-decoded
   std::string body;
   std::string remote_addr;  // the TCP peer's address
+  // Who is calling an operator route, set by the Router once authorized;
+  // empty on public routes.
+  std::optional<Caller> caller;
 
   bool has_header(std::string_view name) const { return headers.count(name) > 0; }
   size_t header_count(std::string_view name) const { return headers.count(name); }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "http/http_json.hpp"
+#include "http/operator_audit.hpp"
 #include "repository/repository.hpp"
 
 namespace vend::agent {
@@ -110,14 +111,14 @@ void OrderRoutes::add_routes(Router& router) {
   bool limiter_blocks = options_.rate_limiter != nullptr && options_.rate_limiter->may_block();
   router.add_async("POST", "/v1/orders", Access::kPublic,
                    route_to(this, &OrderRoutes::create_order), !limiter_blocks);
-  router.add("GET", "/v1/orders", Access::kOperator, route_to(this, &OrderRoutes::list_orders));
-  router.add("GET", "/v1/refunds", Access::kOperator, route_to(this, &OrderRoutes::list_refunds));
+  router.add("GET", "/v1/orders", Access::kSupport, route_to(this, &OrderRoutes::list_orders));
+  router.add("GET", "/v1/refunds", Access::kSupport, route_to(this, &OrderRoutes::list_refunds));
   router.add("GET", order, Access::kPublic, route_to(this, &OrderRoutes::get_order));
   router.add("POST", order + "/cancel", Access::kPublic,
              route_to(this, &OrderRoutes::cancel_order));
-  router.add("POST", order + "/resolve", Access::kOperator,
+  router.add("POST", order + "/resolve", Access::kSupport,
              route_to(this, &OrderRoutes::resolve_order));
-  router.add("GET", order + "/history", Access::kOperator,
+  router.add("GET", order + "/history", Access::kSupport,
              route_to(this, &OrderRoutes::order_history));
 }
 
@@ -169,26 +170,34 @@ Result<HttpReply> OrderRoutes::cancel_order(const HttpRequest& req) {
   return order_reply(200, *order);
 }
 
-// An operator's decision on a NEEDS_REVIEW order, with who decided and why.
+// An operator's decision on a NEEDS_REVIEW order and why; who decided is
+// the calling account (no typed name).
 Result<HttpReply> OrderRoutes::resolve_order(const HttpRequest& req) {
   auto id = order_id_of(req);
   if (!id.ok()) return id.error();
   auto body = http::parse_object(req.body);
   if (!body.ok()) return body.error();
   http::BodyReader fields(*body);
-  if (Status s = fields.only({"dispensed", "by", "note"}); !s.ok()) return s.error();
+  if (fields.has("by")) {
+    return http::bad_request(
+        "field 'by' is no longer taken: the resolver is the calling account's name");
+  }
+  if (Status s = fields.only({"dispensed", "note"}); !s.ok()) return s.error();
   auto dispensed = fields.boolean("dispensed");
   if (!dispensed.ok()) return dispensed.error();
-  auto by = fields.text("by", kMaxReviewText);
-  if (!by.ok()) return by.error();
-  if (by->empty()) return http::bad_request("field 'by' must name who decides");
   std::string note;
   if (fields.has("note")) {
     auto n = fields.text("note", kMaxReviewText);
     if (!n.ok()) return n.error();
     note = *n;
   }
-  auto order = core_.resolve_review(*id, *dispensed, *by, note);
+  const std::string by = req.caller ? req.caller->account : std::string("operator");
+  auto current = core_.get_order(*id);
+  std::string device = current.ok() ? current->device : std::string();
+  http::Json detail = {{"dispensed", *dispensed}, {"note", note}};
+  if (current.ok()) detail["before"] = to_string(current->state);
+  auto order = core_.resolve_review(*id, *dispensed, by, note,
+                                    audit_of(req, "resolve_review", device, *id, detail.dump()));
   if (!order.ok()) return order.error();
   return order_reply(200, *order);
 }

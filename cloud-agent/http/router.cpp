@@ -3,6 +3,7 @@
 #include <exception>
 #include <string_view>
 
+#include "accounts/accounts.hpp"
 #include "http/http_json.hpp"
 #include "vend/crypto.hpp"
 
@@ -22,11 +23,44 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Who admits each Access, for the 403's message.
+const char* needed(Access access) {
+  switch (access) {
+    case Access::kRestock: return "restocker (of this machine) or admin";
+    case Access::kSupport: return "support or admin";
+    case Access::kAdmin: return "admin";
+    default: return "any operator role";
+  }
+}
+
 }  // namespace
+
+const char* to_string(Access access) {
+  switch (access) {
+    case Access::kPublic: return "public";
+    case Access::kOperator: return "operator";
+    case Access::kRestock: return "restock";
+    case Access::kSupport: return "support";
+    case Access::kAdmin: return "admin";
+  }
+  return "admin";
+}
+
+bool admits(Access access, Role role) {
+  switch (access) {
+    case Access::kPublic:
+    case Access::kOperator: return true;
+    case Access::kRestock: return role == Role::kRestocker || role == Role::kAdmin;
+    case Access::kSupport: return role == Role::kSupport || role == Role::kAdmin;
+    case Access::kAdmin: return role == Role::kAdmin;
+  }
+  return false;
+}
 
 int http_status_of(const std::string& code) {
   if (code == "bad_request") return 400;
   if (code == "unauthorized" || code == "bad_signature") return 401;
+  if (code == "forbidden") return 403;
   if (code == "not_found" || code == "unknown_slot") return 404;
   if (code == "sold_out" || code == "device_offline" || code == "invalid_state" ||
       code == "conflict" || code == "decommissioned") {
@@ -47,14 +81,14 @@ Router::Router(const HttpApiOptions& options, const OwnerRedirect& owners, Logge
 
 void Router::add(const std::string& method, const std::string& pattern, Access access,
                  Handler handler, bool per_machine) {
-  routes_.push_back(Route{method, http::PathPattern(pattern), std::move(handler), nullptr, access,
-                          false, per_machine});
+  routes_.push_back(Route{method, pattern, http::PathPattern(pattern), std::move(handler), nullptr,
+                          access, false, per_machine});
 }
 
 void Router::add_async(const std::string& method, const std::string& pattern, Access access,
                        AsyncHandler handler, bool on_event_thread) {
-  routes_.push_back(Route{method, http::PathPattern(pattern), nullptr, std::move(handler), access,
-                          on_event_thread, false});
+  routes_.push_back(Route{method, pattern, http::PathPattern(pattern), nullptr, std::move(handler),
+                          access, on_event_thread, false});
 }
 
 void Router::handle(HttpRequest&& req, HttpResponder responder) {
@@ -94,6 +128,12 @@ void Router::handle(HttpRequest&& req, HttpResponder responder) {
   finish(std::move(busy));
 }
 
+std::vector<RouteInfo> Router::routes() const {
+  std::vector<RouteInfo> out;
+  for (const Route& r : routes_) out.push_back({r.method, r.pattern_text, r.access, r.per_machine});
+  return out;
+}
+
 const Router::Route* Router::find_route(const HttpRequest& req) const {
   std::string_view method = req.method == "HEAD" ? std::string_view("GET") : req.method;
   for (const Route& r : routes_) {
@@ -102,18 +142,22 @@ const Router::Route* Router::find_route(const HttpRequest& req) const {
   return nullptr;
 }
 
-void Router::run(const Route* route, const HttpRequest& req, const Finish& finish) {
+void Router::run(const Route* route, HttpRequest& req, const Finish& finish) {
   try {
     if (route == nullptr) {
       return finish(HttpReply{
           404, http::error_body("not_found", "no route for " + req.method + " " + req.path)});
     }
-    if (route->access == Access::kOperator) {
-      if (Status auth = authorize_operator(req); !auth.ok()) {
-        HttpReply reply = respond(req, auth.error());
-        reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
+    if (route->access != Access::kPublic) {
+      auto caller = authorize(*route, req);
+      if (!caller.ok()) {
+        HttpReply reply = respond(req, caller.error());
+        if (reply.status == 401) {
+          reply.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"vend-agent\"");
+        }
         return finish(std::move(reply));
       }
+      req.caller = std::move(caller).value();
     }
     // HttpServer enforces its own cap (on Content-Length and chunked bodies).
     if (req.body.size() > options_.max_body_bytes) {
@@ -137,19 +181,46 @@ void Router::run(const Route* route, const HttpRequest& req, const Finish& finis
   }
 }
 
-Status Router::authorize_operator(const HttpRequest& req) const {
-  if (options_.operator_token.empty()) return {};  // --insecure-no-auth
+Result<Caller> Router::authenticate(const HttpRequest& req) const {
+  if (options_.operator_token.empty() && options_.accounts == nullptr) {
+    return Caller{"insecure-no-auth", Role::kAdmin, {}};  // --insecure-no-auth
+  }
   const std::string header = req.header("Authorization");
   const std::string prefix = "Bearer ";
   if (header.rfind(prefix, 0) != 0) {
     return make_error("unauthorized", "operator endpoint: send 'Authorization: Bearer <token>'");
   }
-  // Hash both sides so the comparison leaks neither content nor length.
-  std::string given = crypto::sha256_hex(std::string_view(header).substr(prefix.size()));
-  if (!constant_time_equal(given, crypto::sha256_hex(options_.operator_token))) {
+  std::string_view token = std::string_view(header).substr(prefix.size());
+  if (!options_.operator_token.empty()) {
+    // Hash both sides so the comparison leaks neither content nor length.
+    std::string given = crypto::sha256_hex(token);
+    if (constant_time_equal(given, crypto::sha256_hex(options_.operator_token))) {
+      return Caller{"operator-token", Role::kAdmin, {}};
+    }
+  }
+  if (options_.accounts == nullptr) {
     return make_error("unauthorized", "operator endpoint: wrong bearer token");
   }
-  return {};
+  return options_.accounts->authenticate(token);
+}
+
+Result<Caller> Router::authorize(const Route& route, const HttpRequest& req) const {
+  auto caller = authenticate(req);
+  if (!caller.ok()) return caller;
+  if (!admits(route.access, caller->role)) {
+    return make_error("forbidden", req.method + " " + route.pattern_text + " needs the role " +
+                                       needed(route.access) + "; account '" + caller->account +
+                                       "' is " + to_string(caller->role));
+  }
+  if (route.per_machine && route.access == Access::kRestock) {
+    std::string device(http::path_segment(req.path, 2));
+    if (!caller->covers(device)) {
+      return make_error("forbidden", "account '" + caller->account + "' restocks " +
+                                         join_machines(caller->machines) + ", not machine '" +
+                                         device + "'");
+    }
+  }
+  return caller;
 }
 
 HttpReply Router::respond(const HttpRequest& req, const Result<HttpReply>& r) {

@@ -9,10 +9,15 @@
 //      handler only parses, checks and posts work to the core), else queues
 //      it on a bounded WorkerPool (full: 503 limit "max_queued_requests"),
 //      since most handlers block on AgentCore (its group commit);
-//   4. checks access (kOperator: Authorization: Bearer <operator token>,
-//      else 401 with WWW-Authenticate), the body's size (413), and for a
-//      per-machine route whether this instance serves the machine (307 to
-//      its owner or 503, OwnerRedirect);
+//   4. checks access: an operator route needs Authorization: Bearer
+//      <token> (an account's API token, or the deprecated single operator
+//      token, which acts as an admin), else 401 with WWW-Authenticate; a
+//      role the route's Access does not admit, or a restocker's request
+//      about a machine outside its own, is 403 forbidden naming what is
+//      missing; the caller is put on the request (HttpRequest::caller).
+//      Then the body's size (413), and for a per-machine route whether
+//      this instance serves the machine (307 to its owner or 503,
+//      OwnerRedirect);
 //   5. shapes the answer: an Error becomes {"error":{"code","message"}}
 //      with http_status_of(code); not_owner becomes a 307 to the owner;
 //      500s are logged and answered without details; an exception a
@@ -36,10 +41,25 @@
 
 namespace vend::agent {
 
-// Who may call a route.
+// Who may call a route (docs/agent.md, the roles table).
 enum class Access {
   kPublic,    // anyone
-  kOperator,  // Authorization: Bearer <HttpApiOptions::operator_token>
+  kOperator,  // any operator account (viewer and up): the reads
+  kRestock,   // restocker (per-machine routes: its machines only), admin
+  kSupport,   // support, admin: orders, refunds, reviews
+  kAdmin,     // admin: provisioning, slots, keys, decommission, accounts, audit
+};
+// "public", "operator", "restock", "support", "admin".
+const char* to_string(Access access);
+// Whether `role` may call a route of `access` (machine scope aside).
+bool admits(Access access, Role role);
+
+// A route as registered (tests compare the table with docs/openapi.yaml).
+struct RouteInfo {
+  std::string method;
+  std::string pattern;
+  Access access = Access::kPublic;
+  bool per_machine = false;
 };
 
 // Non-copyable. `options`, `owners` and `log` must outlive the router, and
@@ -77,9 +97,13 @@ class Router {
   // exactly once. Never blocks.
   void handle(HttpRequest&& req, HttpResponder responder);
 
+  // Every route, in registration order.
+  std::vector<RouteInfo> routes() const;
+
  private:
   struct Route {
     std::string method;
+    std::string pattern_text;
     http::PathPattern pattern;
     Handler handler;
     AsyncHandler async;
@@ -97,8 +121,10 @@ class Router {
   const Route* find_route(const HttpRequest& req) const;
   // Steps 4 and 5: gives the answer to `finish` (now, or later for an
   // asynchronous handler). `route`: null answers 404.
-  void run(const Route* route, const HttpRequest& req, const Finish& finish);
-  Status authorize_operator(const HttpRequest& req) const;
+  void run(const Route* route, HttpRequest& req, const Finish& finish);
+  // Step 4's access check: the caller, or the 401/403 error.
+  Result<Caller> authorize(const Route& route, const HttpRequest& req) const;
+  Result<Caller> authenticate(const HttpRequest& req) const;
   HttpReply respond(const HttpRequest& req, const Result<HttpReply>& r);
 
   const HttpApiOptions& options_;

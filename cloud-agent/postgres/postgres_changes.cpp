@@ -109,6 +109,24 @@ struct PgCommands {
     const StoredFault& f = c.fault;
     add("insert_fault", {f.device, f.code, f.message, num(f.slot), num(f.at_ms), num(faults_max)});
   }
+  void operator()(const change::PutAccount& c) const {
+    const StoredAccount& a = c.account;
+    add("put_account", {a.name, std::string(to_string(a.role)), join_machines(a.machines),
+                        a.password_hash, num(a.created_ms), num(a.disabled_ms)});
+  }
+  void operator()(const change::InsertApiToken& c) const {
+    const StoredApiToken& t = c.token;
+    add("insert_api_token",
+        {t.id, t.account, t.sha256_hex, t.label, num(t.created_ms), num(t.expires_ms)});
+  }
+  void operator()(const change::RevokeApiToken& c) const {
+    add("revoke_api_token", {num(c.at_ms), c.id, what()});
+  }
+  void operator()(const change::InsertAudit& c) const {
+    const AuditEntry& e = c.entry;
+    add("insert_audit",
+        {num(e.at_ms), e.account, e.action, e.device, e.order_id, e.detail, e.peer});
+  }
   void operator()(const change::Raw&) const {}
 };
 

@@ -221,13 +221,44 @@ constexpr const char* kSchemaV6 = R"sql(
 ALTER TABLE device_seq ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v7: the operators' accounts, API tokens and audit trail (SQLite's v11).
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE accounts(
+  name TEXT PRIMARY KEY,
+  role TEXT NOT NULL CHECK (role IN ('viewer', 'restocker', 'support', 'admin')),
+  machines TEXT NOT NULL DEFAULT '',
+  password_hash TEXT NOT NULL DEFAULT '',
+  created_ms BIGINT NOT NULL,
+  disabled_ms BIGINT NOT NULL DEFAULT 0);
+CREATE TABLE api_tokens(
+  id TEXT PRIMARY KEY,
+  account TEXT NOT NULL REFERENCES accounts(name),
+  sha256_hex TEXT NOT NULL UNIQUE,
+  label TEXT NOT NULL DEFAULT '',
+  created_ms BIGINT NOT NULL,
+  expires_ms BIGINT NOT NULL,
+  revoked_ms BIGINT NOT NULL DEFAULT 0);
+CREATE INDEX api_tokens_of_account ON api_tokens(account);
+CREATE TABLE audit(
+  id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at_ms BIGINT NOT NULL,
+  account TEXT NOT NULL,
+  action TEXT NOT NULL,
+  device TEXT NOT NULL DEFAULT '',
+  order_id TEXT NOT NULL DEFAULT '',
+  detail TEXT NOT NULL DEFAULT '',
+  peer TEXT NOT NULL DEFAULT '');
+CREATE INDEX audit_by_account ON audit(account, id);
+CREATE INDEX audit_by_device ON audit(device, id);
+)sql";
+
 struct Migration {
   int version;
   const char* sql;
 };
-const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3},
-                                 {4, kSchemaV4}, {5, kSchemaV5}, {6, kSchemaV6}};
-constexpr int kLatest = 6;
+const Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3}, {4, kSchemaV4},
+                                 {5, kSchemaV5}, {6, kSchemaV6}, {7, kSchemaV7}};
+constexpr int kLatest = 7;
 // pg_advisory_xact_lock key of the migration ("vend" in ASCII).
 constexpr const char* kMigrationLock = "SELECT pg_advisory_xact_lock(1986356836)";
 
@@ -353,6 +384,20 @@ constexpr NamedStatement kWriteStatements[] = {
      "WITH ins AS (INSERT INTO faults(device, code, message, slot, at_ms) "
      "VALUES($1, $2, $3, $4, $5) RETURNING id) "
      "DELETE FROM faults WHERE id <= (SELECT id FROM ins) - $6"},
+    {"put_account",
+     "INSERT INTO accounts(name, role, machines, password_hash, created_ms, disabled_ms) "
+     "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(name) DO UPDATE SET role = excluded.role, "
+     "machines = excluded.machines, password_hash = excluded.password_hash, "
+     "disabled_ms = excluded.disabled_ms"},
+    {"insert_api_token",
+     "INSERT INTO api_tokens(id, account, sha256_hex, label, created_ms, expires_ms) "
+     "VALUES($1, $2, $3, $4, $5, $6)"},
+    {"revoke_api_token",
+     "WITH u AS (UPDATE api_tokens SET revoked_ms = $1 WHERE id = $2 AND revoked_ms = 0 "
+     "RETURNING 1) SELECT vend_expect_one((SELECT count(*) FROM u), $3)"},
+    {"insert_audit",
+     "INSERT INTO audit(at_ms, account, action, device, order_id, detail, peer) "
+     "VALUES($1, $2, $3, $4, $5, $6, $7)"},
 };
 
 }  // namespace

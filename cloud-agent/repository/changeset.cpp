@@ -103,6 +103,22 @@ void Changeset::insert_fault(const StoredFault& fault) {
   changes_.push_back(change::InsertFault{fault});
 }
 
+void Changeset::put_account(const StoredAccount& account) {
+  changes_.push_back(change::PutAccount{account});
+}
+
+void Changeset::insert_api_token(const StoredApiToken& token) {
+  changes_.push_back(change::InsertApiToken{token});
+}
+
+void Changeset::revoke_api_token(const std::string& id, int64_t at_ms) {
+  changes_.push_back(change::RevokeApiToken{id, at_ms});
+}
+
+void Changeset::insert_audit(const AuditEntry& entry) {
+  changes_.push_back(change::InsertAudit{entry});
+}
+
 namespace {
 
 struct ConflictName {
@@ -129,6 +145,9 @@ struct ConflictName {
   }
   std::string operator()(const change::DecommissionDevice& c) const {
     return "decommission of device " + c.device;
+  }
+  std::string operator()(const change::RevokeApiToken& c) const {
+    return "revocation of live token " + c.id;
   }
   template <typename Other>
   std::string operator()(const Other&) const {

@@ -313,4 +313,26 @@ Status Repository::recover() {
   return {};
 }
 
+// A backend without the operators' tables (a decorator that does not
+// forward them) says so.
+namespace {
+Error no_accounts() {
+  return make_error("unsupported", "this repository backend keeps no operator accounts");
+}
+}  // namespace
+
+Result<std::optional<StoredAccount>> RepositoryBackend::find_account(const std::string&) {
+  return no_accounts();
+}
+Result<std::vector<StoredAccount>> RepositoryBackend::accounts() { return no_accounts(); }
+Result<std::optional<StoredApiToken>> RepositoryBackend::find_api_token(const std::string&) {
+  return no_accounts();
+}
+Result<std::vector<StoredApiToken>> RepositoryBackend::api_tokens(const std::string&) {
+  return no_accounts();
+}
+Result<std::vector<AuditEntry>> RepositoryBackend::audit(const AuditQuery&) {
+  return no_accounts();
+}
+
 }  // namespace vend::agent

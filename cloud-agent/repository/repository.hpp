@@ -19,7 +19,7 @@
 // Tables (docs/design-decisions.md, "Cloud agent"): devices, slots,
 // pool_tokens, restocks, orders, payments, refunds, device_seq, snapshots,
 // faults (bounded), order_events (the order event log), reconcile_reports,
-// retired_ledgers.
+// retired_ledgers; the operators' accounts, api_tokens and audit.
 //
 // Reads (start-up load, look-ups of data evicted from memory, audit) use a
 // second connection of the backend's own. They see committed data only: a
@@ -112,6 +112,16 @@ class Changeset {
   void put_reconcile_report(const std::string& device, const std::string& report, int64_t at_ms);
   // Appends a fault and trims the table to faults_max rows.
   void insert_fault(const StoredFault& fault);
+  // Operators (contracts/accounts.hpp). Inserts the account, or replaces
+  // its role, machines, password hash and disabled_ms.
+  void put_account(const StoredAccount& account);
+  void insert_api_token(const StoredApiToken& token);
+  // Revokes a live token (conditional: "conflict" when it is unknown or
+  // revoked already).
+  void revoke_api_token(const std::string& id, int64_t at_ms);
+  // Appends an audit row (its id is the log's). In the changeset of the
+  // action it records: both commit or neither.
+  void insert_audit(const AuditEntry& entry);
 
   // This changeset writes data of `device` (kept once). For changesets that
   // name no device themselves (move_token, insert_payment, insert_refund,
@@ -184,6 +194,13 @@ class RepositoryBackend {
   virtual Result<std::optional<StoredSnapshot>> snapshot(const std::string& device) = 0;
   virtual Result<std::optional<std::string>> reconcile_report(const std::string& device) = 0;
   virtual Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) = 0;
+  // Operators' accounts, tokens and the audit trail. Not pure: a backend
+  // that decorates another forwards them or answers "unsupported".
+  virtual Result<std::optional<StoredAccount>> find_account(const std::string& name);
+  virtual Result<std::vector<StoredAccount>> accounts();
+  virtual Result<std::optional<StoredApiToken>> find_api_token(const std::string& sha256_hex);
+  virtual Result<std::vector<StoredApiToken>> api_tokens(const std::string& account);
+  virtual Result<std::vector<AuditEntry>> audit(const AuditQuery& query);
 };
 
 class Repository {
@@ -323,6 +340,22 @@ class Repository {
   Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) {
     return backend_->faults(device, limit);
   }
+  // Operators (contracts/accounts.hpp).
+  Result<std::optional<StoredAccount>> find_account(const std::string& name) {
+    return backend_->find_account(name);
+  }
+  // Sorted by name.
+  Result<std::vector<StoredAccount>> accounts() { return backend_->accounts(); }
+  // The token whose text hashes to `sha256_hex` (any state).
+  Result<std::optional<StoredApiToken>> find_api_token(const std::string& sha256_hex) {
+    return backend_->find_api_token(sha256_hex);
+  }
+  // Of `account` ("" = every account), newest first.
+  Result<std::vector<StoredApiToken>> api_tokens(const std::string& account) {
+    return backend_->api_tokens(account);
+  }
+  // Oldest first (by id), as AuditQuery says.
+  Result<std::vector<AuditEntry>> audit(const AuditQuery& query) { return backend_->audit(query); }
 
  private:
   // An after_durable() callback and the ticket whose outcome it gets.

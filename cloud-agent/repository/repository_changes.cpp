@@ -264,6 +264,47 @@ struct SqliteApply {
                [&](sql::Statement& st) { st.bind(1, keep_after); });
   }
 
+  Status operator()(const change::PutAccount& c) const {
+    const StoredAccount& a = c.account;
+    return run(w,
+               "INSERT INTO accounts(name, role, machines, password_hash, created_ms, "
+               "disabled_ms) VALUES(?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+               "role = excluded.role, machines = excluded.machines, "
+               "password_hash = excluded.password_hash, disabled_ms = excluded.disabled_ms",
+               [&](sql::Statement& s) {
+                 s.bind(1, a.name).bind(2, to_string(a.role)).bind(3, join_machines(a.machines));
+                 s.bind(4, a.password_hash).bind(5, a.created_ms).bind(6, a.disabled_ms);
+               });
+  }
+
+  Status operator()(const change::InsertApiToken& c) const {
+    const StoredApiToken& t = c.token;
+    return run(w,
+               "INSERT INTO api_tokens(id, account, sha256_hex, label, created_ms, expires_ms) "
+               "VALUES(?, ?, ?, ?, ?, ?)",
+               [&](sql::Statement& s) {
+                 s.bind(1, t.id).bind(2, t.account).bind(3, t.sha256_hex).bind(4, t.label);
+                 s.bind(5, t.created_ms).bind(6, t.expires_ms);
+               });
+  }
+
+  Status operator()(const change::RevokeApiToken& c) const {
+    return run(
+        w, "UPDATE api_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0",
+        [&](sql::Statement& s) { s.bind(1, c.at_ms).bind(2, c.id); }, 1, what());
+  }
+
+  Status operator()(const change::InsertAudit& c) const {
+    const AuditEntry& e = c.entry;
+    return run(w,
+               "INSERT INTO audit(at_ms, account, action, device, order_id, detail, peer) "
+               "VALUES(?, ?, ?, ?, ?, ?, ?)",
+               [&](sql::Statement& s) {
+                 s.bind(1, e.at_ms).bind(2, e.account).bind(3, e.action).bind(4, e.device);
+                 s.bind(5, e.order_id).bind(6, e.detail).bind(7, e.peer);
+               });
+  }
+
   Status operator()(const change::Raw& c) const { return c.write(w.raw_context()); }
 };
 

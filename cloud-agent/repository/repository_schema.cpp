@@ -336,12 +336,47 @@ constexpr const char* kSchemaV10 = R"sql(
 ALTER TABLE device_seq ADD COLUMN last_mac TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v11: the operators (docs/agent.md, "Accounts, roles and tokens"): named
+// accounts with a role (a restocker's machines as comma-separated ids), API
+// tokens kept as their SHA-256, and the audit trail, appended in the
+// transaction of the action it records.
+constexpr const char* kSchemaV11 = R"sql(
+CREATE TABLE accounts(
+  name TEXT PRIMARY KEY,
+  role TEXT NOT NULL CHECK (role = 'viewer' OR role = 'restocker' OR role = 'support'
+                            OR role = 'admin'),
+  machines TEXT NOT NULL DEFAULT '',
+  password_hash TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  disabled_ms INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE api_tokens(
+  id TEXT PRIMARY KEY,
+  account TEXT NOT NULL REFERENCES accounts(name),
+  sha256_hex TEXT NOT NULL UNIQUE,
+  label TEXT NOT NULL DEFAULT '',
+  created_ms INTEGER NOT NULL,
+  expires_ms INTEGER NOT NULL,
+  revoked_ms INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX api_tokens_of_account ON api_tokens(account);
+CREATE TABLE audit(
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  at_ms INTEGER NOT NULL,
+  account TEXT NOT NULL,
+  action TEXT NOT NULL,
+  device TEXT NOT NULL DEFAULT '',
+  order_id TEXT NOT NULL DEFAULT '',
+  detail TEXT NOT NULL DEFAULT '',
+  peer TEXT NOT NULL DEFAULT '');
+CREATE INDEX audit_by_account ON audit(account, id);
+CREATE INDEX audit_by_device ON audit(device, id);
+)sql";
+
 const std::vector<sql::Migration>& migrations() {
-  static const std::vector<sql::Migration> kAll = {{1, kSchemaV1}, {2, kSchemaV2},
-                                                   {3, kSchemaV3}, {4, kSchemaV4},
-                                                   {5, kSchemaV5}, {6, "", rewrite_state_checks},
-                                                   {7, kSchemaV7}, {8, kSchemaV8},
-                                                   {9, kSchemaV9}, {10, kSchemaV10}};
+  static const std::vector<sql::Migration> kAll = {
+      {1, kSchemaV1},   {2, kSchemaV2},  {3, kSchemaV3},
+      {4, kSchemaV4},   {5, kSchemaV5},  {6, "", rewrite_state_checks},
+      {7, kSchemaV7},   {8, kSchemaV8},  {9, kSchemaV9},
+      {10, kSchemaV10}, {11, kSchemaV11}};
   return kAll;
 }
 

@@ -66,6 +66,12 @@ class SqliteBackend final : public RepositoryBackend {
   Result<std::optional<StoredSnapshot>> snapshot(const std::string& device) override;
   Result<std::optional<std::string>> reconcile_report(const std::string& device) override;
   Result<std::vector<StoredFault>> faults(const std::string& device, size_t limit) override;
+  // Operators' accounts, tokens and audit (repository_account_reads.cpp).
+  Result<std::optional<StoredAccount>> find_account(const std::string& name) override;
+  Result<std::vector<StoredAccount>> accounts() override;
+  Result<std::optional<StoredApiToken>> find_api_token(const std::string& sha256_hex) override;
+  Result<std::vector<StoredApiToken>> api_tokens(const std::string& account) override;
+  Result<std::vector<AuditEntry>> audit(const AuditQuery& query) override;
 
  private:
   bool apply_together(const std::vector<const Changeset*>& group, std::vector<Status>& results);

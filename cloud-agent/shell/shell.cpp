@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <iostream>
 #include <memory>
 #include <thread>
 
+#include "accounts/accounts.hpp"
 #include "cluster/pg_lease_store.hpp"
 #include "core/agent_core.hpp"
 #include "http/http_api.hpp"
@@ -21,6 +23,7 @@
 #include "limits/redis_rate_limiter.hpp"
 #include "postgres/postgres_repository.hpp"
 #include "repository/repository.hpp"
+#include "shell/account_cli.hpp"
 #include "shell/cluster_node.hpp"
 #include "shell/core_thread.hpp"
 #include "shell/reader_thread.hpp"
@@ -105,6 +108,7 @@ class AgentProcess {
   std::unique_ptr<OpsTee> tee_;
   std::unique_ptr<AgentCore> core_;
   std::unique_ptr<RateLimiter> limiter_;  // outlives api_
+  std::unique_ptr<Accounts> accounts_;    // outlives api_ (none with --insecure-no-auth)
   std::unique_ptr<HttpApi> api_;
   std::unique_ptr<HttpServer> server_;
   // Monotonic ms since which the broker connection is down (for /healthz);
@@ -243,8 +247,13 @@ Status AgentProcess::start(std::ostream& out) {
   out << "vend-agent: HTTP API on " << listen_url(options_.http_host, *port) << ", MQTT broker "
       << options_.mqtt_url << "\n"
       << std::flush;
-  if (secrets_.operator_token.empty()) {
+  if (options_.insecure_no_auth) {
     log_.warn(kLog, "--insecure-no-auth: operator endpoints need no token");
+  } else if (!secrets_.operator_token.empty()) {
+    log_.warn(kLog,
+              "the single operator token is deprecated (it acts as an admin and is removed in "
+              "the next release): create accounts (vend-agent account add) and use their API "
+              "tokens");
   }
   return {};
 }
@@ -278,6 +287,10 @@ Result<int> AgentProcess::bind_http() {
   ho.machine_limit = {static_cast<double>(options_.machine_rate_per_s), options_.machine_burst};
   ho.client_limit = {static_cast<double>(options_.client_rate_per_s), options_.client_burst};
   ho.operator_token = secrets_.operator_token;
+  if (!options_.insecure_no_auth) {
+    accounts_ = std::make_unique<Accounts>(*repo_, clock_, log_);
+    ho.accounts = accounts_.get();
+  }
   ho.gateway_secret = secrets_.gateway_secret;
   PahoTransport* transport = transport_.get();
   ho.mqtt_connected = [transport] { return transport->connected(); };
@@ -470,6 +483,7 @@ int run_agent(ShellOptions options, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (is_account_command(args)) return run_account_command(args, std::cin, out, err);
   auto options = parse_options(args);
   if (!options.ok()) {
     // One line naming the problem; the usage only on --help.

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "accounts/accounts.hpp"
 #include "core/agent_core.hpp"
 #include "http/http_api.hpp"
 #include "http/http_server.hpp"
@@ -88,6 +89,7 @@ class Agent {
     auto repo = Repository::open(dir_.file("agent.db"), repo_options, log_);
     REQUIRE_MESSAGE(repo.ok(), vend::test::error_text(repo));
     repo_ = std::move(repo).value();
+    accounts_ = std::make_unique<Accounts>(*repo_, clock_, log_);
     hub_.add_listener([this](const std::string& kind, const std::string& payload) {
       series_.offer(kind, payload);
     });
@@ -102,6 +104,7 @@ class Agent {
     REQUIRE(core_thread_.run([] {}));  // after the connection change: the core knows
     HttpApiOptions options;
     options.operator_token = kToken;
+    options.accounts = accounts_.get();
     options.gateway_secret = kSecret;
     options.mqtt_connected = [this] { return transport_.connected(); };
     options.mqtt_down_ms = [this] { return shell.mqtt_down_ms.load(); };
@@ -137,6 +140,17 @@ class Agent {
   int port() const { return port_; }
   std::string db_path() const { return dir_.file("agent.db"); }
   Repository& repo() { return *repo_; }
+  Accounts& accounts() { return *accounts_; }
+  const HttpApi& api() const { return *api_; }
+  // A new account of `role` and its API token (the bearer headers).
+  httplib::Headers bearer_of(const std::string& name, Role role,
+                             std::vector<std::string> machines = {}) {
+    auto added = accounts_->add_account({name, role, std::move(machines), ""}, {"rig", "local"});
+    REQUIRE_MESSAGE(added.ok(), added.error().to_string());
+    auto issued = accounts_->issue_token(name, "rig", 0, {"rig", "local"});
+    REQUIRE_MESSAGE(issued.ok(), issued.error().to_string());
+    return {{"Authorization", "Bearer " + issued->token}};
+  }
   const MemoryLogger& log() const { return log_; }
   void disconnect_broker() { transport_.disconnect(); }
   OpsHub& hub() { return hub_; }
@@ -156,6 +170,7 @@ class Agent {
   OpsSeries series_{OpsSeriesOptions{}, clock_};
   OpsTee tee_{transport_, hub_};  // the core publishes through it, as in vend-agent
   std::unique_ptr<Repository> repo_;
+  std::unique_ptr<Accounts> accounts_;
   // The core's one thread, as in vend-agent: HTTP workers hand it their steps.
   CoreThread core_thread_{CoreThread::Limits{}, std::chrono::milliseconds(10), log_};
   std::unique_ptr<AgentCore> core_;
@@ -167,8 +182,9 @@ class Agent {
 int64_t now_s() { return SystemClock().wall_ms() / 1000; }
 
 // The gateway's signature of a notification about `order_id`.
-httplib::Headers signed_for(const std::string& order_id, const std::string& body,
-                            int64_t t_s = now_s(), const std::string& secret = kSecret) {
+[[maybe_unused]] httplib::Headers signed_for(const std::string& order_id, const std::string& body,
+                                             int64_t t_s = now_s(),
+                                             const std::string& secret = kSecret) {
   return {{webhook::kHeader, webhook::sign(secret, t_s, order_id, body)}};
 }
 
@@ -249,8 +265,8 @@ void stock_machine(Agent& agent, Machine& m) {
   REQUIRE(pool_of_slot1(agent) == "3");
 }
 
-httplib::Result post_json(Agent& agent, const std::string& path, const std::string& body,
-                          httplib::Headers headers = {}) {
+[[maybe_unused]] httplib::Result post_json(Agent& agent, const std::string& path,
+                                           const std::string& body, httplib::Headers headers = {}) {
   return agent.client().Post(path.c_str(), headers, body, "application/json");
 }
 }  // namespace

@@ -231,14 +231,15 @@ TEST_CASE("resolving a review: operators only, a strict body, NEEDS_REVIEW only"
   stock_machine(agent, m);
   auto created = post_json(agent, "/v1/orders", R"({"device":"vm-http-1","slot":1})");
   std::string path = "/v1/orders/" + body_of(created)["id"].get<std::string>() + "/resolve";
-  std::string body = R"({"dispensed":true,"by":"alice","note":"seen on camera"})";
+  std::string body = R"({"dispensed":true,"note":"seen on camera"})";
   expect_error(post_json(agent, path, body), 401, "unauthorized");
   auto op = agent.operator_headers();
-  expect_error(post_json(agent, path, R"({"dispensed":1,"by":"alice"})", op), 400, "bad_request",
+  expect_error(post_json(agent, path, R"({"dispensed":1})", op), 400, "bad_request",
                "'dispensed' must be true or false");
-  expect_error(post_json(agent, path, R"({"dispensed":true})", op), 400, "bad_request", "'by'");
-  expect_error(post_json(agent, path, R"({"dispensed":true,"by":"a","x":1})", op), 400,
-               "bad_request", "x");
+  // Who decides is the calling account, never a typed name.
+  expect_error(post_json(agent, path, R"({"dispensed":true,"by":"alice"})", op), 400, "bad_request",
+               "the resolver is the calling account");
+  expect_error(post_json(agent, path, R"({"dispensed":true,"x":1})", op), 400, "bad_request", "x");
   expect_error(post_json(agent, path, body, op), 409, "invalid_state", "only NEEDS_REVIEW");
   expect_error(post_json(agent, "/v1/orders/ord-none/resolve", body, op), 404, "not_found");
 }

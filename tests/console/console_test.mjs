@@ -422,11 +422,9 @@ async function drive(page, errors, firmware, secret) {
     const row = (id) => `#review-table tr[data-order="${id}"]`;
     await page.waitForSelector(row(kept), {timeout: 120000});
     await page.waitForSelector(row(refunded), {timeout: 10000});
-    await page.type(row(kept) + ' .resolve-by', 'console-test');
     await page.type(row(kept) + ' .resolve-note', 'checked the tray: the can came out');
     await page.screenshot({path: path.join(shots, 'console-review.png'), fullPage: true});
     await click(page, row(kept) + ' .resolve-dispensed');
-    await page.type(row(refunded) + ' .resolve-by', 'console-test');
     await page.type(row(refunded) + ' .resolve-note', 'tray empty: refund');
     await click(page, row(refunded) + ' .resolve-not-dispensed');
     const settledHere = (id, state) => page.waitForFunction((i, s) =>
@@ -449,7 +447,7 @@ async function drive(page, errors, firmware, secret) {
     }
     const decided = await page.$eval('#history-table tr[data-to=COMPLETED] td[data-field=detail]',
                                      (td) => td.textContent);
-    if (!/console-test/.test(decided) || !/the can came out/.test(decided)) {
+    if (!/by operator-token/.test(decided) || !/the can came out/.test(decided)) {
       throw new Error('the resolution\'s history says ' + decided);
     }
     await page.screenshot({path: path.join(shots, 'console-order.png'), fullPage: true});

@@ -66,6 +66,16 @@ TEST_CASE("the update key: the test key's public half, manifest and signature") 
   CHECK(signature().size() == 128);
 }
 
+TEST_CASE("scripts/sign-update (openssl pkeyutl) and this code make the same signature") {
+  // `scripts/sign-update sign KEY DEB 0.2.0` with the test key over a 6-byte
+  // file "hello\n": Ed25519 is deterministic, so the bytes must be equal.
+  const std::string manifest = crypto::update_manifest(
+      "0.2.0", 6, "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03");
+  CHECK(crypto::sign_update(kUpdatePrivate, manifest).value() ==
+        "c470843386be5830fe226790b4ffef5832ba871bad5c1a7cc78da43c59e878af"
+        "1e9747bf62892174417cdebbdf2e028cdab7e3a917f15eea51f939345f408607");
+}
+
 TEST_CASE("an update signature does not verify for another manifest, key or bytes") {
   auto verifier = crypto::UpdateVerifier::from_hex(kUpdatePublic).value();
   CHECK_FALSE(verifier.verify(crypto::update_manifest("0.2.1", 1843200, kSha), signature()));

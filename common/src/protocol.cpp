@@ -4,9 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace vend::proto {
 
@@ -215,9 +214,8 @@ const char* to_string(UpdateState state) {
 }
 
 std::optional<UpdateState> parse_update_state(std::string_view text) {
-  for (UpdateState s : {UpdateState::kDownloading, UpdateState::kVerified,
-                        UpdateState::kInstalling, UpdateState::kInstalled, UpdateState::kFailed,
-                        UpdateState::kRolledBack}) {
+  for (UpdateState s : {UpdateState::kDownloading, UpdateState::kVerified, UpdateState::kInstalling,
+                        UpdateState::kInstalled, UpdateState::kFailed, UpdateState::kRolledBack}) {
     if (text == to_string(s)) return s;
   }
   return std::nullopt;

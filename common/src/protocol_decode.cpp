@@ -121,8 +121,8 @@ Command read_update(FieldReader& r) {
                            "must be 1..4 dot-separated numbers of 1..9 digits");
   c.url = checked_text(r, "url", kMaxUrlLength, is_update_url,
                        "must be an http:// or https:// URL without spaces or quotes");
-  c.size_bytes = static_cast<uint64_t>(
-      r.int64_in("size_bytes", 1, static_cast<int64_t>(kMaxUpdateBytes)));
+  c.size_bytes =
+      static_cast<uint64_t>(r.int64_in("size_bytes", 1, static_cast<int64_t>(kMaxUpdateBytes)));
   c.sha256 = r.hex64("sha256");
   c.signature = checked_text(r, "signature", 128, is_hex128, "must be 128 lowercase hex chars");
   return c;

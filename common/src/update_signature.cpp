@@ -7,7 +7,6 @@
 #include <openssl/evp.h>
 
 #include <cctype>
-
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -32,7 +31,8 @@ using Pkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
 using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 Result<std::vector<uint8_t>> key_bytes(std::string_view hex, const char* what) {
-  while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.front()))) hex.remove_prefix(1);
+  while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.front())))
+    hex.remove_prefix(1);
   while (!hex.empty() && std::isspace(static_cast<unsigned char>(hex.back()))) hex.remove_suffix(1);
   auto bytes = from_hex(hex);
   if (!bytes.ok() || bytes->size() != kKeyBytes) {

@@ -303,9 +303,9 @@ void check_hal(const DeviceConfig& c, Problems& problems) {
 void resolve_paths(DeviceConfig& c, const std::string& origin) {
   if (origin.empty()) return;
   fs::path base = fs::absolute(fs::path(origin)).parent_path();
-  for (std::string* p : {&c.key_file, &c.password_file, &c.ledger_path, &c.tls_ca_file,
-                         &c.tls_cert_file, &c.tls_key_file, &c.update.public_key_file,
-                         &c.update.dir, &c.update.ca_file}) {
+  for (std::string* p :
+       {&c.key_file, &c.password_file, &c.ledger_path, &c.tls_ca_file, &c.tls_cert_file,
+        &c.tls_key_file, &c.update.public_key_file, &c.update.dir, &c.update.ca_file}) {
     if (!p->empty() && fs::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
   }
 }

@@ -55,8 +55,7 @@ using BootEffects = std::vector<BootEffect>;
 
 class HealthWatch {
  public:
-  HealthWatch(const Clock& clock, BootMarker marker, std::string running_version,
-              int64_t bound_ms);
+  HealthWatch(const Clock& clock, BootMarker marker, std::string running_version, int64_t bound_ms);
   HealthWatch(const HealthWatch&) = delete;
   HealthWatch& operator=(const HealthWatch&) = delete;
 

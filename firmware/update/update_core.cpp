@@ -49,8 +49,8 @@ CommandOutcome UpdateCore::on_command(const proto::UpdateCommand& c, UpdateEffec
     return CommandOutcome{kType, "refused", "update_in_progress"};
   }
   if (auto reason = refusal(c)) {
-    effects.emplace_back(ReportStatus{{c.update_id, proto::UpdateState::kFailed, c.version,
-                                       *reason}});
+    effects.emplace_back(
+        ReportStatus{{c.update_id, proto::UpdateState::kFailed, c.version, *reason}});
     return CommandOutcome{kType, "refused", *reason};
   }
   current_ = c;

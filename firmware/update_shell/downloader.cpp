@@ -3,11 +3,11 @@
 #include "update_shell/downloader.hpp"
 
 #include <fcntl.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <httplib.h>
 #include <string_view>
 
 #include "vend/sha256_stream.hpp"
@@ -146,8 +146,8 @@ DownloadOutcome download_artifact(const StartDownload& what, const std::string& 
     }
   }
   t.held = static_cast<uint64_t>(existing);
-  DownloadOutcome out = t.held == what.size_bytes ? outcome(Kind::kComplete, t.held, "")
-                                                  : fetch(t, what, limits);
+  DownloadOutcome out =
+      t.held == what.size_bytes ? outcome(Kind::kComplete, t.held, "") : fetch(t, what, limits);
   if (out.kind == Kind::kComplete) {
     if (::fsync(fd) != 0) out = outcome(Kind::kCut, t.held, "fsync failed");
     out.sha256 = t.hash.finish_hex();

@@ -108,8 +108,8 @@ UpdateShell::~UpdateShell() {
 CommandOutcome UpdateShell::on_command(const proto::UpdateCommand& command) {
   UpdateEffects effects;
   CommandOutcome outcome = core_.on_command(command, effects);
-  log_.info(kLog, "update " + command.update_id + " to " + command.version + ": " +
-                      outcome.result + (outcome.reason.empty() ? "" : " (" + outcome.reason + ")"));
+  log_.info(kLog, "update " + command.update_id + " to " + command.version + ": " + outcome.result +
+                      (outcome.reason.empty() ? "" : " (" + outcome.reason + ")"));
   run(effects);
   return outcome;
 }
@@ -135,10 +135,10 @@ void UpdateShell::run(UpdateEffects& effects) {
       std::error_code ec;
       fs::remove(artifact_path(discard->sha256), ec);
     } else if (auto* install = std::get_if<RequestInstall>(&effect)) {
-      std::string text = "update_id=" + install->update_id + "\nversion=" + install->version +
-                         "\nsha256=" + install->sha256 + "\nartifact=" +
-                         artifact_path(install->sha256) + "\nhealth_bound_s=" +
-                         std::to_string(config_.health_bound_ms / 1000) + "\n";
+      std::string text =
+          "update_id=" + install->update_id + "\nversion=" + install->version +
+          "\nsha256=" + install->sha256 + "\nartifact=" + artifact_path(install->sha256) +
+          "\nhealth_bound_s=" + std::to_string(config_.health_bound_ms / 1000) + "\n";
       if (auto s = write_request("install.request", text); !s.ok()) {
         UpdateEffects more;
         core_.on_install_refused(s.error().message, more);

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "test_support.hpp"
+#include "vend/crypto.hpp"
 #include "vend/protocol.hpp"
 #include "vend/sha256_stream.hpp"
-#include "vend/crypto.hpp"
 #include "vend/update_signature.hpp"
 
 namespace vend::proto {
@@ -31,15 +31,14 @@ constexpr const char* kMac = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 std::string signature() { return crypto::sign_update(kUpdatePrivate, kManifest).value(); }
 
 UpdateCommand update() {
-  return {"vm-0042", "upd-0007", "0.2.0", "https://updates.example.com/vend-firmware_0.2.0_arm64.deb",
-          1843200, kSha, signature(), 1700000060000};
+  return {"vm-0042",   "upd-0007",
+          "0.2.0",     "https://updates.example.com/vend-firmware_0.2.0_arm64.deb",
+          1843200,     kSha,
+          signature(), 1700000060000};
 }
 
 DeviceEvent status_event(UpdateState state, std::string reason = "") {
-  return DeviceEvent{"vm-0042",
-                     48,
-                     "fedcba9876543210fedcba9876543210",
-                     1700000001234,
+  return DeviceEvent{"vm-0042", 48, "fedcba9876543210fedcba9876543210", 1700000001234,
                      UpdateStatus{"upd-0007", state, "0.2.0", std::move(reason)}};
 }
 
@@ -87,7 +86,8 @@ TEST_CASE("an update signature does not verify for another manifest, key or byte
   auto other = crypto::generate_update_key();
   auto other_verifier = crypto::UpdateVerifier::from_hex(other.public_hex).value();
   CHECK_FALSE(other_verifier.verify(kManifest, signature()));
-  CHECK(other_verifier.verify(kManifest, crypto::sign_update(other.private_hex, kManifest).value()));
+  CHECK(
+      other_verifier.verify(kManifest, crypto::sign_update(other.private_hex, kManifest).value()));
 }
 
 TEST_CASE("update keys that are not 32 bytes of hex are refused, naming the key") {
@@ -116,8 +116,9 @@ TEST_CASE("golden canonical form of the update command and its round trip") {
 }
 
 TEST_CASE("golden canonical form of update_status and its round trip") {
-  CHECK(encode_canonical(status_event(UpdateState::kInstalled)) ==
-        R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","reason":"","seq":48,"state":"installed","ts_ms":1700000001234,"type":"update_status","update_id":"upd-0007","v":1,"version":"0.2.0"})");
+  CHECK(
+      encode_canonical(status_event(UpdateState::kInstalled)) ==
+      R"({"boot_id":"fedcba9876543210fedcba9876543210","device":"vm-0042","reason":"","seq":48,"state":"installed","ts_ms":1700000001234,"type":"update_status","update_id":"upd-0007","v":1,"version":"0.2.0"})");
   for (UpdateState state :
        {UpdateState::kDownloading, UpdateState::kVerified, UpdateState::kInstalling,
         UpdateState::kInstalled, UpdateState::kFailed, UpdateState::kRolledBack}) {
@@ -152,11 +153,10 @@ TEST_CASE("update commands are decoded strictly") {
       {"size as string", with(u, "size_bytes", "12"), kErrWrongType, "'size_bytes'"},
       {"ftp url", with(u, "url", "ftp://x/y.deb"), kErrOutOfRange, "'url'"},
       {"url with a space", with(u, "url", "https://x/a b.deb"), kErrOutOfRange, "'url'"},
-      {"url too long", with(u, "url", "https://" + std::string(kMaxUrlLength, 'a')),
-       kErrOutOfRange, "'url'"},
+      {"url too long", with(u, "url", "https://" + std::string(kMaxUrlLength, 'a')), kErrOutOfRange,
+       "'url'"},
       {"version with letters", with(u, "version", "1.2-rc1"), kErrOutOfRange, "'version'"},
-      {"version with five numbers", with(u, "version", "1.2.3.4.5"), kErrOutOfRange,
-       "'version'"},
+      {"version with five numbers", with(u, "version", "1.2.3.4.5"), kErrOutOfRange, "'version'"},
       {"version empty part", with(u, "version", "1..2"), kErrOutOfRange, "'version'"},
       {"bad update id", with(u, "update_id", "a b"), kErrOutOfRange, "'update_id'"},
       {"unknown field", with(u, "force", true), kErrUnknownField, "'force'"},
@@ -177,14 +177,14 @@ TEST_CASE("update_status events are decoded strictly") {
       {"unknown state", with(e, "state", "exploded"), kErrOutOfRange, "'state'"},
       {"no reason", without(e, "reason"), kErrMissingField, "'reason'"},
       {"bad version", with(e, "version", "v2"), kErrOutOfRange, "'version'"},
-      {"reason too long", with(e, "reason", std::string(kMaxTextLength + 1, 'r')),
-       kErrOutOfRange, "'reason'"},
+      {"reason too long", with(e, "reason", std::string(kMaxTextLength + 1, 'r')), kErrOutOfRange,
+       "'reason'"},
       {"as a command", e, kErrUnknownType, "'update_status'"},
   };
   for (const Reject& c : cases) {
     CAPTURE(c.name);
     auto decoded = std::string(c.name) == "as a command" ? decode_command(c.payload).error()
-                                                           : decode_event(c.payload).error();
+                                                         : decode_event(c.payload).error();
     CHECK(decoded.code == c.code);
     CHECK_MESSAGE(decoded.message.find(c.needle) != std::string::npos, decoded.message);
   }

@@ -154,8 +154,8 @@ struct StatusRequest {
 struct UpdateCommand {
   std::string device;
   std::string update_id;
-  std::string version;     // is_valid_version: dotted numbers, "1.4.0"
-  std::string url;         // http:// or https://, at most kMaxUrlLength bytes
+  std::string version;      // is_valid_version: dotted numbers, "1.4.0"
+  std::string url;          // http:// or https://, at most kMaxUrlLength bytes
   uint64_t size_bytes = 0;  // 1..kMaxUpdateBytes
   std::string sha256;       // 64 lowercase hex chars
   std::string signature;    // 128 lowercase hex chars (64-byte Ed25519 signature)

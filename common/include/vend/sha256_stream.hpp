@@ -3,12 +3,12 @@
 // (a copy continues from the same state).
 #pragma once
 
+#include <openssl/sha.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include <openssl/sha.h>
 
 namespace vend::crypto {
 

@@ -33,8 +33,8 @@ struct Rig {
     c.url = "http://127.0.0.1:8000/fw.deb";
     c.size_bytes = size;
     c.sha256 = sha;
-    c.signature = crypto::sign_update(key.private_hex, crypto::update_manifest(version, size, sha))
-                      .value();
+    c.signature =
+        crypto::sign_update(key.private_hex, crypto::update_manifest(version, size, sha)).value();
     c.expires_at_ms = clock.wall_ms() + 30'000;
     return c;
   }
@@ -127,8 +127,8 @@ TEST_CASE("an expired update command is refused without a report") {
 
 TEST_CASE("without the running version's package to roll back to, no update starts") {
   Rig rig;
-  UpdateCore core{rig.clock, crypto::UpdateVerifier::from_hex(rig.key.public_hex).value(),
-                  "0.1.0", /*can_roll_back=*/false, rig.options};
+  UpdateCore core{rig.clock, crypto::UpdateVerifier::from_hex(rig.key.public_hex).value(), "0.1.0",
+                  /*can_roll_back=*/false, rig.options};
   UpdateEffects effects;
   CHECK(core.on_command(rig.command(), effects).reason == "no_rollback_package");
 }

@@ -133,7 +133,8 @@ TEST_CASE("an answer longer than size_bytes is refused, never written past the b
 TEST_CASE("an HTTP error refuses; no server is a cut worth a retry") {
   Server server;
   TempDir dir;
-  DownloadOutcome missing = download_artifact(server.what("/none.deb"), dir.file("a.part"), quick());
+  DownloadOutcome missing =
+      download_artifact(server.what("/none.deb"), dir.file("a.part"), quick());
   CHECK(missing.kind == Kind::kRefused);
   CHECK(missing.detail == "HTTP 404");
   StartDownload nowhere = server.what();

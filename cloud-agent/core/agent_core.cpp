@@ -442,6 +442,13 @@ Result<std::string> AgentCore::request_reconcile(const std::string& device_id) {
   return out;
 }
 
+Result<std::string> AgentCore::request_update(const std::string& device_id,
+                                              const UpdateRequest& update) {
+  Result<std::string> out = refused();
+  if (!step([&] { out = core_->device_desk.request_update(device_id, update); })) return refused();
+  return out;
+}
+
 Result<std::string> AgentCore::reconcile_report(const std::string& device_id) {
   Result<std::string> out = refused();
   if (!step([&] { out = core_->device_desk.reconcile_report(device_id); })) return refused();

@@ -326,6 +326,16 @@ bool is_valid_version(std::string_view version) {
   return digits > 0 && parts <= 4;
 }
 
+bool is_valid_update_url(std::string_view url) {
+  if (url.size() > kMaxUrlLength) return false;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (url.size() > scheme.size() && url.substr(0, scheme.size()) == scheme) {
+      return url.find_first_of(" \"<>\\^`{|}") == std::string_view::npos;
+    }
+  }
+  return false;
+}
+
 int compare_versions(std::string_view a, std::string_view b) {
   std::vector<uint64_t> x = version_numbers(a);
   std::vector<uint64_t> y = version_numbers(b);

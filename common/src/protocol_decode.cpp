@@ -98,15 +98,6 @@ std::string checked_text(FieldReader& r, const char* name, size_t max_bytes,
   return value;
 }
 
-bool is_update_url(std::string_view url) {
-  for (std::string_view scheme : {"http://", "https://"}) {
-    if (url.size() > scheme.size() && url.substr(0, scheme.size()) == scheme) {
-      return url.find_first_of(" \"<>\\^`{|}") == std::string_view::npos;
-    }
-  }
-  return false;
-}
-
 bool is_hex128(std::string_view text) {
   if (text.size() != 128) return false;
   return std::all_of(text.begin(), text.end(),
@@ -119,7 +110,7 @@ Command read_update(FieldReader& r) {
   c.update_id = r.id("update_id");
   c.version = checked_text(r, "version", kMaxVersionLength, is_valid_version,
                            "must be 1..4 dot-separated numbers of 1..9 digits");
-  c.url = checked_text(r, "url", kMaxUrlLength, is_update_url,
+  c.url = checked_text(r, "url", kMaxUrlLength, is_valid_update_url,
                        "must be an http:// or https:// URL without spaces or quotes");
   c.size_bytes =
       static_cast<uint64_t>(r.int64_in("size_bytes", 1, static_cast<int64_t>(kMaxUpdateBytes)));

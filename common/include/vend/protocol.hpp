@@ -344,6 +344,9 @@ bool is_valid_token(std::string_view token);
 // Firmware versions: 1..4 dot-separated decimal numbers of 1..9 digits each
 // ("0.1.0", "1.12"), at most kMaxVersionLength chars.
 bool is_valid_version(std::string_view version);
+// Update URLs: http:// or https:// and a host, at most kMaxUrlLength bytes,
+// no spaces, quotes, angle brackets, backslashes, carets, backquotes or braces.
+bool is_valid_update_url(std::string_view url);
 // Orders two valid versions number by number ("1.10" > "1.9", "1.2" ==
 // "1.2.0"): negative, zero or positive.
 int compare_versions(std::string_view a, std::string_view b);

@@ -68,4 +68,15 @@ struct SlotSpec {
   int capacity = 10;
 };
 
+// A firmware update an operator asks of one device (POST
+// /v1/devices/{id}/update): what the `update` command carries besides its
+// device, id and expiry. `signature` was made offline with the update key.
+struct UpdateRequest {
+  std::string version;
+  std::string url;
+  uint64_t size_bytes = 0;
+  std::string sha256;
+  std::string signature;
+};
+
 }  // namespace vend::agent

@@ -488,6 +488,22 @@ Result<std::string> AgentCore::request_reconcile(const std::string& device_id,
   return out;
 }
 
+Result<std::string> AgentCore::request_update(const std::string& device_id,
+                                              const UpdateRequest& update,
+                                              const AuditEntry& audit) {
+  if (!audit.account.empty()) {
+    // As a reconcile request: the audit row alone, durable before the
+    // command goes out.
+    Result<Ticket> t = refused();
+    if (!step([&] { t = core_->device_desk.record_audit(device_id, audit); })) return refused();
+    if (!t.ok()) return t.error();
+    if (auto s = wait_durable(*t, "audit of " + device_id); !s.ok()) return s.error();
+  }
+  Result<std::string> out = refused();
+  if (!step([&] { out = core_->device_desk.request_update(device_id, update); })) return refused();
+  return out;
+}
+
 Result<std::string> AgentCore::reconcile_report(const std::string& device_id) {
   Result<std::string> out = refused();
   if (!step([&] { out = core_->device_desk.reconcile_report(device_id); })) return refused();

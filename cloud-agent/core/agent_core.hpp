@@ -421,6 +421,13 @@ class AgentCore {
   // ReconcileReport); not_found before its first one.
   Result<std::string> reconcile_report(const std::string& device_id);
 
+  // ---- firmware updates (HTTP, operator) ----
+  // Sends an `update` command to an online device; returns its update id.
+  // The device reports progress as update_status events, kept with its
+  // faults (code "update_<state>").
+  Result<std::string> request_update(const std::string& device_id, const UpdateRequest& update,
+                                     const AuditEntry& audit = {});
+
   // ---- refunds (the shell's refund sender) ----
   // Takes up to `max` refunds due for delivery now (durable, not in
   // flight, past their backoff) and marks them in flight.

@@ -86,6 +86,12 @@ class DeviceDesk : public CoreEnv {
   Result<Ticket> record_audit(const std::string& device_id, const AuditEntry& audit);
   Result<std::string> reconcile_report(const std::string& device_id);
 
+  // ---- device_update.cpp: firmware updates over the air ----
+  // Sends an `update` command (v2 only) to an online device; returns its
+  // update id. The signature is the release engineer's (update key), not
+  // checked here: the device verifies it.
+  Result<std::string> request_update(const std::string& device_id, const UpdateRequest& update);
+
  private:
   void start_device(const std::string& id, DeviceRecord& dev);
   void schedule_reconcile(DeviceRecord& device, int64_t at_ms);

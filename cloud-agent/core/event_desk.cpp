@@ -110,6 +110,16 @@ Status EventDesk::apply_event(DeviceRecord& device, proto::DeviceEvent& event,
     on_fault(device, *f, changes);
     return {};
   }
+  if (const auto* u = std::get_if<proto::UpdateStatus>(&event.body)) {
+    // Kept and shown with the device's faults (GET /v1/devices/{id}/faults).
+    std::string message = "version " + u->version + " (" + u->update_id + ")" +
+                          (u->reason.empty() ? "" : ": " + u->reason);
+    on_fault(device,
+             proto::Fault{std::string("update_") + proto::to_string(u->state),
+                          message.substr(0, proto::kMaxTextLength), 0},
+             changes);
+    return {};
+  }
   // dispense_started: its seq processed is the point (the order stays
   // DISPATCHED until its result); events_unavailable in order: the gap it
   // answered is closed already.

@@ -4,6 +4,8 @@
 
 #include "http/http_json.hpp"
 #include "http/operator_audit.hpp"
+#include "vend/json_reader.hpp"
+#include "vend/protocol.hpp"
 
 namespace vend::agent {
 
@@ -99,6 +101,7 @@ void DeviceRoutes::add_routes(Router& router) {
   add("POST", device + "/reconcile", Access::kRestock, &DeviceRoutes::reconcile);
   add("POST", device + "/rotate-key", Access::kAdmin, &DeviceRoutes::rotate_key);
   add("POST", device + "/decommission", Access::kAdmin, &DeviceRoutes::decommission);
+  add("POST", device + "/update", Access::kAdmin, &DeviceRoutes::update_firmware);
   add("GET", "/v1/reconcile/{id}", Access::kOperator, &DeviceRoutes::reconcile_report);
 }
 
@@ -255,6 +258,62 @@ Result<HttpReply> DeviceRoutes::decommission(const HttpRequest& req) {
                                    {"tokens_withdrawn", done->tokens_withdrawn},
                                    {"orders_cancelled", done->orders_cancelled}}
                             .dump()};
+}
+
+namespace {
+// The body of POST /v1/devices/{id}/update, checked as the device's codec
+// will check the command (docs/protocol.md, `update`).
+Result<UpdateRequest> read_update_request(http::BodyReader& f) {
+  if (Status s = f.only({"version", "url", "size_bytes", "sha256", "signature"}); !s.ok()) {
+    return s.error();
+  }
+  UpdateRequest u;
+  auto version = f.text("version", proto::kMaxVersionLength);
+  if (!version.ok()) return version.error();
+  if (!proto::is_valid_version(*version)) {
+    return http::bad_request("'version' must be 1..4 dot-separated numbers of 1..9 digits");
+  }
+  auto url = f.text("url", proto::kMaxUrlLength);
+  if (!url.ok()) return url.error();
+  if (!proto::is_valid_update_url(*url)) {
+    return http::bad_request("'url' must be an http:// or https:// URL without spaces or quotes");
+  }
+  auto size = f.integer("size_bytes", 1, static_cast<int64_t>(proto::kMaxUpdateBytes));
+  if (!size.ok()) return size.error();
+  auto sha = f.text("sha256", 64);
+  if (!sha.ok()) return sha.error();
+  if (!json::is_hex64(*sha)) return http::bad_request("'sha256' must be 64 lowercase hex chars");
+  auto signature = f.text("signature", 128);
+  if (!signature.ok()) return signature.error();
+  if (signature->size() != 128 || !json::is_hex64(signature->substr(0, 64)) ||
+      !json::is_hex64(signature->substr(64))) {
+    return http::bad_request("'signature' must be 128 lowercase hex chars (Ed25519)");
+  }
+  u.version = *version;
+  u.url = *url;
+  u.size_bytes = static_cast<uint64_t>(*size);
+  u.sha256 = *sha;
+  u.signature = *signature;
+  return u;
+}
+}  // namespace
+
+Result<HttpReply> DeviceRoutes::update_firmware(const HttpRequest& req) {
+  auto device = device_id_of(req);
+  if (!device.ok()) return device.error();
+  auto body = http::parse_object(req.body);
+  if (!body.ok()) return body.error();
+  http::BodyReader fields(*body);
+  auto update = read_update_request(fields);
+  if (!update.ok()) return update.error();
+  http::Json detail = {{"version", update->version}, {"size_bytes", update->size_bytes}};
+  auto id = core_.request_update(*device, *update,
+                                 audit_of(req, "update", *device, "", detail.dump()));
+  if (!id.ok()) return id.error();
+  log_.info("http", "update " + *id + " of '" + *device + "' to " + update->version + " requested");
+  return HttpReply{
+      202,
+      http::Json{{"device", *device}, {"update_id", *id}, {"version", update->version}}.dump()};
 }
 
 Result<HttpReply> DeviceRoutes::reconcile(const HttpRequest& req) {

@@ -41,6 +41,8 @@ class DeviceRoutes {
   Result<HttpReply> reconcile(const HttpRequest& req);
   Result<HttpReply> rotate_key(const HttpRequest& req);
   Result<HttpReply> decommission(const HttpRequest& req);
+  // POST /v1/devices/{id}/update: an `update` command to one online device.
+  Result<HttpReply> update_firmware(const HttpRequest& req);
   Result<HttpReply> reconcile_report(const HttpRequest& req);
 
   AgentCore& core_;

@@ -2,7 +2,10 @@
 // protocol_decode.cpp.
 #include "vend/protocol.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace vend::proto {
 
@@ -86,6 +89,23 @@ void add_fields(Json& j, const ResendRequest& c) {
 }
 
 void add_fields(Json& j, const StatusRequest& c) { j["device"] = c.device; }
+
+void add_fields(Json& j, const UpdateCommand& c) {
+  j["device"] = c.device;
+  j["update_id"] = c.update_id;
+  j["version"] = c.version;
+  j["url"] = c.url;
+  j["size_bytes"] = c.size_bytes;
+  j["sha256"] = c.sha256;
+  j["signature"] = c.signature;
+}
+
+void add_fields(Json& j, const UpdateStatus& e) {
+  j["update_id"] = e.update_id;
+  j["state"] = to_string(e.state);
+  j["version"] = e.version;
+  j["reason"] = e.reason;
+}
 
 void add_fields(Json& j, const EventsUnavailable& e) {
   j["from_seq"] = e.from_seq;
@@ -188,6 +208,26 @@ std::optional<DispenseStatus> parse_dispense_status(std::string_view text) {
   return std::nullopt;
 }
 
+const char* to_string(UpdateState state) {
+  switch (state) {
+    case UpdateState::kDownloading: return "downloading";
+    case UpdateState::kVerified: return "verified";
+    case UpdateState::kInstalling: return "installing";
+    case UpdateState::kInstalled: return "installed";
+    case UpdateState::kFailed: return "failed";
+    case UpdateState::kRolledBack: return "rolled_back";
+  }
+  return "unknown";
+}
+
+std::optional<UpdateState> parse_update_state(std::string_view text) {
+  for (UpdateState s : {UpdateState::kDownloading, UpdateState::kVerified, UpdateState::kInstalling,
+                        UpdateState::kInstalled, UpdateState::kFailed, UpdateState::kRolledBack}) {
+    if (text == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
 std::string encode_canonical(const Command& command) { return dump(to_json(command)); }
 std::string encode_canonical(const DeviceEvent& event) { return dump(to_json(event)); }
 std::string encode_canonical(const PresenceStatus& status) { return dump(to_json(status)); }
@@ -222,6 +262,7 @@ const char* type_name(const Command& command) {
                         [](const Ack&) { return "ack"; },
                         [](const ResendRequest&) { return "resend"; },
                         [](const StatusRequest&) { return "status_request"; },
+                        [](const UpdateCommand&) { return "update"; },
                     },
                     command);
 }
@@ -234,6 +275,7 @@ const char* type_name(const EventBody& body) {
                         [](const Fault&) { return "fault"; },
                         [](const EventsUnavailable&) { return "events_unavailable"; },
                         [](const DispenseStarted&) { return "dispense_started"; },
+                        [](const UpdateStatus&) { return "update_status"; },
                     },
                     body);
 }
@@ -252,6 +294,66 @@ bool is_valid_token(std::string_view token) {
     if (!is_lower_hex(c)) return false;
   }
   return true;
+}
+
+namespace {
+
+// The numbers of a valid version, most significant first.
+std::vector<uint64_t> version_numbers(std::string_view version) {
+  std::vector<uint64_t> out;
+  uint64_t n = 0;
+  for (char c : version) {
+    if (c == '.') {
+      out.push_back(n);
+      n = 0;
+    } else {
+      n = n * 10 + static_cast<uint64_t>(c - '0');
+    }
+  }
+  out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+bool is_valid_version(std::string_view version) {
+  if (version.empty() || version.size() > kMaxVersionLength) return false;
+  int parts = 1;
+  size_t digits = 0;
+  for (char c : version) {
+    if (c == '.') {
+      if (digits == 0) return false;
+      ++parts;
+      digits = 0;
+    } else if (c >= '0' && c <= '9') {
+      if (++digits > 9) return false;
+    } else {
+      return false;
+    }
+  }
+  return digits > 0 && parts <= 4;
+}
+
+bool is_valid_update_url(std::string_view url) {
+  if (url.size() > kMaxUrlLength) return false;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (url.size() > scheme.size() && url.substr(0, scheme.size()) == scheme) {
+      return url.find_first_of(" \"<>\\^`{|}") == std::string_view::npos;
+    }
+  }
+  return false;
+}
+
+int compare_versions(std::string_view a, std::string_view b) {
+  std::vector<uint64_t> x = version_numbers(a);
+  std::vector<uint64_t> y = version_numbers(b);
+  size_t n = std::max(x.size(), y.size());
+  x.resize(n, 0);
+  y.resize(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+  }
+  return 0;
 }
 
 }  // namespace vend::proto

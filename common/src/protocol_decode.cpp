@@ -1,5 +1,6 @@
 // Protocol v1: strict decoding. Every rule here is listed in docs/protocol.md
 // and pinned by the malformed-input table in tests/common/protocol_reject_test.cpp.
+#include <algorithm>
 #include <array>
 #include <bitset>
 #include <exception>
@@ -90,6 +91,53 @@ Command read_status_request(FieldReader& r) {
   StatusRequest c;
   c.device = r.id("device");
   return c;
+}
+
+// A string field checked by `valid`, with `rule` in the error.
+std::string checked_text(FieldReader& r, const char* name, size_t max_bytes,
+                         bool (*valid)(std::string_view), std::string_view rule) {
+  std::string value = r.text(name, max_bytes, /*no_controls=*/true);
+  if (!r.failed() && !valid(value)) r.out_of_range(name, rule);
+  return value;
+}
+
+bool is_hex128(std::string_view text) {
+  if (text.size() != 128) return false;
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+Command read_update(FieldReader& r) {
+  UpdateCommand c;
+  c.device = r.id("device");
+  c.update_id = r.id("update_id");
+  c.version = checked_text(r, "version", kMaxVersionLength, is_valid_version,
+                           "must be 1..4 dot-separated numbers of 1..9 digits");
+  c.url = checked_text(r, "url", kMaxUrlLength, is_valid_update_url,
+                       "must be an http:// or https:// URL without spaces or quotes");
+  c.size_bytes =
+      static_cast<uint64_t>(r.int64_in("size_bytes", 1, static_cast<int64_t>(kMaxUpdateBytes)));
+  c.sha256 = r.hex64("sha256");
+  c.signature = checked_text(r, "signature", 128, is_hex128, "must be 128 lowercase hex chars");
+  return c;
+}
+
+EventBody read_update_status(FieldReader& r) {
+  UpdateStatus e;
+  e.update_id = r.id("update_id");
+  const std::string state = r.text("state");
+  if (!r.failed()) {
+    auto parsed = parse_update_state(state);
+    if (!parsed) {
+      r.out_of_range("state",
+                     "must be downloading, verified, installing, installed, failed or rolled_back");
+    }
+    e.state = parsed.value_or(UpdateState::kFailed);
+  }
+  e.version = checked_text(r, "version", kMaxVersionLength, is_valid_version,
+                           "must be 1..4 dot-separated numbers of 1..9 digits");
+  e.reason = r.text("reason");
+  return e;
 }
 
 EventBody read_events_unavailable(FieldReader& r) {
@@ -222,6 +270,10 @@ constexpr std::array<std::string_view, 4> kAckFields = {"device", "upto_seq", "l
                                                         "upto_mac"};
 constexpr std::array<std::string_view, 3> kResendFields = {"device", "from_seq", "ledger_id"};
 constexpr std::array<std::string_view, 1> kStatusRequestFields = {"device"};
+constexpr std::array<std::string_view, 7> kUpdateFields = {
+    "device", "update_id", "version", "url", "size_bytes", "sha256", "signature"};
+constexpr std::array<std::string_view, 4> kUpdateStatusFields = {"update_id", "state", "version",
+                                                                 "reason"};
 constexpr std::array<std::string_view, 2> kEventsUnavailableFields = {"from_seq", "oldest_seq"};
 constexpr std::array<std::string_view, 6> kDispenseResultFields = {
     "order_id", "slot", "token", "status", "reason", "token_consumed"};
@@ -233,22 +285,24 @@ constexpr std::array<std::string_view, 5> kSnapshotFields = {"request_id", "slot
 constexpr std::array<std::string_view, 3> kFaultFields = {"code", "message", "slot"};
 constexpr std::array<std::string_view, 4> kStatusFields = {"device", "boot_id", "state", "ts_ms"};
 
-constexpr std::array<MessageType<Command>, 6> kCommandTypes = {{
+constexpr std::array<MessageType<Command>, 7> kCommandTypes = {{
     {"dispense", kDispenseFields, read_dispense},
     {"restock", kRestockFields, read_restock},
     {"snapshot_request", kSnapshotRequestFields, read_snapshot_request},
     {"ack", kAckFields, read_ack},
     {"resend", kResendFields, read_resend},
     {"status_request", kStatusRequestFields, read_status_request},
+    {"update", kUpdateFields, read_update},
 }};
 
-constexpr std::array<MessageType<EventBody>, 6> kEventTypes = {{
+constexpr std::array<MessageType<EventBody>, 7> kEventTypes = {{
     {"dispense_result", kDispenseResultFields, read_dispense_result},
     {"tokens", kTokensFields, read_tokens},
     {"snapshot", kSnapshotFields, read_snapshot},
     {"fault", kFaultFields, read_fault},
     {"events_unavailable", kEventsUnavailableFields, read_events_unavailable},
     {"dispense_started", kDispenseStartedFields, read_dispense_started},
+    {"update_status", kUpdateStatusFields, read_update_status},
 }};
 
 // ---- Decoding -------------------------------------------------------------
@@ -329,6 +383,9 @@ Result<Decoded<Command>> decode_command_unguarded(std::string_view payload) {
   }
   auto type = find_type(object, kCommandTypes, "command");
   if (!type.ok()) return type.error();
+  if (version < 2 && (*type)->name == "update") {
+    return Error{kErrBadVersion, "field 'v' is 1, an update command exists only in v2"};
+  }
   std::string canonical = canonical_without_mac(object);
   FieldReader r(object, (*type)->name);
   if (version >= 2) {

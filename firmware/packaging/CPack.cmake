@@ -36,6 +36,7 @@ vend_debian_arch(VEND_DEB_ARCH)
 # them. glibc 2.36: packed relative relocations (DT_RELR, x86-64).
 set(VEND_DEB_DEPENDS
   "libc6 (>= 2.36)"
+  "libcpp-httplib0.11 (>= 0.11)"
   "libgcc-s1 (>= 3.0)"
   "libpaho-mqtt1.3 (>= 1.3.0)"
   "libpaho-mqttpp3-1 (>= 1.2.0)"

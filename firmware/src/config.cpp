@@ -227,6 +227,17 @@ void parse_core(ObjectReader r, CoreOptions& core) {
   }
 }
 
+void parse_update(ObjectReader r, UpdateConfig& update) {
+  r.only({"public_key_file", "dir", "max_bytes", "health_bound_ms", "ca_file"});
+  r.require("public_key_file");
+  r.text("public_key_file", update.public_key_file);
+  r.text("dir", update.dir);
+  r.integer("max_bytes", int64_t{1024}, static_cast<int64_t>(proto::kMaxUpdateBytes),
+            update.max_bytes);
+  r.integer("health_bound_ms", int64_t{10'000}, int64_t{3'600'000}, update.health_bound_ms);
+  r.text("ca_file", update.ca_file, /*non_empty=*/false);
+}
+
 void parse_connection(ObjectReader& r, DeviceConfig& c) {
   r.require("broker_url");
   r.text("broker_url", c.broker_url);
@@ -292,8 +303,9 @@ void check_hal(const DeviceConfig& c, Problems& problems) {
 void resolve_paths(DeviceConfig& c, const std::string& origin) {
   if (origin.empty()) return;
   fs::path base = fs::absolute(fs::path(origin)).parent_path();
-  for (std::string* p : {&c.key_file, &c.password_file, &c.ledger_path, &c.tls_ca_file,
-                         &c.tls_cert_file, &c.tls_key_file}) {
+  for (std::string* p :
+       {&c.key_file, &c.password_file, &c.ledger_path, &c.tls_ca_file, &c.tls_cert_file,
+        &c.tls_key_file, &c.update.public_key_file, &c.update.dir, &c.update.ca_file}) {
     if (!p->empty() && fs::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
   }
 }
@@ -301,7 +313,7 @@ void resolve_paths(DeviceConfig& c, const std::string& origin) {
 void parse_root(ObjectReader& r, DeviceConfig& c, Problems& problems) {
   r.only({"device_id", "key_file", "broker_url", "username", "password", "password_file",
           "tls_ca_file", "tls_cert_file", "tls_key_file", "ledger_path", "synchronous", "slots",
-          "hal", "sim", "gpio", "core"});
+          "hal", "sim", "gpio", "core", "update"});
   r.require("device_id");
   r.text("device_id", c.device_id);
   if (r.has("device_id") && !c.device_id.empty() && !proto::is_valid_id(c.device_id)) {
@@ -317,6 +329,7 @@ void parse_root(ObjectReader& r, DeviceConfig& c, Problems& problems) {
   if (auto sim = r.object("sim")) parse_sim(*sim, c.sim);
   if (auto gpio = r.object("gpio")) parse_gpio(*gpio, c.gpio);
   if (auto core = r.object("core")) parse_core(*core, c.core);
+  if (auto update = r.object("update")) parse_update(*update, c.update);
 }
 
 // Parses JSON text, refusing duplicate keys (nlohmann would keep the last).

@@ -105,7 +105,21 @@ CommandOutcome DeviceCore::route(const proto::Command& command) {
   if (auto* c = std::get_if<proto::SnapshotRequest>(&command)) return handle_snapshot(*c);
   if (auto* c = std::get_if<proto::ResendRequest>(&command)) return sender_.on_resend(*c);
   if (std::holds_alternative<proto::StatusRequest>(command)) return handle_status_request();
+  if (auto* c = std::get_if<proto::UpdateCommand>(&command)) {
+    if (update_handler_) return update_handler_(*c);
+    return refusals_.refuse("update", "unsupported", "this device takes no updates");
+  }
   return sender_.on_ack(std::get<proto::Ack>(command));
+}
+
+Status DeviceCore::report_event(const proto::EventBody& body) {
+  auto seq = ledger_.append_event(body, clock_.wall_ms());
+  if (!seq.ok()) {
+    storage_.note_error(seq.error());
+    return seq.error();
+  }
+  sender_.mark_dirty();
+  return {};
 }
 
 void DeviceCore::tick() {

@@ -349,5 +349,32 @@ TEST_CASE("the shipped example config parses") {
   CHECK(r->device_id.size() > 0);
 }
 
+TEST_CASE("the update section: off without it, its keys read, named and bounded") {
+  auto off = parse_device_config(minimal().dump(), "");
+  REQUIRE(off.ok());
+  CHECK(off->update.public_key_file.empty());
+
+  Json j = minimal();
+  j["update"] = {{"public_key_file", "/etc/vend/update-key.pub"},
+                 {"max_bytes", 1048576},
+                 {"health_bound_ms", 60000},
+                 {"dir", "/data/update"}};
+  auto on = parse_device_config(j.dump(), "");
+  REQUIRE(on.ok());
+  CHECK(on->update.public_key_file == "/etc/vend/update-key.pub");
+  CHECK(on->update.max_bytes == 1048576);
+  CHECK(on->update.health_bound_ms == 60000);
+  CHECK(on->update.dir == "/data/update");
+  CHECK(on->update.ca_file.empty());
+
+  j = minimal();
+  j["update"] = {{"max_bytes", 1048576}};
+  CHECK(error_of(j) == "update.public_key_file: required");
+  j["update"] = {{"public_key_file", "k"}, {"health_bound_ms", 5}};
+  CHECK(error_of(j).find("update.health_bound_ms") == 0);
+  j["update"] = {{"public_key_file", "k"}, {"mirror", "x"}};
+  CHECK(error_of(j) == "update.mirror: unknown key");
+}
+
 }  // namespace
 }  // namespace vend::fw

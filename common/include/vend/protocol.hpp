@@ -42,6 +42,11 @@ inline constexpr size_t kMaxTextLength = 512;  // fault messages, reasons
 // Parts of one snapshot. A full snapshot of 255 slots x 1000 tokens takes
 // about 36; the bound leaves room and limits what a receiver buffers.
 inline constexpr int kMaxSnapshotParts = 256;
+// Update artifacts: a firmware package is a few MB; the bound keeps a bad
+// command from filling the data partition.
+inline constexpr uint64_t kMaxUpdateBytes = 256ull * 1024 * 1024;
+inline constexpr size_t kMaxUrlLength = 512;
+inline constexpr size_t kMaxVersionLength = 32;
 
 // Error codes of decoding.
 inline constexpr const char* kErrOversize = "oversize";
@@ -144,8 +149,27 @@ struct StatusRequest {
   bool operator==(const StatusRequest&) const = default;
 };
 
+// Install firmware `version`: download `size_bytes` from `url`, check that
+// its SHA-256 is `sha256` and that `signature` (Ed25519, by the fleet's update
+// key, not a device key: vend/update_signature.hpp) covers version, size and
+// hash, then install it when the machine is idle. v2 only (a v1 `update` is
+// bad_version): it expires like every v2 command. The device reports progress
+// as UpdateStatus events carrying `update_id`.
+struct UpdateCommand {
+  std::string device;
+  std::string update_id;
+  std::string version;      // is_valid_version: dotted numbers, "1.4.0"
+  std::string url;          // http:// or https://, at most kMaxUrlLength bytes
+  uint64_t size_bytes = 0;  // 1..kMaxUpdateBytes
+  std::string sha256;       // 64 lowercase hex chars
+  std::string signature;    // 128 lowercase hex chars (64-byte Ed25519 signature)
+  int64_t expires_at_ms = 0;
+  int v = kCommandVersion;
+  bool operator==(const UpdateCommand&) const = default;
+};
+
 using Command = std::variant<DispenseCommand, RestockCommand, SnapshotRequest, Ack, ResendRequest,
-                             StatusRequest>;
+                             StatusRequest, UpdateCommand>;
 
 // ---- Events: device -> cloud, on vend/v1/dev/{device}/evt ---------------
 
@@ -246,8 +270,25 @@ struct EventsUnavailable {
   bool operator==(const EventsUnavailable&) const = default;
 };
 
+// Where a firmware update stands on the device, one event per step:
+// downloading, verified, installing, installed (`version` now runs), failed
+// (`reason` says why; nothing changed), rolled_back (`version` did not pass
+// its health check; the previous one runs again, `reason` says why).
+enum class UpdateState { kDownloading, kVerified, kInstalling, kInstalled, kFailed, kRolledBack };
+const char* to_string(UpdateState state);
+std::optional<UpdateState> parse_update_state(std::string_view text);
+
+struct UpdateStatus {
+  std::string update_id;
+  UpdateState state = UpdateState::kFailed;
+  std::string version;  // the version the update is about
+  std::string reason;   // empty but for failed and rolled_back
+  bool operator==(const UpdateStatus&) const = default;
+};
+
 using EventBody =
-    std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable, DispenseStarted>;
+    std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable, DispenseStarted,
+                 UpdateStatus>;
 
 // Every device event carries the device's persisted, strictly increasing
 // `seq` (the dedup key with `device`) and the `boot_id` of the session that
@@ -308,8 +349,8 @@ Result<Decoded<PresenceStatus>> decode_status(std::string_view payload);
 
 // The device a command is addressed to.
 const std::string& command_device(const Command& command);
-// "dispense", "restock", "snapshot_request", "ack", "resend", "status_request" /
-// "dispense_result", ..., "events_unavailable"
+// "dispense", "restock", "snapshot_request", "ack", "resend", "status_request",
+// "update" / "dispense_result", ..., "events_unavailable", "update_status"
 const char* type_name(const Command& command);
 const char* type_name(const EventBody& body);
 
@@ -318,5 +359,14 @@ const char* type_name(const EventBody& body);
 bool is_valid_id(std::string_view id);
 // Tokens and boot ids: exactly 32 lowercase hex chars.
 bool is_valid_token(std::string_view token);
+// Firmware versions: 1..4 dot-separated decimal numbers of 1..9 digits each
+// ("0.1.0", "1.12"), at most kMaxVersionLength chars.
+bool is_valid_version(std::string_view version);
+// Update URLs: http:// or https:// and a host, at most kMaxUrlLength bytes,
+// no spaces, quotes, angle brackets, backslashes, carets, backquotes or braces.
+bool is_valid_update_url(std::string_view url);
+// Orders two valid versions number by number ("1.10" > "1.9", "1.2" ==
+// "1.2.0"): negative, zero or positive.
+int compare_versions(std::string_view a, std::string_view b);
 
 }  // namespace vend::proto

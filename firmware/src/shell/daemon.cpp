@@ -13,6 +13,7 @@
 
 #include "shell/machine_hal.hpp"
 #include "shell/setup.hpp"
+#include "update_shell/update_shell.hpp"
 #include "vend/connect_retry.hpp"
 #include "vend/fw/device_core.hpp"
 #include "vend/inbox.hpp"
@@ -70,6 +71,7 @@ class Daemon {
 
  private:
   Status start();
+  Status start_updates();
   void serve();
   void finish_rotation();
   void deliver(Inbox<std::string>::Batch& batch, bool accept_commands);
@@ -85,6 +87,8 @@ class Daemon {
   Inbox<std::string> inbound_{kInboundLimits};
   std::unique_ptr<PahoTransport> transport_;  // after inbound_: its handlers push there
   std::unique_ptr<DeviceCore> core_;
+  std::unique_ptr<UpdateShell> update_;  // when device.json has an `update` section
+  bool hal_ok_ = true;                   // the last HAL check: the update's self-test
   std::unique_ptr<ConnectRetry> connector_;
   uint64_t ignored_while_stopping_ = 0;
   std::optional<Error> hardware_lost_;  // the motors can no longer be driven
@@ -119,9 +123,25 @@ Status Daemon::start() {
   core_ = std::make_unique<DeviceCore>(*ledger_, hal_->hal(), *transport_, clock_, random_, log_,
                                        c.core);
   if (auto s = core_->boot(); !s.ok()) return s;
+  if (auto s = start_updates(); !s.ok()) return s;
   log_.info(kLog, "device " + c.device_id + " booted (boot " + identity.boot_id + ", ledger " +
                       c.ledger_path + ", broker " + c.broker_url + ")");
   connector_ = std::make_unique<ConnectRetry>(*transport_, random_, log_, kLog, "working offline");
+  return {};
+}
+
+// Updates over the air, when configured: the shell takes the update
+// commands the core authenticated and reports through the core's outbox.
+Status Daemon::start_updates() {
+  const UpdateConfig& u = setup_.config.update;
+  if (u.public_key_file.empty()) return {};
+  auto shell = UpdateShell::create(u, VEND_VERSION, setup_.config.ledger_path, clock_, log_);
+  if (!shell.ok()) return shell.error();
+  update_ = std::move(shell).value();
+  update_->set_reporter([this](const proto::EventBody& body) { return core_->report_event(body); });
+  core_->set_update_handler(
+      [this](const proto::UpdateCommand& command) { return update_->on_command(command); });
+  log_.info(kLog, std::string("firmware ") + VEND_VERSION + "; updates from " + u.dir);
   return {};
 }
 
@@ -146,6 +166,11 @@ void Daemon::deliver(Inbox<std::string>::Batch& batch, bool accept_commands) {
 void Daemon::tick() {
   core_->tick();
   hal_->between_ticks(*ledger_, core_->idle());
+  if (update_) {
+    // Idle: no dispense queued or running, and no outcome waiting in memory
+    // for room in the ledger (every piece of work committed).
+    update_->tick(core_->idle() && !core_->storage_full(), transport_->connected(), hal_ok_);
+  }
 }
 
 void Daemon::serve() {
@@ -156,7 +181,9 @@ void Daemon::serve() {
     Steady::time_point now = Steady::now();
     if (now < next_tick) continue;
     tick();
-    if (auto s = hal_->check(); !s.ok()) {
+    auto hal_check = hal_->check();
+    hal_ok_ = hal_check.ok();
+    if (auto s = hal_check; !s.ok()) {
       // Without its guard no motor can run: exit, and systemd restarts both.
       log_.error(kLog, "stopping: " + s.error().to_string());
       hardware_lost_ = s.error();

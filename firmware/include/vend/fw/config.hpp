@@ -51,6 +51,16 @@ struct CoreOptions {
   bool auto_confirm_restock = false;     // load cloud restocks at once via Hal::loader (sim)
 };
 
+// Firmware updates over the air (docs/firmware.md, "Updates"). Off unless
+// the `update` section names the update key's public half.
+struct UpdateConfig {
+  std::string public_key_file;               // 64 hex chars; "" = updates refused
+  std::string dir = "/var/lib/vend/update";  // artifacts, kept packages, marker, requests
+  int64_t max_bytes = 64ll * 1024 * 1024;    // largest artifact accepted
+  int64_t health_bound_ms = 180'000;         // a new version must be healthy within this
+  std::string ca_file;                       // HTTPS downloads: CA bundle ("" = the system's)
+};
+
 struct DeviceConfig {
   std::string device_id;
   std::string key_file;
@@ -68,6 +78,7 @@ struct DeviceConfig {
   SimulatedMachineOptions sim;
   GpioConfig gpio;
   CoreOptions core;
+  UpdateConfig update;
 };
 
 // Parses JSON config text. Errors have code "bad_config" and name the key,

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,6 +87,16 @@ class DeviceCore {
   // work under way wait in memory, and every few seconds a `storage_full`
   // fault is tried; once it is written the core is back to normal.
   bool storage_full() const { return storage_.full(); }
+  // Takes the `update` commands that pass authentication and freshness
+  // (the daemon's update shell, firmware/update_shell/). Without one they
+  // are refused, reason "unsupported".
+  using UpdateHandler = std::function<CommandOutcome(const proto::UpdateCommand&)>;
+  void set_update_handler(UpdateHandler handler) { update_handler_ = std::move(handler); }
+
+  // Appends an event of a part outside the core (an update_status) to the
+  // outbox, durable when this returns ok, and schedules its publish.
+  Status report_event(const proto::EventBody& body);
+
   // True when no dispense is queued or running.
   bool idle() const { return dispenser_.idle(); }
   size_t queued() const { return dispenser_.queued(); }
@@ -126,6 +137,7 @@ class DeviceCore {
   // lifetime is answered `duplicate`, so it cannot fill the outbox either.
   static constexpr size_t kRecentRequests = 64;
   std::deque<std::pair<std::string, int64_t>> recent_requests_;
+  UpdateHandler update_handler_;
 };
 
 }  // namespace vend::fw

@@ -307,8 +307,8 @@ Result<HttpReply> DeviceRoutes::update_firmware(const HttpRequest& req) {
   auto update = read_update_request(fields);
   if (!update.ok()) return update.error();
   http::Json detail = {{"version", update->version}, {"size_bytes", update->size_bytes}};
-  auto id = core_.request_update(*device, *update,
-                                 audit_of(req, "update", *device, "", detail.dump()));
+  auto id =
+      core_.request_update(*device, *update, audit_of(req, "update", *device, "", detail.dump()));
   if (!id.ok()) return id.error();
   log_.info("http", "update " + *id + " of '" + *device + "' to " + update->version + " requested");
   return HttpReply{

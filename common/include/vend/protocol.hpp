@@ -286,9 +286,8 @@ struct UpdateStatus {
   bool operator==(const UpdateStatus&) const = default;
 };
 
-using EventBody =
-    std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable, DispenseStarted,
-                 UpdateStatus>;
+using EventBody = std::variant<DispenseResult, TokensMinted, Snapshot, Fault, EventsUnavailable,
+                               DispenseStarted, UpdateStatus>;
 
 // Every device event carries the device's persisted, strictly increasing
 // `seq` (the dedup key with `device`) and the `boot_id` of the session that

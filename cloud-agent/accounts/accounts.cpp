@@ -210,7 +210,7 @@ Result<Caller> Accounts::check_password(const std::string& name, std::string_vie
   return Caller{name, (*account)->role, (*account)->machines};
 }
 
-Status Accounts::record(AuditEntry entry) {
+Status Accounts::record(const AuditEntry& entry) {
   Changeset changes;
   if (!entry.device.empty()) changes.fence_device(entry.device);
   changes.insert_audit(entry);

@@ -83,7 +83,7 @@ class Accounts {
 
   // An action whose change is not in the log (a reconcile request goes to
   // the machine): its audit row alone, durable before the action.
-  Status record(AuditEntry entry);
+  Status record(const AuditEntry& entry);
   Result<std::vector<AuditEntry>> audit(const AuditQuery& query) { return repo_.audit(query); }
 
   // An audit row of `by` for `action`, stamped now.

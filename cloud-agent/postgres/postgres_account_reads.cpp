@@ -49,6 +49,7 @@ Result<std::vector<StoredAccount>> PostgresBackend::accounts() {
   auto r = read(std::string("SELECT ") + kAccountColumns + " FROM accounts ORDER BY name", {});
   if (!r.ok()) return r.error();
   std::vector<StoredAccount> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(read_account(*r, i));
   return out;
 }
@@ -71,6 +72,7 @@ Result<std::vector<StoredApiToken>> PostgresBackend::api_tokens(const std::strin
                 {account});
   if (!r.ok()) return r.error();
   std::vector<StoredApiToken> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) out.push_back(read_token(*r, i));
   return out;
 }
@@ -84,6 +86,7 @@ Result<std::vector<AuditEntry>> PostgresBackend::audit(const AuditQuery& q) {
       {num(q.after_id), num(q.since_ms), q.account, q.device, num(static_cast<int64_t>(q.limit))});
   if (!r.ok()) return r.error();
   std::vector<AuditEntry> out;
+  out.reserve(static_cast<size_t>(r->rows()));
   for (int i = 0; i < r->rows(); ++i) {
     out.push_back(AuditEntry{r->int64(i, 0), r->int64(i, 1), r->text(i, 2), r->text(i, 3),
                              r->text(i, 4), r->text(i, 5), r->text(i, 6), r->text(i, 7)});

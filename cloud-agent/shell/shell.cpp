@@ -82,6 +82,10 @@ class AgentProcess {
   Status open_storage();
   Status join_cluster();
   void open_transport();
+  AgentOptions agent_options() const;
+  // The ops series, the ops stream hub and the tee that feeds both.
+  void open_ops();
+  void warn_auth_mode();
   Result<int> bind_http();  // the bound port
   void open_rate_limiter();
   Status start_mqtt();
@@ -193,11 +197,7 @@ void AgentProcess::open_transport() {
 // The HTTP port is bound before MQTT connects: a second agent started by
 // mistake on the same address fails here, before its session (same client
 // id) could take the running agent's session over.
-Status AgentProcess::start(std::ostream& out) {
-  if (Status s = open_storage(); !s.ok()) return s;
-  if (Status s = join_cluster(); !s.ok()) return s;
-  mqtt_down_since_ms_ = clock_.monotonic_ms();  // down until the first connect
-  open_transport();
+AgentOptions AgentProcess::agent_options() const {
   AgentOptions ao;
   ao.reservation_ttl_ms = options_.reservation_ttl_s * 1000;
   ao.dispatch_ttl_ms = options_.dispatch_ttl_s * 1000;
@@ -209,11 +209,10 @@ Status AgentProcess::start(std::ostream& out) {
   ao.clock_skew_alert_ms = options_.clock_skew_alert_ms;
   ao.max_open_reservations_per_client = static_cast<size_t>(options_.max_open_reservations);
   ao.instance_id = options_.instance_id;
-  CoreThread::Limits inbound;  // 10,000 messages, 64 MiB, 10,000 calls
-  // One machine's share: a buggy or hostile one cannot fill the queue the
-  // fleet shares (what is dropped is re-sent: core_thread.hpp).
-  inbound.max_messages_per_source = kInboundPerDevice;
-  core_thread_ = std::make_unique<CoreThread>(inbound, std::chrono::milliseconds(10), log_);
+  return ao;
+}
+
+void AgentProcess::open_ops() {
   series_ = std::make_unique<OpsSeries>(OpsSeriesOptions{}, clock_);
   OpsHubOptions hub_options;  // shell_options.hpp: the --ops-stream-* options
   hub_options.max_subscribers = static_cast<size_t>(options_.ops_stream_max_subscribers);
@@ -226,9 +225,37 @@ Status AgentProcess::start(std::ostream& out) {
     series->offer(kind, payload);
   });
   tee_ = std::make_unique<OpsTee>(*transport_, *hub_);
+}
+
+void AgentProcess::warn_auth_mode() {
+  if (options_.insecure_no_auth) {
+    log_.warn(kLog, "--insecure-no-auth: operator endpoints need no token");
+  } else if (!secrets_.operator_token.empty()) {
+    log_.warn(kLog,
+              "the single operator token is deprecated (it acts as an admin and is removed in "
+              "the next release): create accounts (vend-agent account add) and use their API "
+              "tokens");
+  }
+}
+
+// The HTTP port is bound before MQTT connects: a second agent started by
+// mistake on the same address fails here, before its session (same client
+// id) could take the running agent's session over.
+Status AgentProcess::start(std::ostream& out) {
+  if (Status s = open_storage(); !s.ok()) return s;
+  if (Status s = join_cluster(); !s.ok()) return s;
+  mqtt_down_since_ms_ = clock_.monotonic_ms();  // down until the first connect
+  open_transport();
+  CoreThread::Limits inbound;  // 10,000 messages, 64 MiB, 10,000 calls
+  // One machine's share: a buggy or hostile one cannot fill the queue the
+  // fleet shares (what is dropped is re-sent: core_thread.hpp).
+  inbound.max_messages_per_source = kInboundPerDevice;
+  core_thread_ = std::make_unique<CoreThread>(inbound, std::chrono::milliseconds(10), log_);
+  open_ops();
   reader_ = std::make_unique<ReaderThread>();
-  core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, ao, core_thread_.get(),
-                                      &reader_->lookups(), &reader_->reservations());
+  core_ = std::make_unique<AgentCore>(*repo_, *tee_, clock_, random_, log_, agent_options(),
+                                      core_thread_.get(), &reader_->lookups(),
+                                      &reader_->reservations());
   auto port = bind_http();  // requests wait in the backlog until serve_http()
   if (!port.ok()) return port.error();
   if (cluster_) {
@@ -247,14 +274,7 @@ Status AgentProcess::start(std::ostream& out) {
   out << "vend-agent: HTTP API on " << listen_url(options_.http_host, *port) << ", MQTT broker "
       << options_.mqtt_url << "\n"
       << std::flush;
-  if (options_.insecure_no_auth) {
-    log_.warn(kLog, "--insecure-no-auth: operator endpoints need no token");
-  } else if (!secrets_.operator_token.empty()) {
-    log_.warn(kLog,
-              "the single operator token is deprecated (it acts as an admin and is removed in "
-              "the next release): create accounts (vend-agent account add) and use their API "
-              "tokens");
-  }
+  warn_auth_mode();
   return {};
 }
 

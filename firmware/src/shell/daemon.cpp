@@ -181,9 +181,9 @@ void Daemon::serve() {
     Steady::time_point now = Steady::now();
     if (now < next_tick) continue;
     tick();
-    auto hal_check = hal_->check();
-    hal_ok_ = hal_check.ok();
-    if (auto s = hal_check; !s.ok()) {
+    const Status s = hal_->check();
+    hal_ok_ = s.ok();
+    if (!s.ok()) {
       // Without its guard no motor can run: exit, and systemd restarts both.
       log_.error(kLog, "stopping: " + s.error().to_string());
       hardware_lost_ = s.error();
